@@ -1,0 +1,57 @@
+# gpufleet: `make demo` runs the main job on a simulated fleet, `make test` runs every check.
+SHELL := /bin/bash
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(BIN)):$(PATH)
+export ANSIBLE_ROLES_PATH := $(abspath roles)
+export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
+
+.PHONY: setup demo test lint unit integration molecule bench clean sim-down
+
+setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
+
+# Finds a Python >= 3.12 for ansible-core 2.21 (PYTHON=... overrides).
+$(STAMP): pyproject.toml requirements/constraints.txt
+	@bash scripts/system-packages.sh
+	@py="$$(bash scripts/find-python.sh)" || exit 2; \
+	  test -x $(BIN)/python || "$$py" -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[dev]'
+	@touch $@
+
+.gpufleet/collections/ansible_collections/gpufleet/node:
+	@mkdir -p $(@D)
+	@ln -sfn $(abspath .) $@
+
+demo: setup
+	$(BIN)/gpufleet demo
+
+test: setup lint unit integration molecule
+
+lint: setup
+	$(BIN)/ruff check src plugins tests bench
+	$(BIN)/ruff format --check src plugins tests bench
+	$(BIN)/mypy
+	$(BIN)/ansible-lint --offline --profile production
+	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t module gpufleet.node.$$m > /dev/null || exit 1; \
+	done; echo "ansible-doc: every module renders"
+
+unit: setup
+	$(BIN)/pytest tests/unit
+
+integration: setup
+	$(BIN)/pytest tests/integration
+
+molecule: setup
+	cd . && $(BIN)/molecule test -s default
+
+bench: setup
+	$(BIN)/python bench/fleet_speed.py
+
+sim-down:
+	-$(BIN)/gpufleet sim down
+
+clean: sim-down
+	rm -rf $(VENV) .gpufleet .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the simulated fleet needs (sshd, iproute2, util-linux) when missing.
+set -eu
+need=()
+command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v unshare >/dev/null 2>&1 || need+=(util-linux)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+[ -x /usr/bin/python3 ] || need+=(python3)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "error: the simulated fleet needs: ${need[*]} (run as root, or install them)" >&2; exit 2
+fi
+echo "installing ${need[*]} ..."
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,3 @@
+"""gpufleet: provision, check and gate multi-GPU inference nodes with Ansible."""
+
+__version__ = "0.1.0"

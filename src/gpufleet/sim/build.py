@@ -1,0 +1,161 @@
+"""Builds a node's initial state from a hardware profile (controller side)."""
+
+from __future__ import annotations
+
+import uuid
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpufleet.sim.state import State, sysfs_bdf
+
+PROFILES = ("b300-16", "h100-8")
+_NAMESPACE = uuid.UUID("6f1c7a52-3c1e-4d0b-9d6e-2f4b8a1e0c11")
+
+
+def load_profile(name: str) -> dict[str, Any]:
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}")
+    text = resources.files("gpufleet.sim").joinpath("profiles", f"{name}.yml").read_text()
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def _gpu_uuid(node: str, slot: int) -> str:
+    return "GPU-" + str(uuid.uuid5(_NAMESPACE, f"{node}/gpu/{slot}"))
+
+
+def _hex_serial(node: str, slot: int, digits: int) -> str:
+    return str(int(uuid.uuid5(_NAMESPACE, f"{node}/serial/{slot}").hex[:12], 16))[:digits]
+
+
+def _switch_base_bus(switch: int, switches: int) -> int:
+    # Half the switches hang off each socket, as on HGX boards.
+    half = max(switches // 2, 1)
+    socket, pos = divmod(switch, half)
+    return (0x10 if socket == 0 else 0x90) + 0x11 * pos
+
+
+def build_node_state(node: str, profile_name: str, index: int) -> State:
+    """The node as the profile describes it, configured as a tuned fleet node is."""
+    profile = load_profile(profile_name)
+    switches = int(profile["switches"])
+    numa_count = len(profile["numa_nodes"])
+    domains = int(profile["nvlink_domains"])
+    gpu_p, nic_p = profile["gpu"], profile["nic"]
+    state: State = {
+        "name": node,
+        "index": index,
+        "profile": profile_name,
+        "driver_version": profile["driver_version"],
+        "cuda_version": profile["cuda_version"],
+        "cpu": profile["cpu"],
+        "numa_nodes": profile["numa_nodes"],
+        "pci_switches": [],
+        "gpus": [],
+        "nics": [],
+        "faults": [],
+    }
+    slot = nic_slot = 0
+    for sw in range(switches):
+        base = _switch_base_bus(sw, switches)
+        numa = min(sw * numa_count // switches, numa_count - 1)
+        children: list[str] = []
+        for _ in range(int(profile["gpus_per_switch"])):
+            bus = base + 3 + len(children)
+            bdf = f"00000000:{bus:02X}:00.0"
+            children.append(bdf)
+            power = gpu_p["power"]
+            temp = gpu_p["temperature"]
+            state["gpus"].append(
+                {
+                    "slot": slot,
+                    "uuid": _gpu_uuid(node, slot),
+                    "serial": "1" + _hex_serial(node, slot, 12),
+                    "name": gpu_p["name"],
+                    "pci_bus_id": bdf,
+                    "pci_device_id": gpu_p["pci_device_id"],
+                    "pci_subsystem_id": gpu_p["pci_subsystem_id"],
+                    "board_part_number": gpu_p["board_part_number"],
+                    "vbios_version": gpu_p["vbios_version"],
+                    "module_id": slot % 8 + 1,
+                    "nvlink_domain": min(sw * domains // switches, domains - 1),
+                    "numa_node": numa,
+                    "switch": sw,
+                    "present": True,
+                    "persistence_mode": True,
+                    "memory_total_mib": gpu_p["memory_total_mib"],
+                    "memory_used_mib": 0,
+                    "sm_count": gpu_p["sm_count"],
+                    "compute_cap": gpu_p["compute_cap"],
+                    "nvlink_count": gpu_p["nvlink_count"],
+                    "nvlink_speed_gbps": gpu_p["nvlink_speed_gbps"],
+                    "pcie": dict(gpu_p["pcie"]),
+                    "utilization_pct": 0,
+                    "power": {
+                        "default_limit_w": power["default_limit_w"],
+                        "min_limit_w": power["min_limit_w"],
+                        "max_limit_w": power["max_limit_w"],
+                        "requested_limit_w": power["default_limit_w"],
+                        "enforced_limit_w": power["default_limit_w"],
+                        "draw_w": power["idle_draw_w"],
+                    },
+                    "temperature": {
+                        "gpu_c": temp["idle_gpu_c"],
+                        "memory_c": temp["idle_memory_c"],
+                        "slowdown_c": temp["slowdown_c"],
+                        "shutdown_c": temp["shutdown_c"],
+                        "max_operating_c": temp["max_operating_c"],
+                    },
+                    "clocks": dict(gpu_p["clocks"]),
+                    "clocks_event_reasons": ["gpu_idle"],
+                    "ecc": {"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
+                    "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+                }
+            )
+            slot += 1
+        for _ in range(int(profile["nics_per_switch"])):
+            bus = base + 3 + len(children)
+            bdf = f"0000:{bus:02x}:00.0"
+            children.append(bdf)
+            guid = uuid.uuid5(_NAMESPACE, f"{node}/nic/{nic_slot}").hex[:16]
+            state["nics"].append(
+                {
+                    "slot": nic_slot,
+                    "ibdev": f"mlx5_{nic_slot}",
+                    "netdev": f"{nic_p['netdev_prefix']}{bus}np0",
+                    "pci_bus_id": bdf,
+                    "pci_device_id": nic_p["pci_device_id"],
+                    "model": nic_p["model"],
+                    "part_number": nic_p["part_number"],
+                    "psid": nic_p["psid"],
+                    "fw_version": nic_p["fw_version"],
+                    "numa_node": numa,
+                    "switch": sw,
+                    "port": 1,
+                    "node_guid": ":".join(guid[i : i + 4] for i in range(0, 16, 4)),
+                    "mac": "b8:3f:d2:" + ":".join(guid[i : i + 2] for i in range(10, 16, 2)),
+                    "link_type": "eth",
+                    "link_up": True,
+                    "speed_gbps": nic_p["speed_gbps"],
+                    "supported_speeds_gbps": list(nic_p["supported_speeds_gbps"]),
+                    "trust": "dscp",
+                    "pfc": [0, 0, 0, 1, 0, 0, 0, 0],
+                    "pending_link_type": None,
+                }
+            )
+            nic_slot += 1
+        state["pci_switches"].append(
+            {
+                "index": sw,
+                "root_port": f"0000:{base:02x}:01.0",
+                "upstream": f"0000:{base + 1:02x}:00.0",
+                "downstream_bus": base + 2,
+                "children": [c if len(c) == 12 else sysfs_bdf(c) for c in children],
+                "numa_node": numa,
+                "vendor": "0x1000",
+                "device": "0xc030",
+            }
+        )
+    return state

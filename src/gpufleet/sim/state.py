@@ -1,0 +1,67 @@
+"""A simulated node's state: one JSON document per node, read and written under a lock.
+
+Used by the fake tools inside the nodes (stdlib only, Python 3.11) and by the harness.
+Settings that real Linux keeps in sysfs/configfs (ECN enables, CNP DSCP, RoCE mode and
+ToS, MTU, traffic class) live only in the node's sysfs tree, never here, so a write
+through the file and a read through a tool can never disagree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+State = dict[str, Any]
+
+STATE_FILE = "state.json"
+
+
+def node_dir_from_env() -> Path:
+    """The node directory a fake tool belongs to (baked into its wrapper script)."""
+    value = os.environ.get("GPUFLEET_SIM_NODE_DIR")
+    if not value:
+        raise RuntimeError("GPUFLEET_SIM_NODE_DIR is not set: tool started outside a sim node")
+    return Path(value)
+
+
+def load(node_dir: Path) -> State:
+    with open(node_dir / STATE_FILE, encoding="utf-8") as handle:
+        data: State = json.load(handle)
+    return data
+
+
+def save(node_dir: Path, state: State) -> None:
+    tmp = node_dir / (STATE_FILE + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=1, sort_keys=True)
+    os.replace(tmp, node_dir / STATE_FILE)
+
+
+@contextlib.contextmanager
+def locked(node_dir: Path) -> Iterator[State]:
+    """Read-modify-write of a node's state; concurrent tool calls serialise here."""
+    with open(node_dir / "state.lock", "a+", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            state = load(node_dir)
+            yield state
+            save(node_dir, state)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def present_gpus(state: State) -> list[dict[str, Any]]:
+    """GPUs on the bus, in nvidia-smi order (by PCI bus ID); index is the position."""
+    gpus = [gpu for gpu in state["gpus"] if gpu.get("present", True)]
+    return sorted(gpus, key=lambda gpu: str(gpu["pci_bus_id"]).lower())
+
+
+def sysfs_bdf(nvsmi_bus_id: str) -> str:
+    """nvidia-smi prints an 8-digit PCI domain (00000000:18:00.0); sysfs uses 4 (0000:18:00.0)."""
+    domain, rest = nvsmi_bus_id.split(":", 1)
+    return f"{int(domain, 16):04x}:{rest.lower()}"
