@@ -1,0 +1,326 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather NVIDIA GPU facts (identity, power, temperature, throttle reasons, topology)
+version_added: "0.1.0"
+description:
+  - Runs C(nvidia-smi -q -x) once for every GPU's identity, power limits, temperatures, active clock
+    event (throttle) reasons, ECC and row-remapping state, and C(nvidia-smi topo -m) for the PCIe/NVLink
+    matrix, NUMA affinity, NVLink domains and the NICs nearest to each GPU.
+  - Readings the GPU does not report (C(N/A), not supported, deprecated) are V(null), never V(0), so a
+    gate can tell a missing reading from a zero one.
+  - GPUs are listed in nvidia-smi index order. Identify them by C(uuid), which survives reboots
+    and PCIe re-enumeration; the index and bus ID do not.
+  - If C(topo -m) fails or its GPU count disagrees with C(-q -x), C(gpufleet_gpu_topology) is V(null) and
+    the module warns; the other facts are still returned.
+  - Changes nothing on the node.
+options:
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Only reads; runs the same commands in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Needs a loaded NVIDIA driver; C(nvidia-smi) is run with C(LC_ALL=C).
+  - C(temperature.tlimit_c) is the margin to the GPU's slowdown temperature (T.Limit), not a temperature;
+    it falls as the GPU heats up.
+seealso:
+  - name: nvidia-smi documentation
+    description: Meaning of every field nvidia-smi reports.
+    link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU facts
+  gpufleet.node.gpu_facts:
+
+- name: Fail when any GPU's enforced power limit is below its default
+  ansible.builtin.assert:
+    that:
+      - item.power.enforced_limit_w is not none
+      - item.power.enforced_limit_w >= item.power.default_limit_w
+    fail_msg: "GPU {{ item.index }} ({{ item.uuid }}) is capped at {{ item.power.enforced_limit_w }} W"
+  loop: "{{ gpufleet_gpus }}"
+  loop_control:
+    label: "{{ item.uuid }}"
+
+- name: Use an nvidia-smi outside PATH (driver container)
+  gpufleet.node.gpu_facts:
+    nvidia_smi_path: /run/nvidia/driver/usr/bin/nvidia-smi
+
+- name: Show the GPUs of the first NVLink domain
+  ansible.builtin.debug:
+    msg: "{{ gpufleet_gpu_topology.nvlink_domains[0] | join(',') }}"
+  when: gpufleet_gpu_topology is not none
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host.
+  returned: success
+  type: complex
+  contains:
+    gpufleet_driver_version:
+      description: NVIDIA driver version.
+      returned: success
+      type: str
+      sample: "535.161.08"
+    gpufleet_cuda_version:
+      description: Highest CUDA version the driver supports.
+      returned: success
+      type: str
+      sample: "12.2"
+    gpufleet_gpus:
+      description: One entry per GPU, in nvidia-smi index order.
+      returned: success
+      type: list
+      elements: dict
+      contains:
+        index:
+          description: nvidia-smi index (position in its output).
+          type: int
+          sample: 0
+        uuid:
+          description: GPU UUID, stable across reboots.
+          type: str
+          sample: GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa
+        pci_bus_id:
+          description: PCI bus ID as nvidia-smi prints it.
+          type: str
+          sample: "00000000:19:00.0"
+        name:
+          description: Product name.
+          type: str
+          sample: NVIDIA H100 80GB HBM3
+        serial:
+          description: Board serial number, or null.
+          type: str
+          sample: "1650124031592"
+        persistence_mode:
+          description: Whether persistence mode is on; null if unknown.
+          type: bool
+          sample: true
+        mig_mode:
+          description: Whether MIG mode is currently enabled; null where MIG is not supported.
+          type: bool
+          sample: false
+        power:
+          description: GPU power readings in watts; each is null when not reported.
+          type: dict
+          contains:
+            draw_w:
+              description: Power draw (1 s average on Ampere and newer, else instantaneous).
+              type: float
+              sample: 67.74
+            requested_limit_w:
+              description: Limit set by software (C(nvidia-smi -pl)).
+              type: float
+              sample: 700.0
+            enforced_limit_w:
+              description: Limit in force, the lowest of all limiters (for example a PDU power brake).
+              type: float
+              sample: 700.0
+            default_limit_w:
+              description: Default limit.
+              type: float
+              sample: 700.0
+            min_limit_w:
+              description: Lowest limit that can be set.
+              type: float
+              sample: 200.0
+            max_limit_w:
+              description: Highest limit that can be set.
+              type: float
+              sample: 700.0
+          sample: {"draw_w": 67.74, "requested_limit_w": 700.0, "enforced_limit_w": 700.0,
+                   "default_limit_w": 700.0, "min_limit_w": 200.0, "max_limit_w": 700.0}
+        module_power:
+          description: Module power readings (GPU plus CPU and memory on Grace parts), same keys as RV(ansible_facts.gpufleet_gpus.power); all null elsewhere.
+          type: dict
+          sample: {"draw_w": null, "requested_limit_w": null, "enforced_limit_w": null,
+                   "default_limit_w": null, "min_limit_w": null, "max_limit_w": null}
+        temperature:
+          description: Temperatures in degrees C; C(tlimit_c) is the margin to the slowdown temperature.
+          type: dict
+          sample: {"gpu_c": 29, "memory_c": 39, "tlimit_c": 56}
+        clocks_event_reasons:
+          description:
+            - Active clock event (throttle) reasons, from C(gpu_idle), C(applications_clocks_setting),
+              C(sw_power_cap), C(hw_slowdown), C(hw_thermal_slowdown), C(hw_power_brake_slowdown),
+              C(sync_boost), C(sw_thermal_slowdown), C(display_clocks_setting).
+          type: list
+          elements: str
+          sample: ["hw_slowdown", "hw_power_brake_slowdown"]
+        ecc:
+          description: Uncorrected ECC errors (DRAM plus SRAM) since the last driver load and over the GPU's life.
+          type: dict
+          sample: {"volatile_uncorrected": 0, "aggregate_uncorrected": 0}
+        remapped_rows:
+          description: Row remapping state; a pending remap needs a GPU reset.
+          type: dict
+          sample: {"pending": false, "failure": false}
+        retired_pages:
+          description: Retired page counts (pre-Hopper GPUs); null where not reported.
+          type: dict
+          sample: {"single_bit": null, "double_bit": null, "pending": null}
+    gpufleet_gpu_topology:
+      description:
+        - PCIe/NVLink topology from C(nvidia-smi topo -m), keyed by GPU UUID and NIC ibdev name.
+        - Null when C(topo -m) failed or disagreed with the GPU list (a warning says which).
+      returned: success
+      type: dict
+      contains:
+        matrix:
+          description: Link between every pair of devices, by their C(topo -m) names.
+          type: dict
+          sample: {"GPU0": {"GPU0": "X", "GPU1": "NV18", "NIC0": "PIX"}}
+        nvlink_domains:
+          description: Groups of GPU UUIDs connected by NVLink, in GPU index order.
+          type: list
+          elements: list
+          sample: [["GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa", "GPU-47daa2ad-a218-6286-252b-af45f0dfaf00"]]
+        gpus:
+          description: Per GPU UUID, its place in the topology.
+          type: dict
+          sample:
+            GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa:
+              index: 0
+              topo_name: GPU0
+              pci_bus_id: "00000000:19:00.0"
+              numa_node: 0
+              gpu_numa_id: null
+              cpu_affinity: "0-55"
+              nearest_nics: ["mlx5_0"]
+        nics:
+          description:
+            - Per NIC ibdev name, its C(topo -m) name, NUMA node (when the GPUs on its PCIe switch agree on
+              one, else null) and the GPU UUIDs it is nearest to.
+          type: dict
+          sample:
+            mlx5_0:
+              topo_name: NIC0
+              numa_node: 0
+              nearest_gpus: ["GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa"]
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    ParseError,
+    build_topology,
+    parse_query_xml,
+    parse_topo_matrix,
+)
+
+# nvidia-smi's messages and number formats are only stable in the C locale.
+_ENV = {"LC_ALL": "C"}
+
+
+def _first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def _nvidia_smi(module):
+    path = module.params["nvidia_smi_path"]
+    if path is None:
+        return module.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def _query(module, smi):
+    """The per-GPU facts; any failure here fails the module (without them there is nothing to report)."""
+    cmd = [smi, "-q", "-x"]
+    rc, out, err = module.run_command(cmd, environ_update=_ENV)
+    if rc != 0:
+        module.fail_json(
+            msg="nvidia-smi -q -x failed (rc=%d): %s. Check that the NVIDIA driver is loaded "
+            "and that nvidia-smi works on this node." % (rc, _first_line(err, out)),
+            cmd=cmd,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+    try:
+        return parse_query_xml(out)
+    except ParseError as exc:
+        module.fail_json(
+            msg="Could not read nvidia-smi -q -x output: %s. Run it by hand on this node to see what it prints."
+            % exc,
+            cmd=cmd,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+
+
+def _topology(module, smi, gpus):
+    """Topology is optional: on any problem warn and return None, never fail."""
+    cmd = [smi, "topo", "-m"]
+    rc, out, err = module.run_command(cmd, environ_update=_ENV)
+    if rc != 0:
+        module.warn("nvidia-smi topo -m failed (rc=%d): %s; GPU topology left unset" % (rc, _first_line(err, out)))
+        return None
+    try:
+        topo = parse_topo_matrix(out)
+    except ParseError as exc:
+        module.warn("%s; GPU topology left unset" % exc)
+        return None
+    topology, warnings = build_topology(gpus, topo)
+    for warning in warnings:
+        module.warn(warning)
+    return topology
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(nvidia_smi_path=dict(type="path")),
+        supports_check_mode=True,
+    )
+    smi = _nvidia_smi(module)
+    report = _query(module, smi)
+    if report["attached_gpus"] is not None and report["attached_gpus"] != len(report["gpus"]):
+        module.warn(
+            "nvidia-smi reports %d attached GPUs but describes %d; check for a GPU that fell off the bus"
+            % (report["attached_gpus"], len(report["gpus"]))
+        )
+    module.exit_json(
+        changed=False,
+        ansible_facts=dict(
+            gpufleet_driver_version=report["driver_version"],
+            gpufleet_cuda_version=report["cuda_version"],
+            gpufleet_gpus=report["gpus"],
+            gpufleet_gpu_topology=_topology(module, smi, report["gpus"]),
+        ),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""`gpufleet`: one command for the fleet. Errors become exit codes here and only here:
+0 all good, 1 a host blocked, drifted, failed or was unreachable, 2 usage or configuration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from gpufleet import commands, runner
+from gpufleet.report import Report
+from gpufleet.sim import build, control, faults
+from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
+
+EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad arguments or configuration: nothing was run."""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--inventory", "-i", type=Path, help="inventory (default: the simulated fleet)")
+    parser.add_argument("--limit", "-l", help="Ansible host pattern to limit the run to")
+    parser.add_argument("--report-dir", type=Path, default=Path("reports/latest"), help="where reports go")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    facts = sub.add_parser("facts", help="gather GPU and RDMA facts from every node and report")
+    _common(facts)
+
+    demo = sub.add_parser("demo", help="2 simulated nodes, one faulted, `gpufleet facts`, the report")
+    demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
+
+    sim = sub.add_parser("sim", help="the simulated fleet")
+    sim.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=argparse.SUPPRESS)
+    simsub = sim.add_subparsers(dest="sim_command", required=True)
+    up = simsub.add_parser("up", help="start N simulated nodes and write their inventory")
+    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--profile", choices=build.PROFILES, default="b300-16")
+    up.add_argument("--subnet", default="127.0.1", help="loopback /24 for node addresses")
+    up.add_argument("--port", type=int, default=2222, help="sshd port on every node address")
+    simsub.add_parser("down", help="stop every node and remove what the fleet started")
+    simsub.add_parser("status", help="nodes, addresses and injected faults")
+    simsub.add_parser("inventory", help="print the inventory path")
+    fault = simsub.add_parser("fault", help="inject (or --clear) a fault on a node")
+    fault.add_argument("node")
+    fault.add_argument("fault", nargs="?", choices=sorted(faults.FAULTS))
+    fault.add_argument("--clear", action="store_true", help="clear this fault, or all faults if none named")
+    return parser
+
+
+def _inventory(path: Path | None) -> Path:
+    inventory = path or Fleet().inventory_path
+    if not inventory.exists():
+        hint = " (start the simulated fleet with `gpufleet sim up`)" if path is None else ""
+        raise UsageError(f"inventory {inventory} does not exist{hint}")
+    return inventory
+
+
+def _print_report(report: Report, report_dir: Path) -> int:
+    summary = report.summary()
+    print(f"report: {report_dir / 'report.json'}, {report_dir / 'report.md'}, {report_dir / 'gpufleet.prom'}")
+    print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
+    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
+
+
+def _sim(args: argparse.Namespace) -> int:
+    fleet = Fleet(args.dir)
+    if args.sim_command == "up":
+        described = control.up(fleet, FleetConfig(args.nodes, args.profile, args.subnet, args.port))
+        for name, where in described["nodes"].items():
+            print(f"{name}  {where['address']}:{where['port']}  up")
+        print(f"inventory: {fleet.inventory_path}")
+    elif args.sim_command == "down":
+        print("simulated fleet stopped" if control.down(fleet) else "no simulated fleet was up")
+    elif args.sim_command == "status":
+        rows = control.status(fleet)
+        if not rows:
+            print("no simulated fleet is up")
+        for row in rows:
+            print(f"{row['name']}  {row['address']}  {row['profile']}  gpus={row['gpus']} nics={row['nics']}"
+                  f"  faults={','.join(row['faults']) or '-'}")
+    elif args.sim_command == "inventory":
+        print(fleet.inventory_path)
+    elif args.sim_command == "fault":
+        changed = control.fault(fleet, args.node, args.fault, args.clear)
+        verb = "cleared" if args.clear else "injected"
+        print(f"{args.node}: {verb} {', '.join(changed)}" if changed else f"{args.node}: nothing to do")
+    return EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    fleet = Fleet()
+    control.down(fleet)
+    described = control.up(fleet, FleetConfig(nodes=2, profile="b300-16"))
+    print(f"simulated fleet up: {', '.join(described['nodes'])}")
+    try:
+        control.fault(fleet, "node02", "power-capped", clear=False)
+        print("injected fault power-capped on node02 (a PDU protection lowering every GPU's limit)")
+        options = commands.CommonOptions(fleet.inventory_path, None, args.report_dir)
+        report = commands.facts(options)
+        print((args.report_dir / "report.md").read_text(encoding="utf-8"))
+        code = _print_report(report, args.report_dir)
+    finally:
+        control.down(fleet)
+        print("simulated fleet stopped")
+    # The demo succeeds when the injected fault was found, and only on the faulted node.
+    statuses = {name: host.status for name, host in report.hosts.items()}
+    found = statuses == {"node01": "ok", "node02": "failed"}
+    print("demo: the fault was found on node02 only" if found else f"demo: unexpected result {json.dumps(statuses)}")
+    return EXIT_OK if found and code == EXIT_NOT_OK else EXIT_NOT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "sim":
+            return _sim(args)
+        if args.command == "demo":
+            return _demo(args)
+        options = commands.CommonOptions(_inventory(args.inventory), args.limit, args.report_dir)
+        report = commands.facts(options)
+        return _print_report(report, args.report_dir)
+    except (UsageError, SimError, faults.FaultError, ValueError) as exc:
+        print(f"gpufleet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except runner.RunnerError as exc:
+        print(f"gpufleet: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_NOT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The `gpufleet` commands that run playbooks and write a report."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet import checks, runner
+from gpufleet.report import HostReport, Report, now, write
+
+
+@dataclass(frozen=True)
+class CommonOptions:
+    inventory: Path
+    limit: str | None
+    report_dir: Path
+
+
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _host_report(result: runner.HostResult) -> HostReport:
+    if result.unreachable:
+        failed = next((t for t in result.tasks if t["outcome"] == "unreachable"), None)
+        message = (failed or {}).get("result", {}).get("msg", "unreachable")
+        return HostReport(status="unreachable", message=str(message).strip())
+    if result.failed:
+        failed = next((t for t in result.tasks if t["outcome"] == "failed"), None)
+        task = (failed or {}).get("task", "?")
+        message = (failed or {}).get("result", {}).get("msg", "failed")
+        return HostReport(status="failed", facts=_reported_facts(result.facts), message=f"{task}: {message}")
+    expected = result.facts.get("gpufleet_expected_gpu_count")
+    host_checks = checks.facts_checks(result.facts, int(expected) if expected is not None else None)
+    status = "ok" if all(c["ok"] for c in host_checks) else "failed"
+    return HostReport(status=status, checks=host_checks, facts=_reported_facts(result.facts))
+
+
+def _reported_facts(facts: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in facts.items() if k.startswith("gpufleet_")}
+
+
+def facts(options: CommonOptions) -> Report:
+    report = Report(command="facts", started=now())
+    result = runner.run_playbook(
+        runner.RunOptions(playbook="facts.yml", inventory=options.inventory, limit=options.limit),
+        progress=progress,
+    )
+    for name, host in result.hosts.items():
+        report.hosts[name] = _host_report(host)
+    report.finished = now()
+    write(report, options.report_dir)
+    return report

@@ -1,0 +1,162 @@
+"""The fleet report (contract): report.json for machines, report.md for people, and a
+node_exporter textfile (gpufleet.prom)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable")
+
+
+def now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class HostReport:
+    status: str = "ok"
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    facts: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "status": self.status,
+            "checks": self.checks,
+            "changes": self.changes,
+            "facts": self.facts,
+        }
+        if self.message:
+            data["message"] = self.message
+        return data
+
+
+@dataclass
+class Report:
+    command: str
+    started: str
+    hosts: dict[str, HostReport] = field(default_factory=dict)
+    finished: str = ""
+
+    def summary(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATUSES, 0)
+        for host in self.hosts.values():
+            counts[host.status] += 1
+        counts["hosts"] = len(self.hosts)
+        return counts
+
+    def all_ok(self) -> bool:
+        return all(h.status in ("ok", "changed") for h in self.hosts.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "gpufleet_report": SCHEMA_VERSION,
+            "command": self.command,
+            "started": self.started,
+            "finished": self.finished,
+            "hosts": {name: self.hosts[name].as_dict() for name in sorted(self.hosts)},
+            "summary": self.summary(),
+        }
+
+
+def _md_cell(value: Any) -> str:
+    text = "" if value is None else (json.dumps(value) if isinstance(value, list | dict) else str(value))
+    return text.replace("|", "\\|")
+
+
+def render_markdown(report: Report) -> str:
+    summary = report.summary()
+    lines = [
+        f"# gpufleet {report.command}",
+        "",
+        f"Started {report.started}, finished {report.finished}. "
+        + ", ".join(f"{summary[s]} {s}" for s in STATUSES if summary[s])
+        + f" of {summary['hosts']} hosts.",
+        "",
+        "| host | status | failed checks | changes |",
+        "|---|---|---|---|",
+    ]
+    for name in sorted(report.hosts):
+        host = report.hosts[name]
+        failed = [c for c in host.checks if not c["ok"]]
+        lines.append(f"| {name} | {host.status} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |")
+    for name in sorted(report.hosts):
+        host = report.hosts[name]
+        failed = [c for c in host.checks if not c["ok"]]
+        if not (failed or host.changes or host.message):
+            continue
+        lines += ["", f"## {name}: {host.status}", ""]
+        if host.message:
+            lines += [host.message, ""]
+        if failed:
+            lines += ["| check | value | limit | message |", "|---|---|---|---|"]
+            for c in failed:
+                value = f"{_md_cell(c['value'])} {c['unit']}".strip()
+                limit = f"{_md_cell(c['limit'])} {c['unit']}".strip()
+                lines.append(f"| {_md_cell(c['name'])} | {value} | {limit} | {_md_cell(c['message'])} |")
+        if host.changes:
+            lines += ["", "| setting | from | to |", "|---|---|---|"]
+            for ch in host.changes:
+                lines.append(f"| {_md_cell(ch['setting'])} | {_md_cell(ch['from'])} | {_md_cell(ch['to'])} |")
+    return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def render_prometheus(report: Report) -> str:
+    """node_exporter textfile collector format."""
+    lines = [
+        "# HELP gpufleet_host_ok 1 when the host's last gpufleet run found it ok or changed.",
+        "# TYPE gpufleet_host_ok gauge",
+    ]
+    for name in sorted(report.hosts):
+        ok = int(report.hosts[name].status in ("ok", "changed"))
+        lines.append(f'gpufleet_host_ok{{host="{_label(name)}",command="{report.command}"}} {ok}')
+    lines += [
+        "# HELP gpufleet_check_ok 1 when the named check passed.",
+        "# TYPE gpufleet_check_ok gauge",
+    ]
+    for name in sorted(report.hosts):
+        for c in report.hosts[name].checks:
+            lines.append(f'gpufleet_check_ok{{host="{_label(name)}",check="{_label(c["name"])}"}} {int(c["ok"])}')
+    lines += [
+        "# HELP gpufleet_gpu_power_enforced_limit_watts Enforced GPU power limit.",
+        "# TYPE gpufleet_gpu_power_enforced_limit_watts gauge",
+    ]
+    for name in sorted(report.hosts):
+        for gpu in report.hosts[name].facts.get("gpufleet_gpus") or []:
+            limit = (gpu.get("power") or {}).get("enforced_limit_w")
+            if limit is not None:
+                lines.append(
+                    f'gpufleet_gpu_power_enforced_limit_watts{{host="{_label(name)}",uuid="{gpu["uuid"]}"}} {limit}'
+                )
+    lines += [
+        "# HELP gpufleet_report_finished_timestamp_seconds When the run finished.",
+        "# TYPE gpufleet_report_finished_timestamp_seconds gauge",
+        f"gpufleet_report_finished_timestamp_seconds {datetime.now(UTC).timestamp():.0f}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: Report, directory: Path) -> dict[str, Path]:
+    """Writes the three files atomically (a textfile collector must never read half a file)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    outputs = {
+        "json": (directory / "report.json", json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"),
+        "md": (directory / "report.md", render_markdown(report)),
+        "prom": (directory / "gpufleet.prom", render_prometheus(report)),
+    }
+    for path, text in outputs.values():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return {kind: path for kind, (path, _) in outputs.items()}

@@ -1,0 +1,106 @@
+"""`gpufleet sim up|down|status|fault|inventory`: the fleet as seen from the command line."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gpufleet.sim import faults, state
+from gpufleet.sim.fleet import Fleet, FleetConfig, SimError
+
+_SUPERVISOR = "gpufleet.sim.supervisor"
+
+
+def _describe(fleet: Fleet) -> dict[str, Any] | None:
+    if not fleet.fleet_file.exists():
+        return None
+    data: dict[str, Any] = json.loads(fleet.fleet_file.read_text(encoding="utf-8"))
+    return data
+
+
+def _is_supervisor(pid: int) -> bool:
+    """The recorded pid is only signalled if it still is our supervisor (pids get reused)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+    except OSError:
+        return False
+    zombie = any(line.startswith("State:") and "Z" in line for line in status.splitlines())
+    return not zombie and _SUPERVISOR.encode() in cmdline
+
+
+def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, Any]:
+    config.validate()
+    if _describe(fleet) is not None:
+        raise SimError(f"a simulated fleet is already up ({fleet.fleet_file}); run `gpufleet sim down` first")
+    fleet.root.mkdir(parents=True, exist_ok=True)
+    log_path = fleet.root / "supervisor.log"
+    argv = [sys.executable, "-m", _SUPERVISOR, "--dir", str(fleet.root), "--nodes", str(config.nodes)]
+    argv += ["--profile", config.profile, "--subnet", config.subnet, "--port", str(config.port)]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SimError(f"the simulated fleet did not start: {log_path.read_text(encoding='utf-8').strip()}")
+        if "ready" in log_path.read_text(encoding="utf-8").split():
+            described = _describe(fleet)
+            if described is not None:
+                return described
+        time.sleep(0.1)
+    proc.terminate()
+    raise SimError(f"the simulated fleet was not ready within {timeout:.0f} s; see {log_path}")
+
+
+def down(fleet: Fleet, timeout: float = 30.0) -> bool:
+    """Stops the fleet; False when there was none."""
+    described = _describe(fleet)
+    if described is None:
+        return False
+    pid = int(described.get("owner", 0))
+    if described.get("managed") and _is_supervisor(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _is_supervisor(pid):
+            if time.monotonic() > deadline:
+                raise SimError(f"the fleet supervisor (pid {pid}) did not stop within {timeout:.0f} s")
+            time.sleep(0.1)
+    with contextlib.suppress(FileNotFoundError):
+        fleet.fleet_file.unlink()
+    return True
+
+
+def status(fleet: Fleet) -> list[dict[str, Any]]:
+    described = _describe(fleet)
+    if described is None:
+        return []
+    rows = []
+    for name, where in described["nodes"].items():
+        node_state = state.load(fleet.node_dir(name))
+        rows.append(
+            {
+                "name": name,
+                "address": f"{where['address']}:{where['port']}",
+                "profile": node_state["profile"],
+                "gpus": len(state.present_gpus(node_state)),
+                "nics": len(node_state["nics"]),
+                "faults": list(node_state["faults"]),
+            }
+        )
+    return rows
+
+
+def fault(fleet: Fleet, node_name: str, name: str | None, clear: bool) -> list[str]:
+    node_dir = fleet.node_dir(node_name)
+    if clear:
+        return faults.clear(node_dir, name)
+    if name is None:
+        raise SimError("name a fault to inject, or pass --clear")
+    return [name] if faults.inject(node_dir, name) else []

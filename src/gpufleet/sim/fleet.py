@@ -1,0 +1,244 @@
+"""The simulated fleet: starts, checks, describes and stops its nodes.
+
+A Fleet object owns its node processes and waits on them (PID 1 on these machines does not
+reap orphans). `gpufleet sim up` runs one inside a detached supervisor; tests use it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+import yaml
+
+from gpufleet.sim import build, node
+
+REPO_DIR = Path(__file__).resolve().parents[3]
+DEFAULT_DIR = REPO_DIR / ".gpufleet" / "sim"
+GROUP_VARS = REPO_DIR / "inventory" / "sim" / "group_vars"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """A node outlives no owner: if the harness dies, the kernel sends its nodes SIGTERM."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="utf-8")
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+class SimError(RuntimeError):
+    """The fleet could not be started, reached or described."""
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    nodes: int = 2
+    profile: str = "b300-16"
+    subnet: str = "127.0.1"
+    port: int = 2222
+
+    def validate(self) -> None:
+        if not 1 <= self.nodes <= 200:
+            raise SimError(f"--nodes must be between 1 and 200, got {self.nodes}")
+        build.load_profile(self.profile)
+        parts = self.subnet.split(".")
+        if len(parts) != 3 or parts[0] != "127" or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts):
+            raise SimError(f"--subnet must be a loopback /24 such as 127.0.1, got {self.subnet!r}")
+
+
+class Fleet:
+    def __init__(self, root: Path = DEFAULT_DIR) -> None:
+        self.root = root
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- layout -----------------------------------------------------------
+    @property
+    def inventory_path(self) -> Path:
+        return self.root / "inventory.yml"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.root / "ssh"
+
+    @property
+    def client_key(self) -> Path:
+        return self.ssh_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def fleet_file(self) -> Path:
+        return self.root / "fleet.json"
+
+    def node_dir(self, name: str) -> Path:
+        directory = self.root / "nodes" / name
+        if not (directory / "state.json").exists():
+            raise SimError(f"no simulated node {name!r} under {self.root}")
+        return directory
+
+    def specs(self, config: FleetConfig) -> list[node.NodeSpec]:
+        return [
+            node.NodeSpec(
+                name=f"node{i:02d}",
+                index=i,
+                address=f"{config.subnet}.{i + 1}",
+                port=config.port,
+                profile=config.profile,
+                directory=self.root / "nodes" / f"node{i:02d}",
+            )
+            for i in range(1, config.nodes + 1)
+        ]
+
+    # -- lifecycle --------------------------------------------------------
+    def up(self, config: FleetConfig, timeout: float = 30.0, managed: bool = False) -> list[node.NodeSpec]:
+        """Starts the nodes; managed=True when a supervisor owns them (sim down may signal it)."""
+        config.validate()
+        if self.fleet_file.exists():
+            raise SimError(f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet sim down`")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._client_key()
+        authorized = (self.client_key.with_suffix(".pub")).read_text(encoding="utf-8")
+        specs = self.specs(config)
+        try:
+            for spec in specs:
+                node.prepare(spec, authorized)
+            self._write_known_hosts(specs)
+            for spec in specs:
+                log = open(spec.directory / "sshd.log", "ab")  # noqa: SIM115 - kept open for the child
+                self.processes[spec.name] = subprocess.Popen(
+                    node.launch_argv(spec),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    preexec_fn=_die_with_parent,
+                )
+                log.close()
+            self._wait_ready(specs, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self._write_inventory(specs)
+        self.fleet_file.write_text(
+            json.dumps(
+                {
+                    "config": config.__dict__,
+                    "owner": os.getpid(),
+                    "managed": managed,
+                    "nodes": {s.name: {"address": s.address, "port": s.port} for s in specs},
+                },
+                indent=1,
+            ),
+            encoding="utf-8",
+        )
+        return specs
+
+    def stop(self) -> None:
+        """Kills every node (its PID namespace goes with it) and waits for each."""
+        for proc in self.processes.values():
+            if proc.poll() is None:
+                # Stop the namespace's PID 1 (sshd) first: unshare reaps it, and the kernel
+                # has reaped every session in the namespace before that wait returns.
+                for child in _children(proc.pid) or [proc.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for proc in self.processes.values():
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.processes.clear()
+        self.fleet_file.unlink(missing_ok=True)
+
+    def dead_nodes(self) -> list[str]:
+        return [name for name, proc in self.processes.items() if proc.poll() is not None]
+
+    # -- ssh ----------------------------------------------------------------
+    def _client_key(self) -> None:
+        self.ssh_dir.mkdir(parents=True, exist_ok=True)
+        if not self.client_key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-sim", "-f", str(self.client_key)],
+                check=True,
+            )
+
+    def _write_known_hosts(self, specs: list[node.NodeSpec]) -> None:
+        lines = []
+        for spec in specs:
+            key_type, key_data = spec.host_key.with_suffix(".pub").read_text(encoding="utf-8").split()[:2]
+            lines.append(f"[{spec.address}]:{spec.port} {key_type} {key_data}")
+        self.known_hosts.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def _handshake(self, spec: node.NodeSpec, pkey: paramiko.PKey) -> None:
+        """A real SSH handshake: the node must present the host key we recorded, and take ours."""
+        expected = paramiko.Ed25519Key.from_private_key_file(str(spec.host_key))
+        with paramiko.Transport((spec.address, spec.port)) as transport:
+            transport.banner_timeout = 5
+            transport.connect()
+            if transport.get_remote_server_key().asbytes() != expected.asbytes():
+                raise SimError(f"{spec.name} presented an unexpected host key")
+            transport.auth_publickey("root", pkey)
+
+    def _wait_ready(self, specs: list[node.NodeSpec], timeout: float) -> None:
+        pkey = paramiko.Ed25519Key.from_private_key_file(str(self.client_key))
+        pending = list(specs)
+        deadline = time.monotonic() + timeout
+        while pending:
+            spec = pending[0]
+            proc = self.processes[spec.name]
+            if proc.poll() is not None:
+                log = (spec.directory / "sshd.log").read_text(encoding="utf-8", errors="replace")
+                raise SimError(f"{spec.name} exited with {proc.returncode} while starting: {log.strip()[-400:]}")
+            try:
+                self._handshake(spec, pkey)
+                pending.pop(0)
+            except (OSError, paramiko.SSHException) as exc:
+                if time.monotonic() > deadline:
+                    raise SimError(f"{spec.name} at {spec.address}:{spec.port} not ready: {exc}") from exc
+                time.sleep(0.05)
+
+    # -- inventory ----------------------------------------------------------
+    def _write_inventory(self, specs: list[node.NodeSpec]) -> None:
+        profile_group = "profile_" + specs[0].profile.replace("-", "_")
+        inventory = {
+            "all": {
+                "children": {
+                    "gpu_nodes": {
+                        "children": {profile_group: {"hosts": {s.name: {"ansible_host": s.address} for s in specs}}},
+                        "vars": {
+                            "ansible_port": specs[0].port,
+                            "ansible_user": "root",
+                            "ansible_python_interpreter": node.NODE_PYTHON,
+                            "ansible_ssh_private_key_file": str(self.client_key),
+                            "ansible_ssh_common_args": (
+                                f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
+                            ),
+                        },
+                    }
+                },
+            }
+        }
+        header = "# Written by `gpufleet sim up`; the simulated fleet. Do not edit.\n"
+        self.inventory_path.write_text(header + yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
+        link = self.root / "group_vars"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(GROUP_VARS, target_is_directory=True)

@@ -1,0 +1,121 @@
+"""One simulated node: its directory, its tools, its sshd, and the command that starts it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet.sim import build, state, sysfs
+from gpufleet.sim.tools import TOOLS
+
+SRC_DIR = Path(__file__).resolve().parents[2]
+# The fake tools run on the node's own interpreter, as a real node's would.
+NODE_PYTHON = "/usr/bin/python3"
+SSHD = "/usr/sbin/sshd"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    index: int
+    address: str
+    port: int
+    profile: str
+    directory: Path
+
+    @property
+    def host_key(self) -> Path:
+        return self.directory / "ssh" / "ssh_host_ed25519_key"
+
+
+def _tool_wrapper(command: str, node_dir: Path) -> str:
+    return (
+        f"#!{NODE_PYTHON} -sS\n"
+        "import os, sys\n"
+        f"os.environ['GPUFLEET_SIM_NODE_DIR'] = {str(node_dir)!r}\n"
+        f"sys.path.insert(0, {str(SRC_DIR)!r})\n"
+        "from gpufleet.sim.tools import run\n"
+        f"sys.exit(run({command!r}, {str(node_dir)!r}))\n"
+    )
+
+
+def _sshd_config(spec: NodeSpec) -> str:
+    return "\n".join(
+        [
+            f"ListenAddress {spec.address}:{spec.port}",
+            f"HostKey {spec.host_key}",
+            "PidFile none",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            # the node's /root is a bind mount of a directory the harness owns
+            "StrictModes no",
+            "UseDNS no",
+            "MaxSessions 64",
+            "MaxStartups 200:30:400",
+            "Subsystem sftp internal-sftp",
+            "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "LogLevel ERROR",
+            "",
+        ]
+    )
+
+
+def prepare(spec: NodeSpec, authorized_key: str) -> None:
+    """Lays out a fresh node directory: state, sysfs, tools, home, sshd."""
+    if spec.directory.exists():
+        shutil.rmtree(spec.directory)
+    for sub in ("sys", "bin", "root/.ssh", "etc-upper", "etc-work", "ssh"):
+        (spec.directory / sub).mkdir(parents=True)
+    node_state = build.build_node_state(spec.name, spec.profile, spec.index)
+    state.save(spec.directory, node_state)
+    sysfs.render(spec.directory / "sys", node_state)
+    for command in TOOLS:
+        tool = spec.directory / "bin" / command
+        tool.write_text(_tool_wrapper(command, spec.directory), encoding="utf-8")
+        tool.chmod(0o755)
+    keys = spec.directory / "root" / ".ssh" / "authorized_keys"
+    keys.write_text(authorized_key, encoding="utf-8")
+    keys.chmod(0o600)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", spec.name, "-f", str(spec.host_key)],
+        check=True,
+    )
+    (spec.directory / "ssh" / "sshd_config").write_text(_sshd_config(spec), encoding="utf-8")
+
+
+def launch_argv(spec: NodeSpec) -> list[str]:
+    """Own PID, mount and UTS namespaces: killing unshare takes every session down with it."""
+    d = spec.directory
+    script = "\n".join(
+        [
+            "set -e",
+            f"hostname {spec.name}",
+            f"mount --bind {d}/sys /sys",
+            f"mount -t overlay overlay -o lowerdir=/etc,upperdir={d}/etc-upper,workdir={d}/etc-work /etc",
+            "mount -t tmpfs -o mode=755 tmpfs /run",
+            "mkdir -p /run/sshd",
+            f"mount --bind {d}/root /root",
+            f"mount --bind {d}/bin /usr/local/sbin",
+            f"exec {SSHD} -D -e -f {d}/ssh/sshd_config",
+        ]
+    )
+    return [
+        "unshare",
+        "--pid",
+        "--fork",
+        "--kill-child",
+        "--mount-proc",
+        "--mount",
+        "--uts",
+        "--propagation",
+        "private",
+        "/bin/sh",
+        "-c",
+        script,
+    ]
+

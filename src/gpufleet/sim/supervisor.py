@@ -1,0 +1,52 @@
+"""Keeps a simulated fleet alive after `gpufleet sim up` returns, and stops it on SIGTERM.
+
+It owns the node processes (and so reaps them); `gpufleet sim down` signals it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from gpufleet.sim.fleet import Fleet, FleetConfig, SimError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpufleet-sim-supervisor")
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--nodes", type=int, required=True)
+    parser.add_argument("--profile", required=True)
+    parser.add_argument("--subnet", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    fleet = Fleet(args.dir)
+    stopping = False
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        fleet.up(FleetConfig(args.nodes, args.profile, args.subnet, args.port), managed=True)
+    except SimError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print("ready", flush=True)
+    while not stopping:
+        for name in fleet.dead_nodes():
+            print(f"warning: {name} exited", file=sys.stderr, flush=True)
+            fleet.processes.pop(name)
+        time.sleep(0.2)
+    fleet.stop()
+    print("stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
