@@ -83,8 +83,10 @@ def _sim(args: argparse.Namespace) -> int:
         if not rows:
             print("no simulated fleet is up")
         for row in rows:
-            print(f"{row['name']}  {row['address']}  {row['profile']}  gpus={row['gpus']} nics={row['nics']}"
-                  f"  faults={','.join(row['faults']) or '-'}")
+            print(
+                f"{row['name']}  {row['address']}  {row['profile']}  gpus={row['gpus']} nics={row['nics']}"
+                f"  faults={','.join(row['faults']) or '-'}"
+            )
     elif args.sim_command == "inventory":
         print(fleet.inventory_path)
     elif args.sim_command == "fault":
@@ -112,7 +114,11 @@ def _demo(args: argparse.Namespace) -> int:
     # The demo succeeds when the injected fault was found, and only on the faulted node.
     statuses = {name: host.status for name, host in report.hosts.items()}
     found = statuses == {"node01": "ok", "node02": "failed"}
-    print("demo: the fault was found on node02 only" if found else f"demo: unexpected result {json.dumps(statuses)}")
+    print(
+        "demo: the fault was found on node02 only"
+        if found
+        else f"demo: unexpected result {json.dumps(statuses)}"
+    )
     return EXIT_OK if found and code == EXIT_NOT_OK else EXIT_NOT_OK
 
 

@@ -86,7 +86,9 @@ def render_markdown(report: Report) -> str:
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]
-        lines.append(f"| {name} | {host.status} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |")
+        lines.append(
+            f"| {name} | {host.status} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |"
+        )
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]
@@ -127,7 +129,9 @@ def render_prometheus(report: Report) -> str:
     ]
     for name in sorted(report.hosts):
         for c in report.hosts[name].checks:
-            lines.append(f'gpufleet_check_ok{{host="{_label(name)}",check="{_label(c["name"])}"}} {int(c["ok"])}')
+            lines.append(
+                f'gpufleet_check_ok{{host="{_label(name)}",check="{_label(c["name"])}"}} {int(c["ok"])}'
+            )
     lines += [
         "# HELP gpufleet_gpu_power_enforced_limit_watts Enforced GPU power limit.",
         "# TYPE gpufleet_gpu_power_enforced_limit_watts gauge",
@@ -136,9 +140,8 @@ def render_prometheus(report: Report) -> str:
         for gpu in report.hosts[name].facts.get("gpufleet_gpus") or []:
             limit = (gpu.get("power") or {}).get("enforced_limit_w")
             if limit is not None:
-                lines.append(
-                    f'gpufleet_gpu_power_enforced_limit_watts{{host="{_label(name)}",uuid="{gpu["uuid"]}"}} {limit}'
-                )
+                labels = f'host="{_label(name)}",uuid="{gpu["uuid"]}"'
+                lines.append(f"gpufleet_gpu_power_enforced_limit_watts{{{labels}}} {limit}")
     lines += [
         "# HELP gpufleet_report_finished_timestamp_seconds When the run finished.",
         "# TYPE gpufleet_report_finished_timestamp_seconds gauge",

@@ -88,7 +88,9 @@ class _EventCollector:
             host.failed = True
         elif outcome == "unreachable":
             host.unreachable = True
-        host.tasks.append({"task": task, "action": data.get("task_action"), "outcome": outcome, "result": res})
+        host.tasks.append(
+            {"task": task, "action": data.get("task_action"), "outcome": outcome, "result": res}
+        )
         if self.progress is not None:
             label = "changed" if outcome == "ok" and res.get("changed") else outcome
             message = res.get("msg", "") if outcome in ("failed", "unreachable") else ""
@@ -102,7 +104,9 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
     if not playbook.exists():
         raise RunnerError(f"playbook {playbook} does not exist")
     if not options.inventory.exists():
-        raise RunnerError(f"inventory {options.inventory} does not exist (for the sim fleet: gpufleet sim up)")
+        raise RunnerError(
+            f"inventory {options.inventory} does not exist (for the sim fleet: gpufleet sim up)"
+        )
     cmdline = []
     if options.check:
         cmdline.append("--check")
@@ -140,5 +144,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         host.failed = host.failed or bool(stats.get("failures", {}).get(name))
         host.unreachable = host.unreachable or bool(stats.get("dark", {}).get(name))
     if result.status not in ("successful", "failed") and not collector.hosts:
-        raise RunnerError(f"ansible-runner ended with status {result.status!r} (rc {result.rc}) and no host results")
+        raise RunnerError(
+            f"ansible-runner ended with status {result.status!r} (rc {result.rc}) and no host results"
+        )
     return RunResult(rc=int(result.rc or 0), status=str(result.status), hosts=collector.hosts)

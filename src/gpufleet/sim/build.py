@@ -111,7 +111,12 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
                     "clocks": dict(gpu_p["clocks"]),
                     "clocks_event_reasons": ["gpu_idle"],
                     "ecc": {"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-                    "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+                    "remapped_rows": {
+                        "correctable": 0,
+                        "uncorrectable": 0,
+                        "pending": False,
+                        "failure": False,
+                    },
                 }
             )
             slot += 1

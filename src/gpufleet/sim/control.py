@@ -45,11 +45,15 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, An
     argv = [sys.executable, "-m", _SUPERVISOR, "--dir", str(fleet.root), "--nodes", str(config.nodes)]
     argv += ["--profile", config.profile, "--subnet", config.subnet, "--port", str(config.port)]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SimError(f"the simulated fleet did not start: {log_path.read_text(encoding='utf-8').strip()}")
+            raise SimError(
+                f"the simulated fleet did not start: {log_path.read_text(encoding='utf-8').strip()}"
+            )
         if "ready" in log_path.read_text(encoding="utf-8").split():
             described = _describe(fleet)
             if described is not None:

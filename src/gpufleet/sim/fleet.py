@@ -111,7 +111,9 @@ class Fleet:
         """Starts the nodes; managed=True when a supervisor owns them (sim down may signal it)."""
         config.validate()
         if self.fleet_file.exists():
-            raise SimError(f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet sim down`")
+            raise SimError(
+                f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet sim down`"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
         self._client_key()
         authorized = (self.client_key.with_suffix(".pub")).read_text(encoding="utf-8")
@@ -176,7 +178,18 @@ class Fleet:
         self.ssh_dir.mkdir(parents=True, exist_ok=True)
         if not self.client_key.exists():
             subprocess.run(
-                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpufleet-sim", "-f", str(self.client_key)],
+                [
+                    "ssh-keygen",
+                    "-q",
+                    "-t",
+                    "ed25519",
+                    "-N",
+                    "",
+                    "-C",
+                    "gpufleet-sim",
+                    "-f",
+                    str(self.client_key),
+                ],
                 check=True,
             )
 
@@ -206,7 +219,9 @@ class Fleet:
             proc = self.processes[spec.name]
             if proc.poll() is not None:
                 log = (spec.directory / "sshd.log").read_text(encoding="utf-8", errors="replace")
-                raise SimError(f"{spec.name} exited with {proc.returncode} while starting: {log.strip()[-400:]}")
+                raise SimError(
+                    f"{spec.name} exited with {proc.returncode} while starting: {log.strip()[-400:]}"
+                )
             try:
                 self._handshake(spec, pkey)
                 pending.pop(0)
@@ -222,7 +237,9 @@ class Fleet:
             "all": {
                 "children": {
                     "gpu_nodes": {
-                        "children": {profile_group: {"hosts": {s.name: {"ansible_host": s.address} for s in specs}}},
+                        "children": {
+                            profile_group: {"hosts": {s.name: {"ansible_host": s.address} for s in specs}}
+                        },
                         "vars": {
                             "ansible_port": specs[0].port,
                             "ansible_user": "root",

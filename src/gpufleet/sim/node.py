@@ -118,4 +118,3 @@ def launch_argv(spec: NodeSpec) -> list[str]:
         "-c",
         script,
     ]
-

@@ -73,8 +73,8 @@ def _downstream_port(switch: dict[str, Any], position: int) -> str:
 
 
 def _switch_dir(sys_root: Path, switch: dict[str, Any]) -> Path:
-    root_bus = switch["root_port"].split(":")[1]
-    return sys_root / "devices" / f"pci0000:{root_bus}" / switch["root_port"] / switch["upstream"]
+    root_port, upstream = str(switch["root_port"]), str(switch["upstream"])
+    return sys_root / "devices" / f"pci0000:{root_port.split(':')[1]}" / root_port / upstream
 
 
 def endpoint_dir(sys_root: Path, state: State, bdf: str) -> Path:
@@ -90,7 +90,9 @@ def render_gpu(sys_root: Path, state: State, gpu: dict[str, Any]) -> None:
     bdf = sysfs_bdf(gpu["pci_bus_id"])
     devdir = endpoint_dir(sys_root, state, bdf)
     ids = gpu["pci_device_id"].lower()  # 0x318210de: device id then vendor id
-    _device_files(devdir, state, gpu["numa_node"], _CLASS_GPU, "0x" + ids[6:], "0x" + ids[2:6], gpu["pcie"]["gen"])
+    _device_files(
+        devdir, state, gpu["numa_node"], _CLASS_GPU, "0x" + ids[6:], "0x" + ids[2:6], gpu["pcie"]["gen"]
+    )
     sub = gpu["pci_subsystem_id"].lower()
     _write(devdir / "subsystem_device", "0x" + sub[2:6])
     _bus_link(sys_root, bdf, devdir)

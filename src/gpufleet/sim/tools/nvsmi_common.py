@@ -212,7 +212,7 @@ def inforom_image(gpu: Gpu) -> str:
 
 
 def hex_id(value: str) -> str:
-    """"0x233010DE" -> "233010DE" (XML spelling); input may lack the 0x."""
+    """ "0x233010DE" -> "233010DE" (XML spelling); input may lack the 0x."""
     return value[2:].upper() if value.lower().startswith("0x") else value.upper()
 
 
