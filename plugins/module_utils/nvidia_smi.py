@@ -349,9 +349,15 @@ def _xml_gpu(index, gpu):
 def parse_query_xml(text):
     """Parse ``nvidia-smi -q -x``.
 
-    Returns ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``;
-    each GPU as described in ``_gpu_record`` and indexed in output order,
-    which is nvidia-smi's index order.
+    Returns ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``, each GPU
+    ``{index, uuid, pci_bus_id, name, serial, persistence_mode, mig_mode,
+    power: {draw_w, requested_limit_w, enforced_limit_w, default_limit_w, min_limit_w,
+    max_limit_w}, module_power: {same keys}, temperature: {gpu_c, memory_c, tlimit_c},
+    clocks_event_reasons: [names from THROTTLE_REASONS], ecc: {volatile_uncorrected,
+    aggregate_uncorrected}, remapped_rows: {pending, failure}, retired_pages:
+    {single_bit, double_bit, pending}}``. index is the position in the output, which
+    is nvidia-smi's index order. attached_gpus is what the report says is attached; it
+    can exceed len(gpus) (``-i``, or a trimmed capture).
     """
     root = _safe_xml_root(text)
     gpus = root.findall("gpu")
@@ -591,7 +597,7 @@ def parse_query_csv(text, fields=None):
                 "%s: row %d has %d values for %d fields (truncated output?)"
                 % (_CSV_TOOL, number, len(row), len(fields))
             )
-        result.append({f: _csv_value(f, v) for f, v in zip(fields, row)})
+        result.append({f: _csv_value(f, v) for f, v in zip(fields, row, strict=True)})
     return result
 
 
@@ -612,7 +618,9 @@ def parse_list(text):
         if gpu:
             gpus.append({"index": int(gpu.group(1)), "name": gpu.group(2), "uuid": gpu.group(3), "mig": []})
         elif mig and gpus:
-            gpus[-1]["mig"].append({"index": int(mig.group(2)), "profile": mig.group(1), "uuid": mig.group(3)})
+            gpus[-1]["mig"].append(
+                {"index": int(mig.group(2)), "profile": mig.group(1), "uuid": mig.group(3)}
+            )
         elif line.lstrip().startswith(("GPU ", "MIG ")):
             # Other lines (driver warnings) are not ours to judge; a cut device line is.
             raise ParseError("%s: incomplete device line %r" % (_LIST_TOOL, line.strip()))
@@ -626,7 +634,11 @@ def parse_list(text):
 _TOPO_TOOL = "nvidia-smi topo -m"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Header phrases that contain spaces, and the keys used for them.
-_AFFINITY_COLUMNS = (("CPU Affinity", "cpu_affinity"), ("NUMA Affinity", "numa_affinity"), ("GPU NUMA ID", "gpu_numa_id"))
+_AFFINITY_COLUMNS = (
+    ("CPU Affinity", "cpu_affinity"),
+    ("NUMA Affinity", "numa_affinity"),
+    ("GPU NUMA ID", "gpu_numa_id"),
+)
 _LINK = re.compile(r"NV\d+|SYS|NODE|PHB|PXB|PIX|PSB|SOC|X")
 _GPU_NAME = re.compile(r"^GPU(\d+)$")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
@@ -690,7 +702,7 @@ def _topo_cells(line, count, columns):
         raise ParseError("%s: row %s has more cells than the header" % (_TOPO_TOOL, name))
     # Empty cells vanish in whitespace; the ones that can be empty (CPU Affinity) come first.
     rest = [""] * (len(columns) - len(rest)) + rest
-    return name, links, dict(zip(columns, rest))
+    return name, links, dict(zip(columns, rest, strict=True))
 
 
 def _int_or_none(value):
@@ -708,7 +720,7 @@ def parse_topo_matrix(text, gpu_count=None):
     with a different number of GPUs raises ParseError.
     """
     lines = [_ANSI.sub("", line).rstrip("\r\n") for line in text.splitlines()]
-    start = next((i for i, l in enumerate(lines) if l[:1].isspace() and "GPU0" in l.split()), None)
+    start = next((i for i, row in enumerate(lines) if row[:1].isspace() and "GPU0" in row.split()), None)
     if start is None:
         raise ParseError("%s: no header line with GPU0 found" % _TOPO_TOOL)
     devices, columns = _topo_header(lines[start])
@@ -721,7 +733,9 @@ def parse_topo_matrix(text, gpu_count=None):
         name, links, affinity = _topo_cells(line, len(devices), columns)
         if name not in devices:
             raise ParseError("%s: row %s is not in the header" % (_TOPO_TOOL, name))
-        topo["matrix"][name] = dict(zip(devices, links))
+        if name in topo["matrix"]:
+            raise ParseError("%s: row %s appears twice" % (_TOPO_TOOL, name))
+        topo["matrix"][name] = dict(zip(devices, links, strict=True))
         if _is_gpu(name):
             topo["cpu_affinity"][name] = _clean(affinity.get("cpu_affinity"))
             topo["numa_affinity"][name] = _int_or_none(affinity.get("numa_affinity"))
@@ -799,7 +813,10 @@ def build_topology(gpus, topo):
             "nvidia-smi topo -m shows %d GPUs (%s) but nvidia-smi -q -x lists %d; GPU topology left unset"
             % (len(names), ", ".join(names) or "none", len(gpus))
         ]
-    key_of = {n: (g["uuid"] or n) for n, g in zip(names, gpus)}
+    key_of = {n: (g["uuid"] or n) for n, g in zip(names, gpus, strict=True)}
+    if len(set(key_of.values())) != len(key_of):
+        # Masked captures (all-zero UUIDs) would silently merge GPUs in a map keyed by UUID.
+        return None, ["GPU UUIDs from nvidia-smi -q -x are not unique; GPU topology left unset"]
     gpu_numa = {n: topo["numa_affinity"].get(n) for n in names}
     topology = {
         "matrix": topo["matrix"],
@@ -807,7 +824,7 @@ def build_topology(gpus, topo):
         "gpus": {},
         "nics": {},
     }
-    for name, gpu in zip(names, gpus):
+    for name, gpu in zip(names, gpus, strict=True):
         topology["gpus"][key_of[name]] = {
             "index": gpu["index"],
             "topo_name": name,
@@ -822,6 +839,8 @@ def build_topology(gpus, topo):
         topology["nics"][ibdev] = {
             "topo_name": nic,
             "numa_node": _nic_numa(topo, nic, gpu_numa),
-            "nearest_gpus": [key_of[n] for n in names if ibdev in topology["gpus"][key_of[n]]["nearest_nics"]],
+            "nearest_gpus": [
+                key_of[n] for n in names if ibdev in topology["gpus"][key_of[n]]["nearest_nics"]
+            ],
         }
     return topology, []

@@ -156,7 +156,9 @@ ansible_facts:
           sample: {"draw_w": 67.74, "requested_limit_w": 700.0, "enforced_limit_w": 700.0,
                    "default_limit_w": 700.0, "min_limit_w": 200.0, "max_limit_w": 700.0}
         module_power:
-          description: Module power readings (GPU plus CPU and memory on Grace parts), same keys as RV(ansible_facts.gpufleet_gpus.power); all null elsewhere.
+          description:
+            - Module power readings (GPU plus CPU and memory on Grace parts), same keys as
+              RV(ansible_facts.gpufleet_gpus.power); all null elsewhere.
           type: dict
           sample: {"draw_w": null, "requested_limit_w": null, "enforced_limit_w": null,
                    "default_limit_w": null, "min_limit_w": null, "max_limit_w": null}
@@ -173,7 +175,9 @@ ansible_facts:
           elements: str
           sample: ["hw_slowdown", "hw_power_brake_slowdown"]
         ecc:
-          description: Uncorrected ECC errors (DRAM plus SRAM) since the last driver load and over the GPU's life.
+          description:
+            - Uncorrected ECC errors (DRAM plus SRAM), since the last driver load (volatile) and over the
+              GPU's life (aggregate).
           type: dict
           sample: {"volatile_uncorrected": 0, "aggregate_uncorrected": 0}
         remapped_rows:
@@ -272,8 +276,8 @@ def _query(module, smi):
         return parse_query_xml(out)
     except ParseError as exc:
         module.fail_json(
-            msg="Could not read nvidia-smi -q -x output: %s. Run it by hand on this node to see what it prints."
-            % exc,
+            msg="Could not read nvidia-smi -q -x output: %s. "
+            "Run it by hand on this node to see what it prints." % exc,
             cmd=cmd,
             rc=rc,
             stdout=out,
@@ -286,7 +290,9 @@ def _topology(module, smi, gpus):
     cmd = [smi, "topo", "-m"]
     rc, out, err = module.run_command(cmd, environ_update=_ENV)
     if rc != 0:
-        module.warn("nvidia-smi topo -m failed (rc=%d): %s; GPU topology left unset" % (rc, _first_line(err, out)))
+        module.warn(
+            "nvidia-smi topo -m failed (rc=%d): %s; GPU topology left unset" % (rc, _first_line(err, out))
+        )
         return None
     try:
         topo = parse_topo_matrix(out)
