@@ -138,15 +138,16 @@ def performance_state(gpu: Gpu) -> str:
 # Temperatures: T.Limit is the headroom to the slowdown temperature (gpufleet's sim convention);
 # the threshold rows are offsets on that same scale, so a parser that compares them stays consistent.
 def tlimit_c(gpu: Gpu) -> int:
+    """Headroom to the max operating temperature: real GPUs print that limit as 0 on this scale."""
     temp = gpu["temperature"]
-    return int(temp["slowdown_c"]) - int(temp["gpu_c"])
+    return int(temp["max_operating_c"]) - int(temp["gpu_c"])
 
 
 def tlimit_thresholds(gpu: Gpu) -> tuple[int, int, int]:
-    """(shutdown, slowdown, max operating) on the T.Limit scale."""
+    """(shutdown, slowdown, max operating) on the T.Limit scale: -7, -2, 0 on the real captures."""
     temp = gpu["temperature"]
-    slowdown = int(temp["slowdown_c"])
-    return slowdown - int(temp["shutdown_c"]), 0, slowdown - int(temp["max_operating_c"])
+    limit = int(temp["max_operating_c"])
+    return limit - int(temp["shutdown_c"]), limit - int(temp["slowdown_c"]), 0
 
 
 # Memory (simulated where state.json has no figure).

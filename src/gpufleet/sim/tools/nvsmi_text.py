@@ -5,13 +5,12 @@ block per GPU followed by a blank line, as on the 8-GPU gpud capture."""
 from __future__ import annotations
 
 import time
-from typing import Union
 
 from gpufleet.sim.state import State
 from gpufleet.sim.tools import nvsmi_common as c
 
 # (label, value) is a "label : value" row, (label, [children]) a section heading.
-TNode = tuple[str, Union[str, list["TNode"]]]
+TNode = tuple[str, str | list["TNode"]]
 
 WIDTH = 54
 
@@ -22,8 +21,15 @@ DISPLAY: dict[str, tuple[str, ...]] = {
     "ECC": ("ECC Mode", "ECC Errors"),
     "TEMPERATURE": ("Temperature",),
     "POWER": ("GPU Power Readings", "Power Samples", "GPU Memory Power Readings ", "Module Power Readings"),
-    "CLOCK": ("Clocks", "Applications Clocks", "Default Applications Clocks", "Deferred Clocks", "Max Clocks",
-              "Max Customer Boost Clocks", "Clock Policy"),
+    "CLOCK": (
+        "Clocks",
+        "Applications Clocks",
+        "Default Applications Clocks",
+        "Deferred Clocks",
+        "Max Clocks",
+        "Max Customer Boost Clocks",
+        "Clock Policy",
+    ),
     "COMPUTE": ("Compute Mode",),
     "PIDS": ("Processes",),
     "PERFORMANCE": ("Performance State", "Clocks Event Reasons", "Clocks Event Reasons Counters"),
@@ -108,15 +114,30 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
         ("Board Part Number", str(gpu["board_part_number"])),
         ("GPU Part Number", c.gpu_part_number(gpu)),
         ("FRU Part Number", c.NA),
-        ("Platform Info", [*_na("Chassis Serial Number", "Slot Number", "Tray Index", "Host ID", "Peer Type"),
-                           ("Module Id", str(gpu["module_id"])), ("GPU Fabric GUID", c.NA)]),
-        ("Inforom Version", [("Image Version", c.inforom_image(gpu)), ("OEM Object", "2.1"),
-                             ("ECC Object", "7.16"), ("Power Management Object", c.NA)]),
+        (
+            "Platform Info",
+            [
+                *_na("Chassis Serial Number", "Slot Number", "Tray Index", "Host ID", "Peer Type"),
+                ("Module Id", str(gpu["module_id"])),
+                ("GPU Fabric GUID", c.NA),
+            ],
+        ),
+        (
+            "Inforom Version",
+            [
+                ("Image Version", c.inforom_image(gpu)),
+                ("OEM Object", "2.1"),
+                ("ECC Object", "7.16"),
+                ("Power Management Object", c.NA),
+            ],
+        ),
         ("Inforom BBX Object Flush", _na("Latest Timestamp", "Latest Duration")),
         ("GPU Operation Mode", _na("Current", "Pending")),
         ("GPU C2C Mode", "Disabled"),
-        ("GPU Virtualization Mode", [("Virtualization Mode", "None"), *_na("Host VGPU Mode",
-                                                                          "vGPU Heterogeneous Mode")]),
+        (
+            "GPU Virtualization Mode",
+            [("Virtualization Mode", "None"), *_na("Host VGPU Mode", "vGPU Heterogeneous Mode")],
+        ),
         ("GPU Recovery Action", "None"),
         ("GSP Firmware Version", str(state["driver_version"])),
         ("IBMNPU", _na("Relaxed Ordering Mode")),
@@ -124,13 +145,33 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
         ("Fan Speed", c.NA),
         ("Performance State", c.performance_state(gpu)),
         ("Clocks Event Reasons", _reasons(gpu)),
-        ("Clocks Event Reasons Counters", [(n, "0 us") for n in ("SW Power Capping", "Sync Boost",
-                                           "SW Thermal Slowdown", "HW Thermal Slowdown", "HW Power Braking")]),
+        (
+            "Clocks Event Reasons Counters",
+            [
+                (n, "0 us")
+                for n in (
+                    "SW Power Capping",
+                    "Sync Boost",
+                    "SW Thermal Slowdown",
+                    "HW Thermal Slowdown",
+                    "HW Power Braking",
+                )
+            ],
+        ),
         ("Sparse Operation Mode", "Disabled"),
         *_memory(gpu),
         ("Compute Mode", "Default"),
-        ("Utilization", [("GPU", f"{int(gpu['utilization_pct'])} %"), ("Memory", f"{c.memory_util(gpu)} %"),
-                         ("Encoder", "0 %"), ("Decoder", "0 %"), ("JPEG", "0 %"), ("OFA", "0 %")]),
+        (
+            "Utilization",
+            [
+                ("GPU", f"{int(gpu['utilization_pct'])} %"),
+                ("Memory", f"{c.memory_util(gpu)} %"),
+                ("Encoder", "0 %"),
+                ("Decoder", "0 %"),
+                ("JPEG", "0 %"),
+                ("OFA", "0 %"),
+            ],
+        ),
         ("Encoder Stats", [("Active Sessions", "0"), ("Average FPS", "0"), ("Average Latency", "0")]),
         ("FBC Stats", [("Active Sessions", "0"), ("Average FPS", "0"), ("Average Latency", "0")]),
         ("DRAM Encryption Mode", _na("Current", "Pending")),
@@ -141,9 +182,18 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
         ("Temperature", _temperature(gpu)),
         *power,
         ("GPU Memory Power Readings ", _na("Average Power Draw", "Instantaneous Power Draw")),
-        ("Module Power Readings", _na("Average Power Draw", "Instantaneous Power Draw", "Current Power Limit",
-                                      "Requested Power Limit", "Default Power Limit", "Min Power Limit",
-                                      "Max Power Limit")),
+        (
+            "Module Power Readings",
+            _na(
+                "Average Power Draw",
+                "Instantaneous Power Draw",
+                "Current Power Limit",
+                "Requested Power Limit",
+                "Default Power Limit",
+                "Min Power Limit",
+                "Max Power Limit",
+            ),
+        ),
         ("Power Smoothing", c.NA),
         ("Workload Power Profiles", _na("Requested Profiles", "Enforced Profiles")),
         ("EDPp Multiplier", "100.00%"),
@@ -158,8 +208,10 @@ def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[TNode]:
     gen, width = str(gpu["pcie"]["gen"]), f"{gpu['pcie']['width']}x"
     tx, rx = c.pcie_throughput_kbs(gpu)
     link: list[TNode] = [
-        ("PCIe Generation", [("Max", gen), ("Current", gen), ("Device Current", gen), ("Device Max", gen),
-                             ("Host Max", gen)]),
+        (
+            "PCIe Generation",
+            [("Max", gen), ("Current", gen), ("Device Current", gen), ("Device Max", gen), ("Host Max", gen)],
+        ),
         ("Link Width", [("Max", width), ("Current", width)]),
     ]
     return [
@@ -204,9 +256,19 @@ def _memory(gpu: c.Gpu) -> list[TNode]:
     total, reserved, used, free = c.fb_memory(gpu)
     b_total, b_used, b_free = c.bar1_memory(gpu)
     return [
-        ("FB Memory Usage", [("Total", f"{total} MiB"), ("Reserved", f"{reserved} MiB"), ("Used", f"{used} MiB"),
-                             ("Free", f"{free} MiB")]),
-        ("BAR1 Memory Usage", [("Total", f"{b_total} MiB"), ("Used", f"{b_used} MiB"), ("Free", f"{b_free} MiB")]),
+        (
+            "FB Memory Usage",
+            [
+                ("Total", f"{total} MiB"),
+                ("Reserved", f"{reserved} MiB"),
+                ("Used", f"{used} MiB"),
+                ("Free", f"{free} MiB"),
+            ],
+        ),
+        (
+            "BAR1 Memory Usage",
+            [("Total", f"{b_total} MiB"), ("Used", f"{b_used} MiB"), ("Free", f"{b_free} MiB")],
+        ),
         ("Conf Compute Protected Memory Usage", [("Total", "0 MiB"), ("Used", "0 MiB"), ("Free", "0 MiB")]),
     ]
 
@@ -215,14 +277,21 @@ def _ecc(gpu: c.Gpu) -> list[TNode]:
     ecc = gpu["ecc"]
 
     def counts(uncorrected: int) -> list[TNode]:
-        return [("SRAM Correctable", "0"), ("SRAM Uncorrectable Parity", "0"), ("SRAM Uncorrectable SEC-DED", "0"),
-                ("DRAM Correctable", "0"), ("DRAM Uncorrectable", str(uncorrected))]
+        return [
+            ("SRAM Correctable", "0"),
+            ("SRAM Uncorrectable Parity", "0"),
+            ("SRAM Uncorrectable SEC-DED", "0"),
+            ("DRAM Correctable", "0"),
+            ("DRAM Uncorrectable", str(uncorrected)),
+        ]
 
     return [
         ("Volatile", counts(int(ecc["volatile_uncorrected"]))),
         ("Aggregate", [*counts(int(ecc["aggregate_uncorrected"])), ("SRAM Threshold Exceeded", "No")]),
-        ("Aggregate Uncorrectable SRAM Sources", [(n, "0") for n in ("SRAM L2", "SRAM SM", "SRAM Microcontroller",
-                                                                    "SRAM PCIE", "SRAM Other")]),
+        (
+            "Aggregate Uncorrectable SRAM Sources",
+            [(n, "0") for n in ("SRAM L2", "SRAM SM", "SRAM Microcontroller", "SRAM PCIE", "SRAM Other")],
+        ),
         ("Channel Repair Pending", "No"),
         ("TPC Repair Pending", "No"),
         ("Unrepairable Memory", "No"),
@@ -231,8 +300,10 @@ def _ecc(gpu: c.Gpu) -> list[TNode]:
 
 def _remapped_rows(gpu: c.Gpu) -> list[TNode]:
     rows = gpu["remapped_rows"]
-    histogram: list[TNode] = [("Max", f"{c.remap_banks(gpu)} bank(s)"),
-                              *[(n, "0 bank(s)") for n in ("High", "Partial", "Low", "None")]]
+    histogram: list[TNode] = [
+        ("Max", f"{c.remap_banks(gpu)} bank(s)"),
+        *[(n, "0 bank(s)") for n in ("High", "Partial", "Low", "None")],
+    ]
     return [
         ("Correctable Error", str(int(rows["correctable"]))),
         ("Uncorrectable Error", str(int(rows["uncorrectable"]))),
@@ -275,20 +346,45 @@ def _clocks(gpu: c.Gpu) -> list[TNode]:
     graphics, max_gr = int(clk["graphics_mhz"]), int(clk["max_graphics_mhz"])
     deprecated: list[TNode] = [("Graphics", c.DEPRECATED), ("Memory", c.DEPRECATED)]
     return [
-        ("Clocks", [("Graphics", f"{graphics} MHz"), ("SM", f"{int(clk['sm_mhz'])} MHz"),
-                    ("Memory", f"{int(clk['memory_mhz'])} MHz"), ("Video", f"{c.video_clock(graphics)} MHz")]),
+        (
+            "Clocks",
+            [
+                ("Graphics", f"{graphics} MHz"),
+                ("SM", f"{int(clk['sm_mhz'])} MHz"),
+                ("Memory", f"{int(clk['memory_mhz'])} MHz"),
+                ("Video", f"{c.video_clock(graphics)} MHz"),
+            ],
+        ),
         ("Applications Clocks", deprecated),
         ("Default Applications Clocks", deprecated),
         ("Deferred Clocks", _na("Memory")),
-        ("Max Clocks", [("Graphics", f"{max_gr} MHz"), ("SM", f"{max_gr} MHz"),
-                        ("Memory", f"{int(clk['max_memory_mhz'])} MHz"), ("Video", f"{c.video_clock(max_gr)} MHz")]),
+        (
+            "Max Clocks",
+            [
+                ("Graphics", f"{max_gr} MHz"),
+                ("SM", f"{max_gr} MHz"),
+                ("Memory", f"{int(clk['max_memory_mhz'])} MHz"),
+                ("Video", f"{c.video_clock(max_gr)} MHz"),
+            ],
+        ),
         ("Max Customer Boost Clocks", [("Graphics", f"{max_gr} MHz")]),
         ("Clock Policy", _na("Auto Boost", "Auto Boost Default")),
     ]
 
 
 def _fabric() -> list[TNode]:
-    health = _na("Summary", "Bandwidth", "Route Recovery in progress", "Route Unhealthy",
-                 "Access Timeout Recovery", "Incorrect Configuration")
-    return [("State", "Completed"), ("Status", "Success"), ("CliqueId", "0"),
-            ("ClusterUUID", "00000000-0000-0000-0000-000000000000"), ("Health", health)]
+    health = _na(
+        "Summary",
+        "Bandwidth",
+        "Route Recovery in progress",
+        "Route Unhealthy",
+        "Access Timeout Recovery",
+        "Incorrect Configuration",
+    )
+    return [
+        ("State", "Completed"),
+        ("Status", "Success"),
+        ("CliqueId", "0"),
+        ("ClusterUUID", "00000000-0000-0000-0000-000000000000"),
+        ("Health", health),
+    ]

@@ -5,14 +5,13 @@ datacenter GPU prints."""
 from __future__ import annotations
 
 import time
-from typing import Union
 from xml.sax.saxutils import escape, quoteattr
 
 from gpufleet.sim.state import State
 from gpufleet.sim.tools import nvsmi_common as c
 
 # (tag, value) for a leaf, (tag, [children]) for a block; a bare str child is a text line ("None").
-XNode = tuple[str, str | list[Union["XNode", str]]]
+XNode = tuple[str, str | list["XNode | str"]]
 
 HEADER = '<?xml version="1.0" ?>\n<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v13.dtd">\n'
 
