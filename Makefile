@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 demo: setup
 	$(BIN)/gpufleet demo
 
-test: setup lint unit integration molecule
+test: setup lint unit integration
 
 lint: setup
 	$(BIN)/ruff check src plugins tests bench

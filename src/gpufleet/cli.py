@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, runner
+from gpufleet import commands, procs, runner
 from gpufleet.report import Report
 from gpufleet.sim import build, control, faults
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
@@ -97,6 +97,14 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    procs.become_subreaper()
+    try:
+        return _demo_run(args)
+    finally:
+        procs.reap_children(timeout=5.0)
+
+
+def _demo_run(args: argparse.Namespace) -> int:
     fleet = Fleet()
     control.down(fleet)
     described = control.up(fleet, FleetConfig(nodes=2, profile="b300-16"))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
 from collections.abc import Iterator
@@ -10,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet import procs
 from gpufleet.sim.fleet import Fleet, FleetConfig
-
-_PR_SET_CHILD_SUBREAPER = 36
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -20,15 +18,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("integration tests start simulated nodes in namespaces: run them as root")
     # Orphans of the processes tests start (ssh ControlPersist masters, the sim supervisor)
     # come back to this process, which reaps them, instead of to a PID 1 that does not.
-    ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    procs.become_subreaper()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
+    procs.reap_children(timeout=5.0)
 
 
 def leftovers(root: Path) -> list[str]:

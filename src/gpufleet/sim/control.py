@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpufleet import procs
 from gpufleet.sim import faults, state
 from gpufleet.sim.fleet import Fleet, FleetConfig, SimError
 
@@ -76,6 +77,7 @@ def down(fleet: Fleet, timeout: float = 30.0) -> bool:
             if time.monotonic() > deadline:
                 raise SimError(f"the fleet supervisor (pid {pid}) did not stop within {timeout:.0f} s")
             time.sleep(0.1)
+        procs.reap(pid)
     with contextlib.suppress(FileNotFoundError):
         fleet.fleet_file.unlink()
     return True
