@@ -30,8 +30,8 @@ demo: setup
 test: setup lint unit integration
 
 lint: setup
-	$(BIN)/ruff check src plugins tests bench
-	$(BIN)/ruff format --check src plugins tests bench
+	$(BIN)/ruff check src plugins tests
+	$(BIN)/ruff format --check src plugins tests
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
 	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
