@@ -33,6 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     facts = sub.add_parser("facts", help="gather GPU and RDMA facts from every node and report")
     _common(facts)
 
+    provision = sub.add_parser(
+        "provision", help="apply every role (playbooks/provision.yml) and report changes"
+    )
+    _common(provision)
+    provision.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
+    provision.add_argument("--check", action="store_true", help="report what would change; change nothing")
+    provision.add_argument("--diff", action="store_true", help="show file and setting differences")
+
     demo = sub.add_parser("demo", help="2 simulated nodes, one faulted, `gpufleet facts`, the report")
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
 
@@ -137,8 +145,13 @@ def main(argv: list[str] | None = None) -> int:
             return _sim(args)
         if args.command == "demo":
             return _demo(args)
-        options = commands.CommonOptions(_inventory(args.inventory), args.limit, args.report_dir)
-        report = commands.facts(options)
+        inventory = _inventory(args.inventory)
+        if args.command == "provision":
+            options = commands.CommonOptions(
+                inventory, args.limit, args.report_dir, tags=args.tags, check=args.check, diff=args.diff
+            )
+            return _print_report(commands.provision(options), args.report_dir)
+        report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
         return _print_report(report, args.report_dir)
     except (UsageError, SimError, faults.FaultError, ValueError) as exc:
         print(f"gpufleet: error: {exc}", file=sys.stderr)

@@ -15,6 +15,9 @@ class CommonOptions:
     inventory: Path
     limit: str | None
     report_dir: Path
+    tags: str | None = None
+    check: bool = False
+    diff: bool = False
 
 
 def progress(line: str) -> None:
@@ -49,6 +52,44 @@ def facts(options: CommonOptions) -> Report:
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _host_report(host)
+    report.finished = now()
+    write(report, options.report_dir)
+    return report
+
+
+def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
+    host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
+    notes = list(result.hints)
+    if result.reboot_required:
+        notes.insert(0, "reboot required for a change to take effect")
+    if result.unreachable or result.failed:
+        base = _host_report(result)
+        host.status, notes = base.status, [base.message, *notes]
+    elif any(not c["ok"] for c in result.checks):
+        host.status = "failed"
+    elif result.changes or result.changed:
+        host.status = "drifted" if check_mode else "changed"
+    host.message = "; ".join(n for n in notes if n)
+    return host
+
+
+def provision(options: CommonOptions) -> Report:
+    """playbooks/provision.yml: every role, in order; changes per host in the report."""
+    command = "provision --check" if options.check else "provision"
+    report = Report(command=command, started=now())
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="provision.yml",
+            inventory=options.inventory,
+            limit=options.limit,
+            tags=options.tags,
+            check=options.check,
+            diff=options.diff,
+        ),
+        progress=progress,
+    )
+    for name, host in result.hosts.items():
+        report.hosts[name] = _provision_host(host, options.check)
     report.finished = now()
     write(report, options.report_dir)
     return report

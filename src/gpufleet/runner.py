@@ -45,6 +45,19 @@ class HostResult:
     changed: int = 0
     facts: dict[str, Any] = field(default_factory=dict)
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    # What gpufleet's modules report beyond Ansible's own keys (the module contract):
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    reboot_required: bool = False
+
+    def absorb(self, res: dict[str, Any]) -> None:
+        """Takes `changes`, `checks`, `hints`, `reboot_required` from a result and its loop items."""
+        for part in [res, *[r for r in res.get("results") or [] if isinstance(r, dict)]]:
+            self.changes.extend(part.get("changes") or [])
+            self.checks.extend(part.get("checks") or [])
+            self.hints.extend(h for h in part.get("hints") or [] if h not in self.hints)
+            self.reboot_required = self.reboot_required or bool(part.get("reboot_required"))
 
 
 @dataclass
@@ -80,6 +93,8 @@ class _EventCollector:
         res = data.get("res", {}) or {}
         task = data.get("task", "")
         outcome = kind.removeprefix("runner_on_")
+        if outcome in ("ok", "failed"):
+            host.absorb(res)
         if outcome == "ok":
             host.facts.update(res.get("ansible_facts", {}) or {})
             if res.get("changed"):

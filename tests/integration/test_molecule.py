@@ -1,5 +1,5 @@
-"""`molecule test` of the default scenario: create/destroy start and stop sim nodes, and
-converge must be idempotent. Run from pytest so the orphans it leaves are reaped here."""
+"""`molecule test` of every scenario: create/destroy start and stop sim nodes, and converge
+must be idempotent. Run from pytest so the orphans molecule leaves are reaped here."""
 
 from __future__ import annotations
 
@@ -8,12 +8,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.integration.conftest import leftovers
 
 REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = sorted(p.parent.name for p in (REPO / "molecule").glob("*/molecule.yml"))
 
 
-def test_default_scenario_passes_with_idempotence() -> None:
+def test_default_scenario_exists() -> None:
+    assert "default" in SCENARIOS
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_scenario_passes_with_idempotence(scenario: str) -> None:
     bin_dir = Path(sys.executable).parent
     env = dict(os.environ)
     env["PATH"] = f"{bin_dir}:{env.get('PATH', '')}"
@@ -22,7 +30,7 @@ def test_default_scenario_passes_with_idempotence() -> None:
     env["ANSIBLE_NOCOLOR"] = "1"
     env["NO_COLOR"] = "1"
     proc = subprocess.run(
-        [str(bin_dir / "molecule"), "test", "-s", "default"],
+        [str(bin_dir / "molecule"), "test", "-s", scenario],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -33,4 +41,4 @@ def test_default_scenario_passes_with_idempotence() -> None:
     assert proc.returncode == 0, output[-4000:]
     assert "idempotence" in output.lower()
     assert "All assertions passed" in output
-    assert leftovers(REPO / ".gpufleet" / "molecule-sim") == []
+    assert leftovers(REPO / ".gpufleet" / f"molecule-{scenario}") == []
