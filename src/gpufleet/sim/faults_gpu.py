@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gpufleet.sim import sysfs
 from gpufleet.sim.state import State, present_gpus
@@ -32,17 +33,27 @@ def persistence_on(state: State, sys_root: Path) -> None:
         gpu["persistence_mode"] = True
 
 
-def _swap_pair(state: State) -> tuple[dict[str, object], dict[str, object]]:
-    # Two GPUs behind the same PCIe switch: the same board, NUMA node and NVLink domain,
-    # so only enumeration (bus ID and index) changes; UUIDs stay with the physical GPU.
-    first = next(g for g in state["gpus"] if g["slot"] == 0)
-    second = next(g for g in state["gpus"] if g["slot"] == 1)
+def _swap_pair(state: State) -> tuple[dict[str, Any], dict[str, Any]]:
+    # The GPUs either side of the baseboard boundary (last of domain 0, first of domain 1):
+    # enumeration changes and their indices swap, yet each domain keeps its GPUs in the
+    # same bus order. On a one-domain profile, the first two GPUs.
+    ordered = state["gpus"]
+    domains = sorted({g["nvlink_domain"] for g in ordered})
+    if len(domains) < 2:
+        return ordered[0], ordered[1]
+    first = [g for g in ordered if g["nvlink_domain"] == domains[0]][-1]
+    second = next(g for g in ordered if g["nvlink_domain"] == domains[1])
     return first, second
+
+
+# Where a GPU sits (bus ID, socket, switch) moves; what it is (UUID, serial, NVLink board) stays.
+_LOCATION = ("pci_bus_id", "numa_node", "switch")
 
 
 def bus_order_swapped(state: State, sys_root: Path) -> None:
     first, second = _swap_pair(state)
-    first["pci_bus_id"], second["pci_bus_id"] = second["pci_bus_id"], first["pci_bus_id"]
+    for key in _LOCATION:
+        first[key], second[key] = second[key], first[key]
 
 
 def gpu_missing(state: State, sys_root: Path) -> None:

@@ -81,15 +81,22 @@ def test_power_capped_drops_enforced_limit_by_300_w(node_dir: Path) -> None:
 
 
 def test_bus_order_swap_keeps_uuid_with_physical_gpu(node_dir: Path) -> None:
-    before = [(g["uuid"], g["pci_bus_id"]) for g in state.present_gpus(state.load(node_dir))]
+    def view() -> list[tuple[str, str, int]]:
+        gpus = state.present_gpus(state.load(node_dir))
+        return [(g["uuid"], g["pci_bus_id"], g["nvlink_domain"]) for g in gpus]
+
+    before = view()
     faults.inject(node_dir, "bus-order-swapped")
-    after = [(g["uuid"], g["pci_bus_id"]) for g in state.present_gpus(state.load(node_dir))]
-    # index 0 and 1 now hold each other's GPU; bus IDs in index order are unchanged
-    assert [b for _, b in after] == [b for _, b in before]
-    assert after[0][0] == before[1][0] and after[1][0] == before[0][0]
-    assert after[2:] == before[2:]
+    after = view()
+    # indices 7 and 8 (either side of the baseboard boundary) now hold each other's GPU
+    assert [b for _, b, _ in after] == [b for _, b, _ in before]
+    assert after[7][0] == before[8][0] and after[8][0] == before[7][0]
+    assert after[:7] == before[:7] and after[9:] == before[9:]
+    # UUIDs follow the physical GPU, so each NVLink domain keeps the same GPUs in the same order
+    for domain in (0, 1):
+        assert [u for u, _, d in after if d == domain] == [u for u, _, d in before if d == domain]
     faults.clear(node_dir)
-    assert [(g["uuid"], g["pci_bus_id"]) for g in state.present_gpus(state.load(node_dir))] == before
+    assert view() == before
 
 
 def test_gpu_missing_leaves_the_bus_and_comes_back(node_dir: Path) -> None:
