@@ -55,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     simsub.add_parser("down", help="stop every node and remove what the fleet started")
     simsub.add_parser("status", help="nodes, addresses and injected faults")
     simsub.add_parser("inventory", help="print the inventory path")
+    reboot = simsub.add_parser("reboot", help="reboot a node: volatile settings are lost, boot units run")
+    reboot.add_argument("node")
     fault = simsub.add_parser("fault", help="inject (or --clear) a fault on a node")
     fault.add_argument("node")
     fault.add_argument("fault", nargs="?", choices=sorted(faults.FAULTS))
@@ -97,6 +99,9 @@ def _sim(args: argparse.Namespace) -> int:
             )
     elif args.sim_command == "inventory":
         print(fleet.inventory_path)
+    elif args.sim_command == "reboot":
+        control.reboot(fleet, args.node)
+        print(f"{args.node}: rebooted")
     elif args.sim_command == "fault":
         changed = control.fault(fleet, args.node, args.fault, args.clear)
         verb = "cleared" if args.clear else "injected"

@@ -65,6 +65,12 @@ def test_up_fault_status_down(tmp_path: Path) -> None:
 
         gpufleet(*base, "fault", "node02", "--clear")
         assert "faults=-" in gpufleet(*base, "status").stdout.splitlines()[1]
+
+        # a reboot drops runtime settings: the 1000 W limit set by hand is gone afterwards
+        ssh(root, "127.0.4.2", "nvidia-smi -pl 1000")
+        assert gpufleet(*base, "reboot", "node01").stdout.strip() == "node01: rebooted"
+        limits = ssh(root, "127.0.4.2", "nvidia-smi --query-gpu=power.limit --format=csv,noheader,nounits")
+        assert set(limits.split()) == {"1400.00"}
     finally:
         down = gpufleet(*base, "down", check=False)
     assert down.returncode == 0 and "stopped" in down.stdout

@@ -56,6 +56,8 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
         "gpus": [],
         "nics": [],
         "faults": [],
+        # systemd's view; the driver's persistence daemon is enabled as on a tuned node
+        "units": {"nvidia-persistenced.service": {"enabled": True, "active": False}},
     }
     slot = nic_slot = 0
     for sw in range(switches):

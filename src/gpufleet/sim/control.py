@@ -14,7 +14,7 @@ from typing import Any
 
 from gpufleet import procs
 from gpufleet.sim import faults, state
-from gpufleet.sim.fleet import Fleet, FleetConfig, SimError
+from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
 _SUPERVISOR = "gpufleet.sim.supervisor"
 
@@ -110,3 +110,25 @@ def fault(fleet: Fleet, node_name: str, name: str | None, clear: bool) -> list[s
     if name is None:
         raise SimError("name a fault to inject, or pass --clear")
     return [name] if faults.inject(node_dir, name) else []
+
+
+def reboot(fleet: Fleet, node_name: str, timeout: float = 60.0) -> None:
+    """Asks the supervisor to reboot a node and waits until it is reachable again."""
+    described = _describe(fleet)
+    if described is None:
+        raise SimError("no simulated fleet is up")
+    if not described.get("managed"):
+        raise SimError("this fleet is owned by a test process: call Fleet.reboot() there")
+    request = fleet.node_dir(node_name) / REBOOT_REQUEST
+    done = request.with_suffix(".done")
+    done.unlink(missing_ok=True)
+    request.write_text("reboot", encoding="utf-8")
+    deadline = time.monotonic() + timeout
+    while not done.exists():
+        if time.monotonic() > deadline:
+            raise SimError(f"{node_name} did not come back within {timeout:.0f} s")
+        time.sleep(0.1)
+    answer = done.read_text(encoding="utf-8")
+    done.unlink()
+    if answer != "ok":
+        raise SimError(f"{node_name}: {answer}")

@@ -23,12 +23,18 @@ def power_capped_clear(state: State, sys_root: Path) -> None:
         gpu["power"]["enforced_limit_w"] = gpu["power"]["requested_limit_w"]
 
 
+_PERSISTENCED = "nvidia-persistenced.service"
+
+
 def persistence_off(state: State, sys_root: Path) -> None:
+    """Someone stopped and disabled the driver's daemon (persistence goes with it)."""
+    state["units"][_PERSISTENCED] = {"enabled": False, "active": False}
     for gpu in state["gpus"]:
         gpu["persistence_mode"] = False
 
 
 def persistence_on(state: State, sys_root: Path) -> None:
+    state["units"][_PERSISTENCED] = {"enabled": True, "active": True}
     for gpu in state["gpus"]:
         gpu["persistence_mode"] = True
 

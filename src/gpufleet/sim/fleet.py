@@ -19,12 +19,14 @@ from pathlib import Path
 import paramiko
 import yaml
 
-from gpufleet.sim import build, node
+from gpufleet.sim import boot, build, node, state
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 DEFAULT_DIR = REPO_DIR / ".gpufleet" / "sim"
 GROUP_VARS = REPO_DIR / "inventory" / "sim" / "group_vars"
 _PR_SET_PDEATHSIG = 1
+# `gpufleet sim reboot` leaves this file in a node directory for the supervisor.
+REBOOT_REQUEST = "reboot.request"
 
 
 def _die_with_parent() -> None:
@@ -123,15 +125,7 @@ class Fleet:
                 node.prepare(spec, authorized)
             self._write_known_hosts(specs)
             for spec in specs:
-                log = open(spec.directory / "sshd.log", "ab")  # noqa: SIM115 - kept open for the child
-                self.processes[spec.name] = subprocess.Popen(
-                    node.launch_argv(spec),
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    preexec_fn=_die_with_parent,
-                )
-                log.close()
+                self._start_node(spec)
             self._wait_ready(specs, timeout)
         except BaseException:
             self.stop()
@@ -151,9 +145,19 @@ class Fleet:
         )
         return specs
 
-    def stop(self) -> None:
-        """Kills every node (its PID namespace goes with it) and waits for each."""
-        for proc in self.processes.values():
+    def _start_node(self, spec: node.NodeSpec) -> None:
+        with open(spec.directory / "sshd.log", "ab") as log:
+            self.processes[spec.name] = subprocess.Popen(
+                node.launch_argv(spec),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=_die_with_parent,
+            )
+
+    def _stop_nodes(self, names: list[str]) -> None:
+        procs = [self.processes[n] for n in names]
+        for proc in procs:
             if proc.poll() is None:
                 # Stop the namespace's PID 1 (sshd) first: unshare reaps it, and the kernel
                 # has reaped every session in the namespace before that wait returns.
@@ -161,14 +165,29 @@ class Fleet:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(child, signal.SIGTERM)
         deadline = time.monotonic() + 10
-        for proc in self.processes.values():
+        for proc in procs:
             try:
                 proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+    def stop(self) -> None:
+        """Kills every node (its PID namespace goes with it) and waits for each."""
+        self._stop_nodes(list(self.processes))
         self.processes.clear()
         self.fleet_file.unlink(missing_ok=True)
+
+    def reboot(self, name: str, timeout: float = 30.0) -> None:
+        """Down (every session dropped), volatile settings lost, up again running its boot units."""
+        described = json.loads(self.fleet_file.read_text(encoding="utf-8"))
+        config = FleetConfig(**described["config"])
+        spec = next(s for s in self.specs(config) if s.name == name)
+        self._stop_nodes([name])
+        with state.locked(spec.directory) as current:
+            boot.power_cycle(current, spec.directory / "sys")
+        self._start_node(spec)
+        self._wait_ready([spec], timeout)
 
     def dead_nodes(self) -> list[str]:
         return [name for name, proc in self.processes.items() if proc.poll() is not None]

@@ -16,6 +16,21 @@ NODE_PYTHON = "/usr/bin/python3"
 SSHD = "/usr/sbin/sshd"
 
 
+# The driver's unit as NVIDIA ships it, with the simulated daemon's path.
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+
+[Service]
+Type=forking
+ExecStart=/usr/local/sbin/nvidia-persistenced --verbose
+ExecStopPost=/usr/local/sbin/nvidia-persistenced --gpufleet-sim-stopped
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
 @dataclass(frozen=True)
 class NodeSpec:
     name: str
@@ -69,7 +84,7 @@ def prepare(spec: NodeSpec, authorized_key: str) -> None:
     """Lays out a fresh node directory: state, sysfs, tools, home, sshd."""
     if spec.directory.exists():
         shutil.rmtree(spec.directory)
-    for sub in ("sys", "bin", "root/.ssh", "etc-upper", "etc-work", "ssh"):
+    for sub in ("sys", "bin", "root/.ssh", "etc-upper", "etc-work", "ssh", "units"):
         (spec.directory / sub).mkdir(parents=True)
     node_state = build.build_node_state(spec.name, spec.profile, spec.index)
     state.save(spec.directory, node_state)
@@ -78,6 +93,7 @@ def prepare(spec: NodeSpec, authorized_key: str) -> None:
         tool = spec.directory / "bin" / command
         tool.write_text(_tool_wrapper(command, spec.directory), encoding="utf-8")
         tool.chmod(0o755)
+    (spec.directory / "units" / "nvidia-persistenced.service").write_text(PERSISTENCED_UNIT, encoding="utf-8")
     keys = spec.directory / "root" / ".ssh" / "authorized_keys"
     keys.write_text(authorized_key, encoding="utf-8")
     keys.chmod(0o600)
@@ -101,6 +117,13 @@ def launch_argv(spec: NodeSpec) -> list[str]:
             "mkdir -p /run/sshd",
             f"mount --bind {d}/root /root",
             f"mount --bind {d}/bin /usr/local/sbin",
+            "mkdir -p /usr/lib/systemd/system",
+            f"mount --bind {d}/units /usr/lib/systemd/system",
+            # the canary Ansible's service modules look for before trusting systemctl
+            "mkdir -p /run/systemd/system",
+            "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            # boot: every enabled unit, in order, before the node is reachable
+            "/usr/local/sbin/systemctl __boot",
             f"exec {SSHD} -D -e -f {d}/ssh/sshd_config",
         ]
     )

@@ -12,7 +12,20 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gpufleet.sim.fleet import Fleet, FleetConfig, SimError
+from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
+
+
+def _reboot(fleet: Fleet, request: Path) -> None:
+    """`gpufleet sim reboot` asks by file; the answer replaces it ("ok" or the error)."""
+    name = request.parent.name
+    try:
+        fleet.reboot(name)
+        answer = "ok"
+    except (SimError, OSError) as exc:
+        answer = f"error: {exc}"
+    request.with_suffix(".done").write_text(answer, encoding="utf-8")
+    request.unlink()
+    print(f"rebooted {name}: {answer}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in fleet.dead_nodes():
             print(f"warning: {name} exited", file=sys.stderr, flush=True)
             fleet.processes.pop(name)
+        for request in sorted(args.dir.glob(f"nodes/*/{REBOOT_REQUEST}")):
+            _reboot(fleet, request)
         time.sleep(0.2)
     fleet.stop()
     print("stopped", flush=True)

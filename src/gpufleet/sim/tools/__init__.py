@@ -19,6 +19,8 @@ TOOLS = {
     "mlxlink": "mlxlink",
     "mlxconfig": "mlxconfig",
     "cma_roce_mode": "cma_roce_mode",
+    "systemctl": "systemctl",
+    "nvidia-persistenced": "nvidia_persistenced",
 }
 
 

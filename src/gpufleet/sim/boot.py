@@ -1,0 +1,46 @@
+"""What a reboot does to a simulated node: settings that live only in the driver or the
+kernel are lost, pending firmware settings take effect, and physical faults stay."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpufleet.sim import faults, sysfs_rdma
+from gpufleet.sim.state import State
+
+# What the driver and kernel come up with, before any boot unit runs.
+BOOT_TRUST = "pcp"
+BOOT_ROCE_MODE = "IB/RoCE v1"
+BOOT_TOS = 0
+BOOT_MTU = 1500
+BOOT_TCLASS = 0
+
+
+def _write(path: Path, value: object) -> None:
+    path.write_text(f"{value}\n", encoding="utf-8")
+
+
+def power_cycle(state: State, sys_root: Path) -> None:
+    for gpu in state["gpus"]:
+        power = gpu["power"]
+        power["requested_limit_w"] = power["default_limit_w"]
+        power["enforced_limit_w"] = power["default_limit_w"]
+        gpu["persistence_mode"] = False
+        gpu["clocks_event_reasons"] = ["gpu_idle"]
+    for nic in state["nics"]:
+        if nic.get("pending_link_type"):
+            nic["link_type"], nic["pending_link_type"] = nic["pending_link_type"], None
+        nic["trust"] = BOOT_TRUST
+        nic["pfc"] = [0] * 8
+        sysfs_rdma.write_ecn(sys_root, nic, [0] * 8, [0] * 8)
+        sysfs_rdma.write_roce_mode(sys_root, nic, BOOT_ROCE_MODE)
+        _write(sysfs_rdma.configfs_port_dir(sys_root, nic) / "default_roce_tos", BOOT_TOS)
+        _write(sysfs_rdma.netdev_dir(sys_root, nic) / "mtu", BOOT_MTU)
+        _write(sysfs_rdma.ibdev_dir(sys_root, nic) / "tc" / str(nic["port"]) / "traffic_class", "")
+    # A PDU still caps, a cable is still pulled, a GPU is still off the bus.
+    for name in state["faults"]:
+        if name in PERSISTENT_FAULTS:
+            faults.FAULTS[name][0](state, sys_root)
+
+
+PERSISTENT_FAULTS = ("power-capped", "link-down", "gpu-missing")

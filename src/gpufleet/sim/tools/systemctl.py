@@ -1,0 +1,201 @@
+"""A node's `systemctl`, enough for ansible.builtin.systemd_service and boot-time units.
+
+Unit state (enabled, active) lives in the node state under "units". Starting a oneshot or
+forking unit runs its ExecStart lines in the node, so a boot unit really re-applies what it
+says it does. `systemctl __boot` (the simulator's reboot) starts every enabled unit in order.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpufleet.sim import state
+from gpufleet.sim.tools import systemd_units as units
+
+_OPTIONS = {
+    "--no-block",
+    "--force",
+    "--system",
+    "--no-pager",
+    "--quiet",
+    "-q",
+    "-l",
+    "--full",
+    "--no-ask-password",
+}
+
+
+def _unit_state(node: state.State, name: str) -> dict[str, Any]:
+    known: dict[str, Any] = node.setdefault("units", {}).setdefault(name, {"enabled": False, "active": False})
+    return known
+
+
+def _show(node: state.State, name: str) -> int:
+    path = units.find(name)
+    current = _unit_state(node, name) if path else {"enabled": False, "active": False}
+    unit = units.parse(path) if path else {}
+    has_install = bool(unit.get("Install"))
+    file_state = ("enabled" if current["enabled"] else "disabled") if has_install else "static"
+    active = (
+        "failed" if current.get("result") == "failed" else ("active" if current["active"] else "inactive")
+    )
+    props = {
+        "Type": units.value(unit, "Service", "Type", "simple"),
+        "Restart": "no",
+        "Result": "exit-code" if active == "failed" else "success",
+        "Id": name,
+        "Names": name,
+        "Description": units.value(unit, "Unit", "Description", name),
+        "LoadState": "loaded" if path else "not-found",
+        "ActiveState": active,
+        "SubState": {
+            "active": "exited" if units.value(unit, "Service", "Type") == "oneshot" else "running",
+            "inactive": "dead",
+            "failed": "failed",
+        }[active],
+        "FragmentPath": str(path) if path else "",
+        "UnitFileState": file_state if path else "",
+        "UnitFilePreset": "enabled" if path else "",
+        "After": " ".join(units.words(unit, "Unit", "After")),
+        "Before": " ".join(units.words(unit, "Unit", "Before")),
+        "ExecMainStatus": "1" if active == "failed" else "0",
+    }
+    print("\n".join(f"{k}={v}" for k, v in props.items()))
+    return 0
+
+
+def _run_exec(unit: dict[str, Any], key: str) -> bool:
+    for ignore, argv in units.exec_lines(unit, key):
+        try:
+            rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False).returncode
+        except OSError:
+            rc = 203  # systemd's EXEC status: the binary could not be run
+        if rc != 0 and not ignore:
+            return False
+    return True
+
+
+def _start(node_dir: Path, name: str, path: Path) -> bool:
+    unit = units.parse(path)
+    kind = units.value(unit, "Service", "Type", "simple")
+    # Long-running services are only marked active; oneshot/forking ones run to completion.
+    ok = _run_exec(unit, "ExecStartPre") and (
+        kind not in ("oneshot", "forking") or _run_exec(unit, "ExecStart")
+    )
+    with state.locked(node_dir) as node:
+        current = _unit_state(node, name)
+        current["active"] = ok and (
+            kind != "oneshot" or units.value(unit, "Service", "RemainAfterExit") == "yes"
+        )
+        current["result"] = "success" if ok else "failed"
+    return ok
+
+
+def _stop(node_dir: Path, name: str, path: Path) -> None:
+    unit = units.parse(path)
+    _run_exec(unit, "ExecStop")
+    _run_exec(unit, "ExecStopPost")
+    with state.locked(node_dir) as node:
+        current = _unit_state(node, name)
+        current["active"] = False
+        current["result"] = "success"
+
+
+def _enable(node_dir: Path, name: str, enabled: bool) -> None:
+    with state.locked(node_dir) as node:
+        _unit_state(node, name)["enabled"] = enabled
+    if enabled:
+        print(
+            f"Created symlink /etc/systemd/system/multi-user.target.wants/{name} → {units.find(name)}.",
+            file=sys.stderr,
+        )
+    else:
+        print(f'Removed "/etc/systemd/system/multi-user.target.wants/{name}".', file=sys.stderr)
+
+
+def _boot(node_dir: Path) -> int:
+    found = units.all_units()
+    with state.locked(node_dir) as node:
+        known = node.setdefault("units", {})
+        for current in known.values():
+            current["active"] = False
+            current.pop("result", None)
+        enabled = [n for n, s in known.items() if s.get("enabled") and n in found]
+    parsed = {n: units.parse(found[n]) for n in enabled}
+    for name in units.boot_order(enabled, parsed):
+        _start(node_dir, name, found[name])
+    return 0
+
+
+def _list_unit_files(pattern: str | None) -> int:
+    import fnmatch
+
+    names = sorted(n for n in units.all_units() if pattern is None or fnmatch.fnmatch(n, pattern))
+    print(f"{'UNIT FILE':<40} {'STATE':<9} PRESET")
+    for name in names:
+        print(f"{name:<40} {'disabled':<9} enabled")
+    print(f"\n{len(names)} unit files listed.")
+    return 0
+
+
+def main(argv: list[str], node_dir: Path) -> int:
+    args = [a for a in argv if a not in _OPTIONS]
+    if not args:
+        print("systemctl: no command given (the simulated systemd does not list units)", file=sys.stderr)
+        return 1
+    verb, names = args[0], [units.unit_name(a) for a in args[1:]]
+    if verb == "__boot":
+        return _boot(node_dir)
+    if verb in ("daemon-reload", "daemon-reexec"):
+        return 0
+    if verb == "list-unit-files":
+        return _list_unit_files(args[1] if len(args) > 1 else None)
+    if verb == "show":
+        node = state.load(node_dir)
+        return max((_show(node, n) for n in names), default=0)
+    rc = 0
+    for name in names:
+        path = units.find(name)
+        node = state.load(node_dir)
+        current = _unit_state(node, name)
+        if verb == "is-enabled":
+            if path is None:
+                print(f"Failed to get unit file state for {name}: No such file or directory", file=sys.stderr)
+                rc = 1
+            elif not units.parse(path).get("Install"):
+                print("static")
+            else:
+                print("enabled" if current["enabled"] else "disabled")
+                rc = rc or (0 if current["enabled"] else 1)
+        elif verb == "is-active":
+            active = (
+                "failed"
+                if current.get("result") == "failed"
+                else ("active" if current["active"] else "inactive")
+            )
+            print(active)
+            rc = rc or (0 if active == "active" else 3)
+        elif path is None:
+            print(f"Failed to {verb} unit: Unit file {name} does not exist.", file=sys.stderr)
+            rc = 5 if verb in ("start", "stop", "restart", "reload") else 1
+        elif verb in ("enable", "disable"):
+            _enable(node_dir, name, verb == "enable")
+        elif verb in ("start", "restart", "reload", "reload-or-restart", "try-restart"):
+            if verb != "start" and current["active"]:
+                _stop(node_dir, name, path)
+            if not _start(node_dir, name, path):
+                print(
+                    f"Job for {name} failed because the control process exited with error code.\n"
+                    f'See "systemctl status {name}" and "journalctl -xeu {name}" for details.',
+                    file=sys.stderr,
+                )
+                rc = 1
+        elif verb == "stop":
+            _stop(node_dir, name, path)
+        else:
+            print(f"Unknown command verb {verb}.", file=sys.stderr)
+            return 1
+    return rc
