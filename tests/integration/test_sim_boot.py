@@ -20,7 +20,8 @@ def fleet(fleet_factory) -> Fleet:
 
 def ssh(fleet: Fleet, command: str) -> subprocess.CompletedProcess[str]:
     argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
-    argv += ["-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", "2222", "root@127.0.5.2", command]
+    argv += ["-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", "2222"]
+    argv += ["root@127.0.5.2", command]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
 
 
