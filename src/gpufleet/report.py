@@ -80,14 +80,16 @@ def render_markdown(report: Report) -> str:
         + ", ".join(f"{summary[s]} {s}" for s in STATUSES if summary[s])
         + f" of {summary['hosts']} hosts.",
         "",
-        "| host | status | failed checks | changes |",
-        "|---|---|---|---|",
+        "| host | status | GPUs | failed checks | changes |",
+        "|---|---|---|---|---|",
     ]
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]
+        gpus = host.facts.get("gpufleet_gpus")
+        count = "-" if gpus is None else str(len(gpus))
         lines.append(
-            f"| {name} | {host.status} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |"
+            f"| {name} | {host.status} | {count} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |"
         )
     for name in sorted(report.hosts):
         host = report.hosts[name]
