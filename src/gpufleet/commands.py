@@ -27,12 +27,12 @@ def progress(line: str) -> None:
 def _host_report(result: runner.HostResult) -> HostReport:
     if result.unreachable:
         failed = next((t for t in result.tasks if t["outcome"] == "unreachable"), None)
-        message = (failed or {}).get("result", {}).get("msg", "unreachable")
+        message = (failed or {}).get("msg") or "unreachable"
         return HostReport(status="unreachable", message=str(message).strip())
     if result.failed:
         failed = next((t for t in result.tasks if t["outcome"] == "failed"), None)
         task = (failed or {}).get("task", "?")
-        message = (failed or {}).get("result", {}).get("msg", "failed")
+        message = (failed or {}).get("msg") or "failed"
         return HostReport(status="failed", facts=_reported_facts(result.facts), message=f"{task}: {message}")
     expected = result.facts.get("gpufleet_expected_gpu_count")
     host_checks = checks.facts_checks(result.facts, int(expected) if expected is not None else None)

@@ -88,9 +88,8 @@ def render_markdown(report: Report) -> str:
         failed = [c for c in host.checks if not c["ok"]]
         gpus = host.facts.get("gpufleet_gpus")
         count = "-" if gpus is None else str(len(gpus))
-        lines.append(
-            f"| {name} | {host.status} | {count} | {len(failed)} of {len(host.checks)} | {len(host.changes)} |"
-        )
+        checked = f"{len(failed)} of {len(host.checks)}"
+        lines.append(f"| {name} | {host.status} | {count} | {checked} | {len(host.changes)} |")
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]

@@ -5,6 +5,7 @@ The report is built from runner events and stats, never from Ansible's stdout.
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -39,6 +40,8 @@ class RunOptions:
 
 @dataclass
 class HostResult:
+    """One host's run, as the fleet_report callback plugin recorded it."""
+
     name: str
     unreachable: bool = False
     failed: bool = False
@@ -51,13 +54,22 @@ class HostResult:
     hints: list[str] = field(default_factory=list)
     reboot_required: bool = False
 
-    def absorb(self, res: dict[str, Any]) -> None:
-        """Takes `changes`, `checks`, `hints`, `reboot_required` from a result and its loop items."""
-        for part in [res, *[r for r in res.get("results") or [] if isinstance(r, dict)]]:
-            self.changes.extend(part.get("changes") or [])
-            self.checks.extend(part.get("checks") or [])
-            self.hints.extend(h for h in part.get("hints") or [] if h not in self.hints)
-            self.reboot_required = self.reboot_required or bool(part.get("reboot_required"))
+    @classmethod
+    def from_callback(cls, name: str, data: dict[str, Any]) -> HostResult:
+        host = cls(
+            name=name,
+            unreachable=bool(data.get("unreachable")),
+            failed=bool(data.get("failed")),
+            changed=int(data.get("changed", 0)),
+            facts=dict(data.get("facts") or {}),
+            tasks=list(data.get("tasks") or []),
+        )
+        for task in host.tasks:
+            host.changes.extend(task.get("changes") or [])
+            host.checks.extend(task.get("checks") or [])
+            host.hints.extend(h for h in task.get("hints") or [] if h not in host.hints)
+            host.reboot_required = host.reboot_required or bool(task.get("reboot_required"))
+        return host
 
 
 @dataclass
@@ -75,42 +87,31 @@ def ensure_collection_link() -> None:
         link.symlink_to(REPO_DIR, target_is_directory=True)
 
 
-class _EventCollector:
-    def __init__(self, progress: Progress | None) -> None:
-        self.hosts: dict[str, HostResult] = {}
-        self.progress = progress
+class _ProgressPrinter:
+    """ansible-runner event handler: one line per host and task while the run goes on."""
 
-    def host(self, name: str) -> HostResult:
-        return self.hosts.setdefault(name, HostResult(name))
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
         data = event.get("event_data", {})
         name = data.get("host")
-        if not name or not kind.startswith("runner_on_") or kind == "runner_on_start":
+        if self.progress is None or not name or kind not in _OUTCOMES:
             return True
-        host = self.host(name)
         res = data.get("res", {}) or {}
-        task = data.get("task", "")
-        outcome = kind.removeprefix("runner_on_")
-        if outcome in ("ok", "failed"):
-            host.absorb(res)
-        if outcome == "ok":
-            host.facts.update(res.get("ansible_facts", {}) or {})
-            if res.get("changed"):
-                host.changed += 1
-        elif outcome == "failed" and not data.get("ignore_errors"):
-            host.failed = True
-        elif outcome == "unreachable":
-            host.unreachable = True
-        host.tasks.append(
-            {"task": task, "action": data.get("task_action"), "outcome": outcome, "result": res}
-        )
-        if self.progress is not None:
-            label = "changed" if outcome == "ok" and res.get("changed") else outcome
-            message = res.get("msg", "") if outcome in ("failed", "unreachable") else ""
-            self.progress(f"{name:<16} {label:<11} {task}" + (f": {message}" if message else ""))
+        label = "changed" if kind == "runner_on_ok" and res.get("changed") else _OUTCOMES[kind]
+        message = res.get("msg", "") if label in ("failed", "unreachable") else ""
+        self.progress(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
         return True
+
+
+_OUTCOMES = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
 
 
 def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -127,14 +128,16 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         cmdline.append("--check")
     if options.diff:
         cmdline.append("--diff")
-    collector = _EventCollector(progress)
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
+        results_file = Path(private) / "results.json"
         envvars = {
             "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
             "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
             "ANSIBLE_ROLES_PATH": str(REPO_DIR / "roles"),
             "ANSIBLE_FORKS": str(options.forks),
             "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.node.fleet_report",
+            "GPUFLEET_RESULTS_FILE": str(results_file),
             "PATH": os.environ.get("PATH", ""),
         }
         result = ansible_runner.run(
@@ -147,19 +150,26 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             cmdline=" ".join(cmdline) or None,
             extravars=options.extravars or None,
             envvars=envvars,
-            event_handler=collector,
+            event_handler=_ProgressPrinter(progress),
             quiet=True,
             json_mode=True,
             rotate_artifacts=1,
             suppress_env_files=True,
         )
-        stats = result.stats or {}
-    for name in set().union(*(stats.get(k, {}) for k in ("ok", "failures", "dark", "changed", "skipped"))):
-        host = collector.host(str(name))
-        host.failed = host.failed or bool(stats.get("failures", {}).get(name))
-        host.unreachable = host.unreachable or bool(stats.get("dark", {}).get(name))
-    if result.status not in ("successful", "failed") and not collector.hosts:
-        raise RunnerError(
-            f"ansible-runner ended with status {result.status!r} (rc {result.rc}) and no host results"
-        )
-    return RunResult(rc=int(result.rc or 0), status=str(result.status), hosts=collector.hosts)
+        if not results_file.exists():
+            tail = _stdout_tail(result)
+            raise RunnerError(
+                f"ansible-playbook ended with status {result.status!r} (rc {result.rc}): {tail}"
+            )
+        recorded = json.loads(results_file.read_text(encoding="utf-8"))
+    hosts = {name: HostResult.from_callback(name, data) for name, data in recorded["hosts"].items()}
+    return RunResult(rc=int(result.rc or 0), status=str(result.status), hosts=hosts)
+
+
+def _stdout_tail(result: Any) -> str:
+    try:
+        text = str(result.stdout.read())
+    except (OSError, AttributeError):
+        return "no output"
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " ".join(lines[-5:]) or "no output"

@@ -80,6 +80,7 @@ def test_unreachable_node_is_reported_while_the_rest_complete(fleet, tmp_path: P
     assert victim.poll() is None
     assert code == 1
     assert report["hosts"]["node03"]["status"] == "unreachable"
+    assert "127.0.3.250" in report["hosts"]["node03"]["message"]
     assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node02"]["status"] == "ok"
 
 
