@@ -202,6 +202,7 @@ CAPTURES: dict[str, tuple[Callable[[str], Any], Callable[[Any], None]]] = {
     "rdma-notes-show_gids-mlx5_bond_0.txt": (rdma.parse_show_gids, _gids_bond),
 }
 
+
 def test_every_mellanox_capture_has_a_case() -> None:
     assert sorted(p.name for p in MELLANOX.iterdir()) == sorted(CAPTURES)
 
