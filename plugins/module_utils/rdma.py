@@ -31,6 +31,7 @@ __all__ = [
     "mlxconfig_value",
     "parse_cma_roce_mode",
     "parse_ethtool_info",
+    "parse_ethtool_pause",
     "parse_ib_rate",
     "parse_ibdev2netdev",
     "parse_ibstat",
@@ -48,6 +49,7 @@ __all__ = [
     "read_roce_tos",
     "read_traffic_class",
     "roce_mode_name",
+    "sysfs_path",
 ]
 
 # Filesystem root the sysfs readers use when not given one; tests patch it.
@@ -714,6 +716,35 @@ def parse_ethtool_info(text: str) -> dict[str, Any]:
     return info
 
 
+# `ethtool -a <if>` (ethtool's pause report, ioctl and netlink alike): "Autonegotiate:\ton",
+# "RX:\t\ton", "TX:\t\ton"; netlink ethtool adds "RX negotiated:"/"TX negotiated:" lines when
+# autonegotiation is on, and "Statistics:" with -I.
+_PAUSE_KEYS = {"Autonegotiate": "autoneg", "RX": "rx", "TX": "tx"}
+
+
+@_guard("ethtool -a")
+def parse_ethtool_pause(text: str) -> dict[str, Any]:
+    """`ethtool -a <if>`: IEEE 802.3x global pause, {'autoneg', 'rx', 'tx'} as bools."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines[0].startswith("Pause parameters for "):
+        raise ParseError("ethtool -a: no 'Pause parameters for <if>:' line (%r)" % lines[0])
+    pause: dict[str, Any] = {}
+    for line in lines[1:]:
+        if line.startswith("Cannot get") or line.startswith("netlink error"):
+            raise ParseError("ethtool -a: %s" % line)
+        key, sep, value = line.partition(":")
+        if key.strip() in _PAUSE_KEYS and sep:
+            if value.strip() not in ("on", "off"):
+                raise ParseError("ethtool -a: %s is %r, not on or off" % (key.strip(), value.strip()))
+            pause[_PAUSE_KEYS[key.strip()]] = value.strip() == "on"
+        elif line == "Statistics:":
+            break
+    missing = [key for key in ("autoneg", "rx", "tx") if key not in pause]
+    if missing:
+        raise ParseError("ethtool -a: no %s line (output truncated?)" % "/".join(missing))
+    return pause
+
+
 # The kernel's names for the RDMA CM default GID type (cma_configfs.c / ib_cache_gid_type_str).
 _ROCE_MODES = {"IB/RoCE v1": "v1", "RoCE v2": "v2"}
 
@@ -740,6 +771,11 @@ def parse_cma_roce_mode(text: str) -> str:
 
 def _path(root: str | None, *parts: str) -> str:
     return os.path.join(SYSFS_ROOT if root is None else root, "sys", *parts)
+
+
+def sysfs_path(*parts: str, root: str | None = None) -> str:
+    """The path of a sysfs file (``sysfs_path('class', 'net', 'eth0', 'mtu')``) under the root."""
+    return _path(root, *parts)
 
 
 def _read(path: str) -> str | None:

@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sim import faults_gpu, faults_rdma, state
+from gpufleet.sim import faults_gpu, faults_rdma, faults_topo, state
 
 FaultFn = Callable[[state.State, Path], None]
 
-FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {**faults_gpu.FAULTS, **faults_rdma.FAULTS}
+FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {
+    **faults_gpu.FAULTS,
+    **faults_rdma.FAULTS,
+    **faults_topo.FAULTS,
+}
 
 
 class FaultError(ValueError):

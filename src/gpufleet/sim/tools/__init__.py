@@ -19,6 +19,7 @@ TOOLS = {
     "mlxlink": "mlxlink",
     "mlxconfig": "mlxconfig",
     "cma_roce_mode": "cma_roce_mode",
+    "ethtool": "ethtool",
     "systemctl": "systemctl",
     "nvidia-persistenced": "nvidia_persistenced",
 }

@@ -1,0 +1,316 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_pinning
+short_description: Pin inference instances to GPUs by UUID, grouped by NVLink domain
+version_added: "0.1.0"
+description:
+  - For each instance writes C(<env_dir>/<name>.env), an EnvironmentFile with
+    C(CUDA_VISIBLE_DEVICES=GPU-<uuid>,...) (full UUIDs in PCI bus ID order), C(CUDA_DEVICE_ORDER=PCI_BUS_ID)
+    and C(NCCL_TOPO_FILE). C(NCCL_GRAPH_FILE) is never set.
+  - An instance takes the GPUs of an NVLink domain (O(instances[].nvlink_domain)) or GPUs named by UUID
+    (O(instances[].gpus)). Domains come from C(nvidia-smi topo -m) and are numbered as nvidia-smi lists
+    them, so domain 0 is the one holding GPU 0.
+  - Because the files name GPUs by UUID, a PCIe re-enumeration that swaps bus IDs leaves them as they
+    are, and each instance keeps its physical GPUs.
+  - Every instance is planned before any file is written. A domain with fewer GPUs than an instance
+    needs (a GPU fell off the bus), a GPU that is not on the node, or a GPU claimed twice fails the
+    module and writes nothing; the message names the instance, the domain and how many GPUs are missing.
+  - Files of instances that are not listed are left alone.
+options:
+  instances:
+    description: The instances to pin.
+    type: list
+    elements: dict
+    required: true
+    suboptions:
+      name:
+        description: Instance name; the file is C(<env_dir>/<name>.env).
+        type: str
+        required: true
+      nvlink_domain:
+        description: Index of the NVLink domain whose GPUs the instance gets.
+        type: int
+      gpus:
+        description: GPU UUIDs (C(GPU-...)) the instance gets.
+        type: list
+        elements: str
+      gpu_count:
+        description:
+          - GPUs the instance needs from its NVLink domain (the first ones by PCI bus ID).
+          - Defaults to O(gpu_count).
+        type: int
+  gpu_count:
+    description: GPUs an instance on an NVLink domain needs, unless it sets its own O(instances[].gpu_count).
+    type: int
+    default: 8
+  env_dir:
+    description: Directory of the EnvironmentFiles; created (mode 0755) when missing.
+    type: path
+    default: /etc/gpufleet/instances
+  nccl_topo_file:
+    description: The NCCL topology file the instances read (C(NCCL_TOPO_FILE)).
+    type: path
+    default: /etc/nccl/topo.xml
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
+extends_documentation_fragment:
+  - action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Plans and compares; writes nothing.
+  diff_mode:
+    support: full
+    details: One diff per instance file.
+  platform:
+    platforms: posix
+notes:
+  - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader) and C(nvidia-smi topo -m)
+    with C(LC_ALL=C).
+seealso:
+  - name: CUDA environment variables
+    description: CUDA_VISIBLE_DEVICES by UUID and CUDA_DEVICE_ORDER.
+    link: https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+- name: One instance per NVLink baseboard
+  gpufleet.node.gpu_pinning:
+    instances:
+      - name: glm52
+        nvlink_domain: 0
+      - name: kimik3
+        nvlink_domain: 1
+
+- name: A small instance on two named GPUs
+  gpufleet.node.gpu_pinning:
+    instances:
+      - name: embed
+        gpus:
+          - GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b
+          - GPU-47daa2ad-a218-6286-252b-af45f0dfaf00
+"""
+
+RETURN = r"""
+changes:
+  description:
+    - One C(gpu_pinning.instance[<name>]) entry per file that changed (would change in check mode);
+      from and to are the file's variables (from is null when there was no file).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"setting": "gpu_pinning.instance[glm52]", "from": null,
+            "to": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "GPU-3f5c...,GPU-47da...",
+                   "NCCL_TOPO_FILE": "/etc/nccl/topo.xml"}}]
+checks:
+  description: Always empty; the plan is refused before writing instead.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+hints:
+  description: Nothing to look at for this module; always empty.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+reboot_required:
+  description: Always false; instances read the files when they start.
+  returned: always
+  type: bool
+  sample: false
+instances:
+  description: Per instance, its GPUs (UUIDs in PCI bus order), NVLink domain, file and CUDA_VISIBLE_DEVICES.
+  returned: success
+  type: dict
+  sample:
+    glm52:
+      gpus: ["GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b"]
+      nvlink_domain: 0
+      path: /etc/gpufleet/instances/glm52.env
+      cuda_visible_devices: GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
+    INSTANCE_NAME,
+    PlanError,
+    env_text,
+    instance_env,
+    parse_env,
+    pinning_plan,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    ParseError,
+    build_topology,
+    parse_query_csv,
+    parse_topo_matrix,
+)
+
+_ENV = {"LC_ALL": "C"}
+_FIELDS = ["index", "uuid", "pci.bus_id"]
+
+
+def _first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def _nvidia_smi(module):
+    path = module.params["nvidia_smi_path"]
+    if path is None:
+        return module.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def _run(module, cmd):
+    rc, out, err = module.run_command(cmd, environ_update=_ENV)
+    if rc != 0:
+        module.fail_json(
+            msg="%s failed (rc=%d): %s" % (" ".join(cmd[1:]), rc, _first_line(out, err)),
+            cmd=cmd,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+    return out
+
+
+def _gpus_and_domains(module, smi, need_domains):
+    query = [smi, "--query-gpu=" + ",".join(_FIELDS), "--format=csv,noheader"]
+    out = _run(module, query)
+    try:
+        rows = parse_query_csv(out, fields=_FIELDS)
+    except ParseError as exc:
+        module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
+    gpus = [{"index": r["index"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
+    if not need_domains:
+        return gpus, []
+    topo_cmd = [smi, "topo", "-m"]
+    out = _run(module, topo_cmd)
+    try:
+        topology, warnings = build_topology(gpus, parse_topo_matrix(out))
+    except ParseError as exc:
+        module.fail_json(msg="Could not read nvidia-smi topo -m: %s" % exc, cmd=topo_cmd, stdout=out)
+    if topology is None:
+        module.fail_json(msg="Cannot tell the NVLink domains: %s" % "; ".join(warnings), cmd=topo_cmd)
+    return gpus, topology["nvlink_domains"]
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _write(module, path, text):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.chmod(tmp, 0o644)
+    module.atomic_move(tmp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            instances=dict(
+                type="list",
+                elements="dict",
+                required=True,
+                options=dict(
+                    name=dict(type="str", required=True),
+                    nvlink_domain=dict(type="int"),
+                    gpus=dict(type="list", elements="str"),
+                    gpu_count=dict(type="int"),
+                ),
+                mutually_exclusive=[("nvlink_domain", "gpus")],
+                required_one_of=[("nvlink_domain", "gpus")],
+            ),
+            gpu_count=dict(type="int", default=8),
+            env_dir=dict(type="path", default="/etc/gpufleet/instances"),
+            nccl_topo_file=dict(type="path", default="/etc/nccl/topo.xml"),
+            nvidia_smi_path=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    instances = params["instances"]
+    names = [i["name"] for i in instances]
+    bad = [n for n in names if not INSTANCE_NAME.match(n)]
+    if bad or len(set(names)) != len(names):
+        module.fail_json(
+            msg="instance names must be unique and made of letters, digits, '.', '_' or '-' (got %s)"
+            % ", ".join(names)
+        )
+    smi = _nvidia_smi(module)
+    gpus, domains = _gpus_and_domains(module, smi, any(i["gpus"] is None for i in instances))
+    try:
+        plan = pinning_plan(gpus, domains, instances, params["gpu_count"])
+    except PlanError as exc:
+        module.fail_json(msg="Refusing to pin: %s" % exc)
+    changes, diffs, writes, result = [], [], [], {}
+    for name, entry in plan.items():
+        path = os.path.join(params["env_dir"], "%s.env" % name)
+        variables = instance_env(entry["gpus"], params["nccl_topo_file"])
+        text = env_text(name, entry["nvlink_domain"], variables)
+        current = _read(path)
+        result[name] = dict(
+            gpus=entry["gpus"],
+            nvlink_domain=entry["nvlink_domain"],
+            path=path,
+            cuda_visible_devices=variables["CUDA_VISIBLE_DEVICES"],
+        )
+        if current == text:
+            continue
+        changes.append(
+            {
+                "setting": "gpu_pinning.instance[%s]" % name,
+                "from": None if current is None else parse_env(current),
+                "to": variables,
+            }
+        )
+        diffs.append(dict(before_header=path, after_header=path, before=current or "", after=text))
+        writes.append((path, text))
+    if writes and not module.check_mode:
+        if not os.path.isdir(params["env_dir"]):
+            os.makedirs(params["env_dir"], mode=0o755)
+        for path, text in writes:
+            _write(module, path, text)
+    output = dict(
+        changed=bool(changes),
+        changes=changes,
+        checks=[],
+        hints=[],
+        reboot_required=False,
+        instances=result,
+    )
+    if module._diff:
+        output["diff"] = diffs
+    module.exit_json(**output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nccl_topology
+short_description: Write the node's NCCL topology file (NCCL_TOPO_FILE) from what the node is
+version_added: "0.1.0"
+description:
+  - Discovers the node as NCCL does and writes the topology XML NCCL reads with C(NCCL_TOPO_FILE)
+    (C(<system version="1">)), in NCCL's own element and attribute formats.
+  - C(<cpu>) per NUMA node with C(numaid), C(affinity) (the node's cpumap), C(arch) and, on x86_64, the
+    C(vendor), C(familyid) and C(modelid) of C(/proc/cpuinfo).
+  - The PCI tree from C(/sys) as NCCL builds it (switch upstream ports and endpoints, a switch's
+    downstream ports folded away), each C(<pci>) with C(busid), C(class), vendor/device/subsystem ids,
+    C(link_speed) and C(link_width) (the lower of the device's and its port's maximum).
+  - C(<gpu dev sm rank gdr>) from C(nvidia-smi --query-gpu=index,pci.bus_id,compute_cap), with
+    C(<nvlink>) edges from the NV# cells of C(nvidia-smi topo -m). A GPU whose NV# counts add up to more
+    links than it has is on NVSwitches, written as one edge to C(fffffff:ffff:ff) with tclass
+    C(0x068000) as NCCL does for switches it cannot see.
+  - C(<nic>) with one C(<net name dev speed port latency guid maxconn gdr>) per RDMA device of
+    C(/sys/class/infiniband); a port that is not ACTIVE gets no speed, so NCCL probes it.
+  - The new file is parsed back and compared with the node (every GPU and NIC there, NUMA ids right,
+    nothing the node lacks) before it atomically replaces the old one. When the old file is stale the
+    result says what differed. The module never writes an NCCL graph (C(NCCL_GRAPH_FILE)).
+options:
+  path:
+    description: The topology file.
+    type: path
+    default: /etc/nccl/topo.xml
+  gdr:
+    description:
+      - Whether GPUDirect RDMA works on this node (C(nvidia-peermem) or dma-buf); sets C(gdr) on every
+        C(<gpu>) and C(<net>).
+    type: bool
+    default: true
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
+extends_documentation_fragment:
+  - action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Discovers, renders and validates; writes nothing.
+  diff_mode:
+    support: full
+    details: The old and new file.
+  platform:
+    platforms: posix
+notes:
+  - The file has no C(host_hash) (NCCL computes it at run time from the host name and boot ID) and no
+    timestamp, so it only changes when the node does.
+  - A PCIe re-enumeration that swaps GPUs between bus IDs without changing what sits at each bus ID
+    leaves the file as it is.
+seealso:
+  - module: gpufleet.node.nccl_topology_check
+  - name: NCCL environment variables
+    description: NCCL_TOPO_FILE and NCCL_TOPO_DUMP_FILE.
+    link: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+- name: Write /etc/nccl/topo.xml
+  gpufleet.node.nccl_topology:
+
+- name: A node without GPUDirect RDMA
+  gpufleet.node.nccl_topology:
+    path: /etc/nccl/topo.xml
+    gdr: false
+"""
+
+RETURN = r"""
+changes:
+  description:
+    - C(nccl_topology.file) when the file changed (would change in check mode); from and to are content
+      digests (from is null when there was no file).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"setting": "nccl_topology.file", "from": "sha256:9f2c4e1b7a3d5c60",
+            "to": "sha256:0b1d2e3f4a5b6c7d"}]
+checks:
+  description: Always empty here; gpufleet.node.nccl_topology_check reports checks.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+hints:
+  description: What was wrong with the old file, one line per difference.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/etc/nccl/topo.xml was stale: GPU 0000:47:00.0 (NUMA 0) is on the node but not in the file"]
+reboot_required:
+  description: Always false; NCCL reads the file when a process initialises.
+  returned: always
+  type: bool
+  sample: false
+differences:
+  description: How the old file differed from the node ({kind, busid, message}); empty when it matched.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"kind": "missing", "busid": "0000:47:00.0",
+            "message": "GPU 0000:47:00.0 (NUMA 0) is on the node but not in the file"}]
+path:
+  description: The file.
+  returned: always
+  type: str
+  sample: /etc/nccl/topo.xml
+sha256:
+  description: Digest of the file's new content, as in RV(changes).
+  returned: success
+  type: str
+  sample: "sha256:0b1d2e3f4a5b6c7d"
+gpus:
+  description: Number of GPUs in the topology.
+  returned: success
+  type: int
+  sample: 16
+nics:
+  description: Number of RDMA devices in the topology.
+  returned: success
+  type: int
+  sample: 8
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+
+
+def _nvidia_smi(module):
+    path = module.params["nvidia_smi_path"]
+    if path is None:
+        return module.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _old_differences(path, current, parsed, bus_ids):
+    """What was wrong with the file in place, as differences and hint lines."""
+    if current is None:
+        return [], []
+    try:
+        found = nccl_topo.parse(current)
+    except nccl_topo.TopologyError as exc:
+        return [{"kind": "unreadable", "busid": None, "message": str(exc)}], [
+            "%s was not a usable NCCL topology: %s" % (path, exc)
+        ]
+    differences = nccl_topo.compare(found, parsed, bus_ids)
+    return differences, ["%s was stale: %s" % (path, d["message"]) for d in differences]
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default="/etc/nccl/topo.xml"),
+            gdr=dict(type="bool", default=True),
+            nvidia_smi_path=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    path = module.params["path"]
+    smi = _nvidia_smi(module)
+    _, text, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi, module.params["gdr"])
+    for warning in warnings:
+        module.warn(warning)
+    # Validate what would be written: it must read back as a topology that matches the node.
+    problems = nccl_topo.compare(nccl_topo.parse(text), parsed, bus_ids)
+    gpus = sum(1 for d in parsed["devices"].values() if d["kind"] == "gpu")
+    if problems or not gpus:
+        module.fail_json(
+            msg="The rendered topology does not describe this node (%s); %s left as it is."
+            % ("; ".join(p["message"] for p in problems) or "no GPU found", path)
+        )
+    current = _read(path)
+    differences, hints = _old_differences(path, current, parsed, bus_ids)
+    new_digest = nccl_topo.digest(text)
+    changes = []
+    if current != text:
+        changes.append(
+            {
+                "setting": "nccl_topology.file",
+                "from": None if current is None else nccl_topo.digest(current),
+                "to": new_digest,
+            }
+        )
+        if not module.check_mode:
+            directory = os.path.dirname(path)
+            if not os.path.isdir(directory):
+                os.makedirs(directory, mode=0o755)
+            fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.chmod(tmp, 0o644)
+            module.atomic_move(tmp, path)
+    result = dict(
+        changed=bool(changes),
+        changes=changes,
+        checks=[],
+        hints=hints,
+        reboot_required=False,
+        differences=differences,
+        path=path,
+        sha256=new_digest,
+        gpus=gpus,
+        nics=len(parsed["nets"]),
+    )
+    if module._diff and changes:
+        result["diff"] = dict(before_header=path, after_header=path, before=current or "", after=text)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,438 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: rdma_qos
+short_description: Make an mlx5 RoCE interface lossless (DSCP trust, PFC, ECN, CNP DSCP, no global pause)
+version_added: "0.1.0"
+description:
+  - Sets the QoS of one NVIDIA (Mellanox) mlx5 Ethernet interface for RoCE, namely the priority trust
+    state, PFC per priority, ECN notification point (NP) and reaction point (RP) per priority, the DSCP
+    of the congestion notification packets (CNPs) it sends, and IEEE 802.3x global pause.
+  - Reads trust and PFC from C(mlnx_qos -i <interface>) (the current and the older layouts), ECN and CNP
+    DSCP from C(/sys/class/net/<interface>/ecn), global pause from C(ethtool -a <interface>).
+  - Sets trust and PFC with one C(mlnx_qos -i <interface> [--trust T] [--pfc F]) run, ECN and CNP DSCP by
+    writing those sysfs files, global pause with C(ethtool -A <interface> rx off tx off). Only what
+    differs is set, and every setting is read back; the module fails when one did not take.
+  - Each setting is managed only when its option is given; an option left out is neither read nor changed.
+    With only O(trust) and O(pfc_priorities) the module runs C(mlnx_qos) and touches nothing else.
+  - None of these settings survives a reboot. RV(boot_commands) lists the shell commands that re-apply
+    them, for a boot-time unit (the C(gpufleet.node.rdma_qos) role installs one).
+  - Refuses, before it changes anything, an interface that is not the netdev of an mlx5 RDMA device, a
+    priority outside 0..7, a CNP DSCP outside 0..63 and global pause together with PFC.
+options:
+  interface:
+    description:
+      - The netdev of the mlx5 RDMA device (as C(ibdev2netdev) shows it), e.g. C(ens21np0).
+    type: str
+    required: true
+  trust:
+    description:
+      - Priority trust state. V(dscp) classifies by the IP DSCP (what RoCEv2 fabrics use), V(pcp) by the
+        VLAN priority.
+      - Not managed when not set.
+    type: str
+    choices: [dscp, pcp]
+  pfc_priorities:
+    description:
+      - The priorities (0..7) that get PFC; every other priority has PFC off. V([]) turns PFC off.
+      - Not managed when not set.
+    type: list
+    elements: int
+  ecn_priorities:
+    description:
+      - The priorities (0..7) with ECN on, at the notification point (C(roce_np), marks CNPs) and the
+        reaction point (C(roce_rp), slows down on CNPs) alike; every other priority has ECN off.
+      - Not managed when not set.
+    type: list
+    elements: int
+  cnp_dscp:
+    description:
+      - DSCP (0..63) of the CNPs the interface sends (C(ecn/roce_np/cnp_dscp)).
+      - Not managed when not set.
+    type: int
+  global_pause:
+    description:
+      - IEEE 802.3x link-level pause, receive and transmit. V(false) for PFC, which mlx5 does not run
+        together with global pause.
+      - Not managed when not set.
+    type: bool
+  switch_snippet:
+    description:
+      - Also put the matching switch-side configuration (Cumulus Linux NVUE C(nv set qos ...)) in
+        RV(hints), for the operator to compare host and switch. Read-only; RV(switch_config) always
+        carries it.
+    type: bool
+    default: false
+extends_documentation_fragment:
+  - action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the same and reports in RV(changes) exactly what a run would change; writes nothing.
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Needs C(mlnx_qos) (MLNX_OFED/DOCA-OFED or mlnx-tools) for O(trust) and O(pfc_priorities), the mlx5
+    driver's C(ecn/) sysfs files for O(ecn_priorities) and O(cnp_dscp), and C(ethtool) for O(global_pause).
+    Tools run with C(LC_ALL=C) and need root (C(become)).
+  - When DCBX is controlled by the firmware (LLDP from the switch), the switch can override trust and
+    PFC; RV(hints) says so.
+seealso:
+  - module: gpufleet.node.rdma_facts
+  - name: RDMA over Converged Ethernet (RoCE), MLNX_OFED documentation
+    description: Trust, PFC, ECN and CNP settings of mlx5 NICs.
+    link: https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+- name: Lossless RoCE on priority 3 (DSCP 26), CNPs on DSCP 48
+  gpufleet.node.rdma_qos:
+    interface: ens21np0
+    trust: dscp
+    pfc_priorities: [3]
+    ecn_priorities: [3]
+    cnp_dscp: 48
+    global_pause: false
+
+- name: Only trust and PFC; ECN and pause stay as they are
+  gpufleet.node.rdma_qos:
+    interface: ens21np0
+    trust: dscp
+    pfc_priorities: [3]
+
+- name: Every RoCE interface the facts found, reported as drift in check mode
+  gpufleet.node.rdma_qos:
+    interface: "{{ item }}"
+    trust: dscp
+    pfc_priorities: [3]
+    ecn_priorities: [3]
+    cnp_dscp: 48
+  loop: "{{ gpufleet_rdma.devices.values() | selectattr('link_layer', 'equalto', 'Ethernet')
+            | map(attribute='netdev') | list }}"
+  check_mode: true
+"""
+
+RETURN = r"""
+changes:
+  description:
+    - One entry per setting that differed (in check mode, that would change), in the order applied.
+    - Setting names are C(rdma_qos.<setting>[<interface>]) with setting one of C(global_pause), C(trust),
+      C(pfc), C(ecn_np), C(ecn_rp), C(cnp_dscp); priorities are lists of the priorities that are on.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"setting": "rdma_qos.pfc[ens21np0]", "from": [], "to": [3]},
+           {"setting": "rdma_qos.ecn_np[ens21np0]", "from": [], "to": [3]}]
+checks:
+  description: Verifications of this module (none; the settings are read back and a miss fails the module).
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+reboot_required:
+  description: Whether a change needs a reboot to take effect (never, these settings apply at once).
+  returned: always
+  type: bool
+  sample: false
+hints:
+  description: Notes for the operator (firmware-controlled DCBX; the switch snippet with O(switch_snippet)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["ens21np0: DCBX mode is FW controlled, so the switch (LLDP) can override trust and PFC"]
+interface:
+  description: The interface, as given.
+  returned: always
+  type: str
+  sample: ens21np0
+ibdev:
+  description: Its RDMA device.
+  returned: always
+  type: str
+  sample: mlx5_0
+state:
+  description: The managed settings as read after the run (in check mode, as found).
+  returned: always
+  type: dict
+  sample: {"trust": "dscp", "pfc": [3], "ecn_np": [3], "ecn_rp": [3], "cnp_dscp": 48, "global_pause": false}
+boot_commands:
+  description:
+    - POSIX shell lines that re-apply every managed setting (not only the changed ones), for a boot-time
+      unit; words are quoted. Rendered the same in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: ["/usr/bin/mlnx_qos -i ens21np0 --trust dscp --pfc 0,0,0,1,0,0,0,0",
+           "echo 1 > /sys/class/net/ens21np0/ecn/roce_np/enable/3"]
+switch_config:
+  description: Read-only Cumulus Linux NVUE lines matching the managed settings, for comparison.
+  returned: always
+  type: list
+  elements: str
+  sample: ["nv set qos roce mode lossless", "nv set qos pfc default-global switch-priority 3",
+           "nv config apply"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
+    ParseError,
+    parse_ethtool_pause,
+    parse_mlnx_qos,
+    read_ecn,
+    sysfs_path,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
+    port_names,
+    run_tool,
+    write_sysfs,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
+    DSCP_RANGE,
+    PRIORITIES,
+    QOS_SETTINGS,
+    bad_values,
+    boot_line,
+    ecn_writes,
+    enabled_priorities,
+    mlnx_qos_args,
+    nvue_snippet,
+    qos_changes,
+    write_line,
+)
+
+
+def _validate(module):
+    """Every rule on the options, before anything is read or changed."""
+    params = module.params
+    for option in ("pfc_priorities", "ecn_priorities"):
+        bad = bad_values(params[option], PRIORITIES)
+        if bad:
+            module.fail_json(
+                msg="%s: %s is not a priority; priorities are 0..7 (e.g. [3] for RoCE on priority 3)"
+                % (option, ", ".join(str(b) for b in bad))
+            )
+    if params["cnp_dscp"] is not None and params["cnp_dscp"] not in DSCP_RANGE:
+        module.fail_json(msg="cnp_dscp: %s is not a DSCP; DSCP values are 0..63" % params["cnp_dscp"])
+    if params["global_pause"] and params["pfc_priorities"]:
+        module.fail_json(
+            msg="global_pause: true with pfc_priorities %s: mlx5 runs either global pause or PFC, not both; "
+            "set global_pause to false" % params["pfc_priorities"]
+        )
+
+
+def _desired(params):
+    def prios(values):
+        return None if values is None else sorted(set(values))
+
+    return {
+        "global_pause": params["global_pause"],
+        "trust": params["trust"],
+        "pfc": prios(params["pfc_priorities"]),
+        "ecn_np": prios(params["ecn_priorities"]),
+        "ecn_rp": prios(params["ecn_priorities"]),
+        "cnp_dscp": params["cnp_dscp"],
+    }
+
+
+class _Interface:
+    """Reads and sets one interface's managed settings."""
+
+    def __init__(self, module, netdev, desired):
+        self.module = module
+        self.netdev = netdev
+        self.desired = desired
+        self.ecn_dir = sysfs_path("class", "net", netdev, "ecn")
+        self.dcbx = None
+        wants = {name for name, value in desired.items() if value is not None}
+        self.qos_tool = module.get_bin_path("mlnx_qos", required=True) if wants & {"trust", "pfc"} else None
+        self.ethtool = module.get_bin_path("ethtool", required=True) if "global_pause" in wants else None
+
+    def _mlnx_qos(self, args):
+        return run_tool(
+            self.module,
+            [self.qos_tool, "-i", self.netdev, *args],
+            parse_mlnx_qos,
+            "Check that %s is an mlx5 netdev and that mlnx_qos runs as root." % self.netdev,
+        )
+
+    def _pause(self):
+        pause = run_tool(
+            self.module,
+            [self.ethtool, "-a", self.netdev],
+            parse_ethtool_pause,
+            "Check that %s is up in the kernel and that ethtool runs as root." % self.netdev,
+        )
+        return (
+            pause["rx"]
+            if pause["rx"] == pause["tx"]
+            else "rx %s, tx %s"
+            % (
+                "on" if pause["rx"] else "off",
+                "on" if pause["tx"] else "off",
+            )
+        )
+
+    def read(self):
+        want = self.desired
+        current = dict.fromkeys(QOS_SETTINGS)
+        if want["global_pause"] is not None:
+            current["global_pause"] = self._pause()
+        if self.qos_tool:
+            qos = self._mlnx_qos([])
+            self.dcbx = qos["dcbx_mode"]
+            if want["trust"] is not None and qos["trust"] is None:
+                self.module.fail_json(
+                    msg="mlnx_qos -i %s does not show a priority trust state (%s), so trust cannot be set "
+                    "or verified here; install a newer MLNX_OFED/DOCA mlnx_qos or leave trust unset"
+                    % (self.netdev, "; ".join(qos["warnings"]) or "no 'Priority trust state' line")
+                )
+            current["trust"], current["pfc"] = qos["trust"], qos["pfc_enabled"]
+        if want["ecn_np"] is not None or want["cnp_dscp"] is not None:
+            try:
+                ecn = read_ecn(self.netdev)
+            except ParseError as exc:
+                self.module.fail_json(msg="Could not read the ECN settings of %s: %s" % (self.netdev, exc))
+            missing = [
+                name
+                for name, value, wanted in (
+                    ("ecn/roce_np/enable", ecn["np"], want["ecn_np"]),
+                    ("ecn/roce_rp/enable", ecn["rp"], want["ecn_rp"]),
+                    ("ecn/roce_np/cnp_dscp", ecn["cnp_dscp"], want["cnp_dscp"]),
+                )
+                if wanted is not None and value is None
+            ]
+            if missing:
+                self.module.fail_json(
+                    msg="%s has no %s under /sys/class/net/%s: the mlx5 driver of MLNX_OFED/DOCA-OFED "
+                    "provides them; install it, or leave ecn_priorities and cnp_dscp unset"
+                    % (self.netdev, ", ".join(missing), self.netdev)
+                )
+            current["ecn_np"] = enabled_priorities(ecn["np"])
+            current["ecn_rp"] = enabled_priorities(ecn["rp"])
+            current["cnp_dscp"] = ecn["cnp_dscp"]
+        return current
+
+    def apply(self, current):
+        want = self.desired
+        if want["global_pause"] is not None and current["global_pause"] != want["global_pause"]:
+            value = "on" if want["global_pause"] else "off"
+            run_tool(
+                self.module,
+                [self.ethtool, "-A", self.netdev, "rx", value, "tx", value],
+                None,
+                "mlx5 refuses global pause changes while autonegotiation of pause is on, or without root.",
+            )
+        args = mlnx_qos_args(current, want)
+        if args:
+            self._mlnx_qos(args)
+        for path, value in ecn_writes(self.ecn_dir, current, want):
+            write_sysfs(self.module, path, value, "Check that the mlx5 driver of %s is loaded." % self.netdev)
+
+    def boot_commands(self):
+        want, lines = self.desired, []
+        if want["global_pause"] is not None:
+            value = "on" if want["global_pause"] else "off"
+            lines.append(boot_line([self.ethtool, "-A", self.netdev, "rx", value, "tx", value]))
+        args = mlnx_qos_args({}, want)
+        if args:
+            lines.append(boot_line([self.qos_tool, "-i", self.netdev, *args]))
+        lines += [write_line(path, value) for path, value in ecn_writes(self.ecn_dir, {}, want, False)]
+        return lines
+
+
+def _text(state):
+    return "".join("%s: %s\n" % (name, state[name]) for name in QOS_SETTINGS if state.get(name) is not None)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            interface=dict(type="str", required=True),
+            trust=dict(type="str", choices=["dscp", "pcp"]),
+            pfc_priorities=dict(type="list", elements="int"),
+            ecn_priorities=dict(type="list", elements="int"),
+            cnp_dscp=dict(type="int"),
+            global_pause=dict(type="bool"),
+            switch_snippet=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    _validate(module)
+    netdev = module.params["interface"]
+    try:
+        names = port_names()
+    except ParseError as exc:
+        module.fail_json(msg="Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver." % exc)
+    ibdev = next((i for i, port in names.items() if port["netdev"] == netdev), None)
+    if ibdev is None:
+        known = ", ".join("%s (%s)" % (p["netdev"], i) for i, p in names.items() if p["netdev"])
+        module.fail_json(
+            msg="interface: %s is not the netdev of an mlx5 RDMA device on this node; "
+            "its RoCE interfaces are: %s" % (netdev, known or "none")
+        )
+    desired = _desired(module.params)
+    port = _Interface(module, netdev, desired)
+    before = port.read()
+    managed = {name: value for name, value in desired.items() if value is not None}
+    changes = qos_changes(netdev, before, desired)
+    after = before
+    if changes and not module.check_mode:
+        port.apply(before)
+        after = port.read()
+        missed = qos_changes(netdev, after, desired)
+        if missed:
+            module.fail_json(
+                msg="%s did not take: %s; check `mlnx_qos -i %s`, the DCBX mode (with firmware DCBX the "
+                "switch overrides) and the driver messages (dmesg)"
+                % (
+                    netdev,
+                    ", ".join(
+                        "%s reads %s after setting %s" % (m["setting"], m["from"], m["to"]) for m in missed
+                    ),
+                    netdev,
+                ),
+                changes=changes,
+                missed=missed,
+            )
+    hints = []
+    if port.dcbx is not None and port.dcbx != "OS controlled":
+        hints.append(
+            "%s: DCBX mode is %s, so the switch (LLDP) can override trust and PFC" % (netdev, port.dcbx)
+        )
+    snippet = nvue_snippet(managed)
+    if module.params["switch_snippet"]:
+        hints.append("; ".join(snippet))
+    result = dict(
+        changed=bool(changes),
+        changes=changes,
+        checks=[],
+        reboot_required=False,
+        hints=hints,
+        interface=netdev,
+        ibdev=ibdev,
+        state={name: after[name] for name in managed},
+        boot_commands=port.boot_commands(),
+        switch_config=snippet,
+    )
+    if module._diff:
+        result["diff"] = dict(
+            before=_text({name: before[name] for name in managed}),
+            after=_text(managed),
+            before_header="%s (%s)" % (netdev, ibdev),
+            after_header="%s (%s)" % (netdev, ibdev),
+        )
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
