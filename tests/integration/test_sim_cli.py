@@ -22,8 +22,15 @@ def gpufleet(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]
     )
 
 
+class _InventoryLoader(yaml.SafeLoader):
+    """Reads the sim inventory; vaulted values stay opaque text."""
+
+
+_InventoryLoader.add_constructor("!vault", lambda loader, node: loader.construct_scalar(node))
+
+
 def ssh(root: Path, address: str, command: str) -> str:
-    inventory = yaml.safe_load((root / "inventory.yml").read_text())
+    inventory = yaml.load((root / "inventory.yml").read_text(), Loader=_InventoryLoader)
     group = inventory["all"]["children"]["gpu_nodes"]["vars"]
     client = paramiko.SSHClient()
     client.load_host_keys(str(root / "ssh" / "known_hosts"))
