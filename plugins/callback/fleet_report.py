@@ -11,8 +11,8 @@ type: aggregate
 short_description: Collect per-host results, diffs, changes and checks for the gpufleet report
 description:
   - Records, per host, what each task reported - outcome, changed, diff, and gpufleet's own result
-    keys (C(changes), C(checks), C(hints), C(reboot_required)) and C(gpufleet_*) facts - and writes
-    them as one JSON document when the play ends.
+    keys (C(changes), C(checks), C(hints), C(reboot_required), C(override)) and C(gpufleet_*) facts -
+    and writes them as one JSON document when the play ends.
   - gpufleet builds report.json, report.md and the Prometheus textfile from that document, so
     nothing parses Ansible's screen output. It works the same under ansible-playbook, ansible-runner
     and AWX.
@@ -68,6 +68,8 @@ class CallbackModule(CallbackBase):
             values = [p.get(key) for p in parts if p.get(key)]
             if values:
                 entry[key] = any(values) if key == "reboot_required" else [v for vs in values for v in vs]
+        if res.get("override"):
+            entry["override"] = res["override"]
         diffs = [p["diff"] for p in parts if p.get("diff")]
         if diffs:
             entry["diff"] = diffs

@@ -15,6 +15,7 @@ __all__ = [
     "capped",
     "daemon_state",
     "env_text",
+    "instance_change",
     "instance_env",
     "parse_env",
     "parse_systemctl_show",
@@ -237,3 +238,20 @@ def parse_env(text):
         if sep:
             result[key.strip()] = value.strip().strip('"').strip("'")
     return result
+
+
+def instance_change(name, entry, topo_file, current):
+    """An instance's EnvironmentFile: ``(text, variables, change)``, change None when ``current`` matches.
+
+    entry: the instance's pinning_plan entry; current: the file's content (None: no file).
+    """
+    variables = instance_env(entry["gpus"], topo_file)
+    text = env_text(name, entry["nvlink_domain"], variables)
+    if current == text:
+        return text, variables, None
+    change = {
+        "setting": "gpu_pinning.instance[%s]" % name,
+        "from": None if current is None else parse_env(current),
+        "to": variables,
+    }
+    return text, variables, change

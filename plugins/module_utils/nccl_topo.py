@@ -28,6 +28,7 @@ __all__ = [
     "compare",
     "cpumask",
     "digest",
+    "file_change",
     "is_bdf",
     "max_nvlinks",
     "net_guid",
@@ -184,6 +185,20 @@ def max_nvlinks(sm):
 def digest(text):
     """'sha256:' and the first 16 hex digits: how a file's content is named in a change."""
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def file_change(current, text):
+    """The report's change for the topology file (None when it already holds ``text``).
+
+    ``current`` is the file's content (None: no file); from and to are content digests.
+    """
+    if current == text:
+        return None
+    return {
+        "setting": "nccl_topology.file",
+        "from": None if current is None else digest(current),
+        "to": digest(text),
+    }
 
 
 def nvlinks_from_matrix(matrix, gpus):

@@ -146,31 +146,13 @@ import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_apply import pinning_gpus
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
     INSTANCE_NAME,
     PlanError,
-    env_text,
-    instance_env,
-    parse_env,
+    instance_change,
     pinning_plan,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
-    ParseError,
-    build_topology,
-    parse_query_csv,
-    parse_topo_matrix,
-)
-
-_ENV = {"LC_ALL": "C"}
-_FIELDS = ["index", "uuid", "pci.bus_id"]
-
-
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
 
 
 def _nvidia_smi(module):
@@ -180,40 +162,6 @@ def _nvidia_smi(module):
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
         module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
     return path
-
-
-def _run(module, cmd):
-    rc, out, err = module.run_command(cmd, environ_update=_ENV)
-    if rc != 0:
-        module.fail_json(
-            msg="%s failed (rc=%d): %s" % (" ".join(cmd[1:]), rc, _first_line(out, err)),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    return out
-
-
-def _gpus_and_domains(module, smi, need_domains):
-    query = [smi, "--query-gpu=" + ",".join(_FIELDS), "--format=csv,noheader"]
-    out = _run(module, query)
-    try:
-        rows = parse_query_csv(out, fields=_FIELDS)
-    except ParseError as exc:
-        module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
-    gpus = [{"index": r["index"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
-    if not need_domains:
-        return gpus, []
-    topo_cmd = [smi, "topo", "-m"]
-    out = _run(module, topo_cmd)
-    try:
-        topology, warnings = build_topology(gpus, parse_topo_matrix(out))
-    except ParseError as exc:
-        module.fail_json(msg="Could not read nvidia-smi topo -m: %s" % exc, cmd=topo_cmd, stdout=out)
-    if topology is None:
-        module.fail_json(msg="Cannot tell the NVLink domains: %s" % "; ".join(warnings), cmd=topo_cmd)
-    return gpus, topology["nvlink_domains"]
 
 
 def _read(path):
@@ -266,7 +214,7 @@ def main():
             % ", ".join(names)
         )
     smi = _nvidia_smi(module)
-    gpus, domains = _gpus_and_domains(module, smi, any(i["gpus"] is None for i in instances))
+    gpus, domains = pinning_gpus(module, smi, any(i["gpus"] is None for i in instances))
     try:
         plan = pinning_plan(gpus, domains, instances, params["gpu_count"])
     except PlanError as exc:
@@ -274,24 +222,17 @@ def main():
     changes, diffs, writes, result = [], [], [], {}
     for name, entry in plan.items():
         path = os.path.join(params["env_dir"], "%s.env" % name)
-        variables = instance_env(entry["gpus"], params["nccl_topo_file"])
-        text = env_text(name, entry["nvlink_domain"], variables)
         current = _read(path)
+        text, variables, change = instance_change(name, entry, params["nccl_topo_file"], current)
         result[name] = dict(
             gpus=entry["gpus"],
             nvlink_domain=entry["nvlink_domain"],
             path=path,
             cuda_visible_devices=variables["CUDA_VISIBLE_DEVICES"],
         )
-        if current == text:
+        if change is None:
             continue
-        changes.append(
-            {
-                "setting": "gpu_pinning.instance[%s]" % name,
-                "from": None if current is None else parse_env(current),
-                "to": variables,
-            }
-        )
+        changes.append(change)
         diffs.append(dict(before_header=path, after_header=path, before=current or "", after=text))
         writes.append((path, text))
     if writes and not module.check_mode:

@@ -196,24 +196,17 @@ def main():
     current = _read(path)
     differences, hints = _old_differences(path, current, parsed, bus_ids)
     new_digest = nccl_topo.digest(text)
-    changes = []
-    if current != text:
-        changes.append(
-            {
-                "setting": "nccl_topology.file",
-                "from": None if current is None else nccl_topo.digest(current),
-                "to": new_digest,
-            }
-        )
-        if not module.check_mode:
-            directory = os.path.dirname(path)
-            if not os.path.isdir(directory):
-                os.makedirs(directory, mode=0o755)
-            fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            module.atomic_move(tmp, path)
+    change = nccl_topo.file_change(current, text)
+    changes = [change] if change else []
+    if change and not module.check_mode:
+        directory = os.path.dirname(path)
+        if not os.path.isdir(directory):
+            os.makedirs(directory, mode=0o755)
+        fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o644)
+        module.atomic_move(tmp, path)
     result = dict(
         changed=bool(changes),
         changes=changes,

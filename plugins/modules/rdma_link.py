@@ -157,44 +157,21 @@ boot_commands:
            "echo 106 > /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"]
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     ParseError,
-    parse_cma_roce_mode,
-    parse_mlxconfig_query,
-    parse_mlxconfig_set,
-    parse_mlxlink,
-    read_ib_device,
-    read_ib_port,
-    read_netdev,
-    read_roce_mode,
-    read_roce_tos,
-    sysfs_path,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
-    ENV,
-    first_line,
+    ROCE_SETTINGS,
+    LinkPort,
+    plan_link_port,
     port_names,
-    run_tool,
-    tool_output,
-    write_sysfs,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
-    LINK_TYPES,
-    boot_line,
-    change,
     link_checks,
-    link_type_name,
-    link_type_plan,
-    mlxconfig_link_param,
     select_ports,
-    write_line,
 )
-
-_MODE_NUMBER = {"v1": "1", "v2": "2"}
-_ROCE_SETTINGS = ("mtu", "roce_mode", "roce_tos")
 
 
 def _validate(module):
@@ -210,133 +187,6 @@ def _validate(module):
             msg="min_speed_gbps: %d is negative; use 0 to only check that links are up"
             % params["min_speed_gbps"]
         )
-
-
-class _Port:
-    def __init__(self, module, ibdev, port, netdev):
-        self.module, self.ibdev, self.port, self.netdev = module, ibdev, port, netdev
-        self.configfs = sysfs_path("kernel", "config", "rdma_cm", ibdev)
-        self.port_dir = os.path.join(self.configfs, "ports", str(port))
-        self.mtu_path = sysfs_path("class", "net", netdev, "mtu") if netdev else None
-        self.tos_path = os.path.join(self.port_dir, "default_roce_tos")
-        self.pci_bus_id = read_ib_device(ibdev)["pci_bus_id"]
-        self.param = mlxconfig_link_param(self.pci_bus_id)
-
-    # -- link type ------------------------------------------------------
-    def next_boot(self, tool):
-        """'eth'/'ib'/'vpi' the firmware loads next, or None when the NIC has no LINK_TYPE setting."""
-        cmd = [tool, "-d", self.pci_bus_id or self.ibdev, "q", self.param]
-        rc, out, err = self.module.run_command(cmd, environ_update=ENV)
-        if rc != 0 and "doesn't support %s" % self.param in out + err:
-            return None
-        devices = tool_output(
-            self.module,
-            cmd,
-            (rc, out, err),
-            parse_mlxconfig_query,
-            "Check that MFT (mlxconfig) or mstflint (mstconfig) can open %s (run it as root)." % self.ibdev,
-        )
-        raw = devices[0]["params"].get(self.param, {}).get("next_boot")
-        name = link_type_name(raw)
-        if raw is not None and name is None:
-            self.module.fail_json(
-                msg="%s: %s is %r, not a link type this module knows" % (" ".join(cmd), self.param, raw)
-            )
-        return name
-
-    def set_link_type(self, tool, link_type):
-        value = "%s=%s" % (self.param, LINK_TYPES[link_type])
-        cmd = [tool, "-y", "-d", self.pci_bus_id or self.ibdev, "set", value]
-        result = run_tool(
-            self.module,
-            cmd,
-            parse_mlxconfig_set,
-            "Check that the firmware of %s allows changing %s (a VPI NIC) and that it runs as root."
-            % (self.ibdev, self.param),
-        )
-        if not result["applied"]:
-            self.module.fail_json(
-                msg="%s did not apply the new link type of %s (answer %r); run it by hand to see why"
-                % (" ".join(cmd), self.ibdev, result["answer"]),
-                cmd=cmd,
-            )
-        applied = link_type_name(result["devices"][0]["params"].get(self.param, {}).get("new"))
-        if applied != link_type:
-            self.module.fail_json(
-                msg="%s left %s at %s, not %s; run it by hand to see why"
-                % (" ".join(cmd), self.param, applied, link_type),
-                cmd=cmd,
-            )
-
-    # -- RoCE settings -----------------------------------------------------
-    def ensure_configfs_group(self):
-        """The device's rdma_cm configfs group (a view of the defaults; creating it sets nothing)."""
-        if os.path.isdir(self.port_dir):
-            return
-        parent = os.path.dirname(self.configfs)
-        if not os.path.isdir(parent):
-            self.module.fail_json(
-                msg="%s does not exist: load rdma_cm (modprobe rdma_cm) and mount configfs on "
-                "/sys/kernel/config to read and set the RoCE defaults of %s" % (parent, self.ibdev)
-            )
-        try:
-            os.mkdir(self.configfs)
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            self.module.fail_json(
-                msg="Could not create the rdma_cm configfs group %s: %s" % (self.configfs, exc)
-            )
-
-    def read_roce(self):
-        return {
-            "mtu": read_netdev(self.netdev)["mtu"] if self.netdev else None,
-            "roce_mode": read_roce_mode(self.ibdev, self.port),
-            "roce_tos": read_roce_tos(self.ibdev, self.port),
-        }
-
-    def apply_roce(self, cma_tool, current, want):
-        hint = "Check the mlx5 driver of %s (dmesg)." % self.ibdev
-        if current["mtu"] != want["mtu"]:
-            write_sysfs(self.module, self.mtu_path, str(want["mtu"]), hint)
-        if current["roce_mode"] != want["roce_mode"]:
-            cmd = [cma_tool, "-d", self.ibdev, "-p", str(self.port), "-m", _MODE_NUMBER[want["roce_mode"]]]
-            run_tool(self.module, cmd, parse_cma_roce_mode, "Check that the rdma_cm module is loaded.")
-        if current["roce_tos"] != want["roce_tos"]:
-            self.ensure_configfs_group()
-            write_sysfs(self.module, self.tos_path, str(want["roce_tos"]), hint)
-
-    def boot_commands(self, cma_tool, want):
-        mode = _MODE_NUMBER[want["roce_mode"]]
-        return [
-            write_line(self.mtu_path, str(want["mtu"])),
-            boot_line([cma_tool, "-d", self.ibdev, "-p", str(self.port), "-m", mode]),
-            boot_line(["mkdir", "-p", self.configfs]),
-            write_line(self.tos_path, str(want["roce_tos"])),
-        ]
-
-    # -- verification ------------------------------------------------------
-    def link(self):
-        port_info = read_ib_port(self.ibdev, self.port)
-        net = read_netdev(self.netdev) if self.netdev else {"speed_mbps": None}
-        return port_info, net["speed_mbps"]
-
-    def diagnosis(self, tool):
-        """mlxlink's recommendation for a port that is down, or None when it cannot say."""
-        if tool is None:
-            return None
-        cmd = [tool, "-d", self.pci_bus_id or self.ibdev]
-        rc, out, err = self.module.run_command(cmd, environ_update=ENV)
-        if rc != 0:
-            return "could not run mlxlink: %s" % first_line(out, err)
-        try:
-            return parse_mlxlink(out)["recommendation"]
-        except ParseError:
-            return None
-
-
-def _change_name(setting, port):
-    return "rdma_link.%s[%s]" % (setting, port.netdev if setting == "mtu" else port.ibdev)
 
 
 def _text(ports, key):
@@ -378,45 +228,18 @@ def main():
             )
         mlxconfig = module.get_bin_path("mlxconfig") or module.get_bin_path("mstconfig")
         mlxlink = module.get_bin_path("mlxlink")
-        ports = [_Port(module, i, names[i]["port"], names[i]["netdev"]) for i in chosen]
+        ports = [LinkPort(module, i, names[i]["port"], names[i]["netdev"]) for i in chosen]
 
         # read and plan every port before changing any
         changes, hints, plans = [], [], {}
         reboot_required = False
         for port in ports:
             current_name = port.ibdev
-            layer = read_ib_port(port.ibdev, port.port)["link_layer"]
-            running = {"Ethernet": "eth", "InfiniBand": "ib"}.get(layer or "")
-            if mlxconfig is None and running != params["link_type"]:
-                module.fail_json(
-                    msg="%s runs %s and mlxconfig (MFT) or mstconfig (mstflint) is needed to make it %s; "
-                    "install one" % (port.ibdev, running, params["link_type"])
-                )
-            next_boot = port.next_boot(mlxconfig) if mlxconfig else None
-            link = link_type_plan(port.ibdev, layer, next_boot, params["link_type"])
-            if mlxconfig is None:
-                link["hint"] = (
-                    "mlxconfig/mstconfig is not installed: the firmware link type of %s was not checked"
-                    % port.ibdev
-                )
-            runs = running == params["link_type"]
-            roce = runs and running == "eth"
-            before = {"link_type": next_boot}
-            if roce and not port.netdev:
-                module.fail_json(
-                    msg="%s is an Ethernet port without a netdev (no gid_attrs/ndevs/0), so its MTU and RoCE "
-                    "defaults cannot be set; check that mlx5_core created its interface (ip link)"
-                    % port.ibdev
-                )
-            if roce:
-                port.ensure_configfs_group()
-                before.update(port.read_roce())
-            plans[port.ibdev] = {"link": link, "runs": runs, "roce": roce, "before": before}
-            if link["change"]:
-                changes.append(link["change"])
-            for setting in _ROCE_SETTINGS if roce else ():
-                if before[setting] != want[setting]:
-                    changes.append(change(_change_name(setting, port), before[setting], want[setting]))
+            plans[port.ibdev], port_changes = plan_link_port(
+                module, port, mlxconfig, params["link_type"], want
+            )
+            changes += port_changes
+            link = plans[port.ibdev]["link"]
             reboot_required = reboot_required or link["reboot_required"]
             if link["hint"]:
                 hints.append(link["hint"])
@@ -437,7 +260,7 @@ def main():
                 if plan["roce"]:
                     port.apply_roce(cma_tool, plan["before"], want)
                     after.update(port.read_roce())
-                    missed = [s for s in _ROCE_SETTINGS if after[s] != want[s]]
+                    missed = [s for s in ROCE_SETTINGS if after[s] != want[s]]
                     if missed:
                         module.fail_json(
                             msg="%s: %s did not take (%s); check dmesg and the mlx5/rdma_cm drivers"

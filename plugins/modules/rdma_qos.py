@@ -186,28 +186,19 @@ switch_config:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     ParseError,
-    parse_ethtool_pause,
-    parse_mlnx_qos,
-    read_ecn,
-    sysfs_path,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
+    QosInterface,
     port_names,
-    run_tool,
-    write_sysfs,
+    qos_desired,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
     DSCP_RANGE,
     PRIORITIES,
     QOS_SETTINGS,
     bad_values,
-    boot_line,
-    ecn_writes,
-    enabled_priorities,
-    mlnx_qos_args,
     nvue_snippet,
     qos_changes,
-    write_line,
 )
 
 
@@ -228,126 +219,6 @@ def _validate(module):
             msg="global_pause: true with pfc_priorities %s: mlx5 runs either global pause or PFC, not both; "
             "set global_pause to false" % params["pfc_priorities"]
         )
-
-
-def _desired(params):
-    def prios(values):
-        return None if values is None else sorted(set(values))
-
-    return {
-        "global_pause": params["global_pause"],
-        "trust": params["trust"],
-        "pfc": prios(params["pfc_priorities"]),
-        "ecn_np": prios(params["ecn_priorities"]),
-        "ecn_rp": prios(params["ecn_priorities"]),
-        "cnp_dscp": params["cnp_dscp"],
-    }
-
-
-class _Interface:
-    """Reads and sets one interface's managed settings."""
-
-    def __init__(self, module, netdev, desired):
-        self.module = module
-        self.netdev = netdev
-        self.desired = desired
-        self.ecn_dir = sysfs_path("class", "net", netdev, "ecn")
-        self.dcbx = None
-        wants = {name for name, value in desired.items() if value is not None}
-        self.qos_tool = module.get_bin_path("mlnx_qos", required=True) if wants & {"trust", "pfc"} else None
-        self.ethtool = module.get_bin_path("ethtool", required=True) if "global_pause" in wants else None
-
-    def _mlnx_qos(self, args):
-        return run_tool(
-            self.module,
-            [self.qos_tool, "-i", self.netdev, *args],
-            parse_mlnx_qos,
-            "Check that %s is an mlx5 netdev and that mlnx_qos runs as root." % self.netdev,
-        )
-
-    def _pause(self):
-        pause = run_tool(
-            self.module,
-            [self.ethtool, "-a", self.netdev],
-            parse_ethtool_pause,
-            "Check that %s is up in the kernel and that ethtool runs as root." % self.netdev,
-        )
-        return (
-            pause["rx"]
-            if pause["rx"] == pause["tx"]
-            else "rx %s, tx %s"
-            % (
-                "on" if pause["rx"] else "off",
-                "on" if pause["tx"] else "off",
-            )
-        )
-
-    def read(self):
-        want = self.desired
-        current = dict.fromkeys(QOS_SETTINGS)
-        if want["global_pause"] is not None:
-            current["global_pause"] = self._pause()
-        if self.qos_tool:
-            qos = self._mlnx_qos([])
-            self.dcbx = qos["dcbx_mode"]
-            if want["trust"] is not None and qos["trust"] is None:
-                self.module.fail_json(
-                    msg="mlnx_qos -i %s does not show a priority trust state (%s), so trust cannot be set "
-                    "or verified here; install a newer MLNX_OFED/DOCA mlnx_qos or leave trust unset"
-                    % (self.netdev, "; ".join(qos["warnings"]) or "no 'Priority trust state' line")
-                )
-            current["trust"], current["pfc"] = qos["trust"], qos["pfc_enabled"]
-        if want["ecn_np"] is not None or want["cnp_dscp"] is not None:
-            try:
-                ecn = read_ecn(self.netdev)
-            except ParseError as exc:
-                self.module.fail_json(msg="Could not read the ECN settings of %s: %s" % (self.netdev, exc))
-            missing = [
-                name
-                for name, value, wanted in (
-                    ("ecn/roce_np/enable", ecn["np"], want["ecn_np"]),
-                    ("ecn/roce_rp/enable", ecn["rp"], want["ecn_rp"]),
-                    ("ecn/roce_np/cnp_dscp", ecn["cnp_dscp"], want["cnp_dscp"]),
-                )
-                if wanted is not None and value is None
-            ]
-            if missing:
-                self.module.fail_json(
-                    msg="%s has no %s under /sys/class/net/%s: the mlx5 driver of MLNX_OFED/DOCA-OFED "
-                    "provides them; install it, or leave ecn_priorities and cnp_dscp unset"
-                    % (self.netdev, ", ".join(missing), self.netdev)
-                )
-            current["ecn_np"] = enabled_priorities(ecn["np"])
-            current["ecn_rp"] = enabled_priorities(ecn["rp"])
-            current["cnp_dscp"] = ecn["cnp_dscp"]
-        return current
-
-    def apply(self, current):
-        want = self.desired
-        if want["global_pause"] is not None and current["global_pause"] != want["global_pause"]:
-            value = "on" if want["global_pause"] else "off"
-            run_tool(
-                self.module,
-                [self.ethtool, "-A", self.netdev, "rx", value, "tx", value],
-                None,
-                "mlx5 refuses global pause changes while autonegotiation of pause is on, or without root.",
-            )
-        args = mlnx_qos_args(current, want)
-        if args:
-            self._mlnx_qos(args)
-        for path, value in ecn_writes(self.ecn_dir, current, want):
-            write_sysfs(self.module, path, value, "Check that the mlx5 driver of %s is loaded." % self.netdev)
-
-    def boot_commands(self):
-        want, lines = self.desired, []
-        if want["global_pause"] is not None:
-            value = "on" if want["global_pause"] else "off"
-            lines.append(boot_line([self.ethtool, "-A", self.netdev, "rx", value, "tx", value]))
-        args = mlnx_qos_args({}, want)
-        if args:
-            lines.append(boot_line([self.qos_tool, "-i", self.netdev, *args]))
-        lines += [write_line(path, value) for path, value in ecn_writes(self.ecn_dir, {}, want, False)]
-        return lines
 
 
 def _text(state):
@@ -380,8 +251,8 @@ def main():
             msg="interface: %s is not the netdev of an mlx5 RDMA device on this node; "
             "its RoCE interfaces are: %s" % (netdev, known or "none")
         )
-    desired = _desired(module.params)
-    port = _Interface(module, netdev, desired)
+    desired = qos_desired(module.params)
+    port = QosInterface(module, netdev, desired)
     before = port.read()
     managed = {name: value for name, value in desired.items() if value is not None}
     changes = qos_changes(netdev, before, desired)

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from gpufleet import commands, procs, runner
+from gpufleet import drift as drift_mod
 from gpufleet.report import Report
 from gpufleet.sim import build, control, faults
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
@@ -24,6 +25,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inventory", "-i", type=Path, help="inventory (default: the simulated fleet)")
     parser.add_argument("--limit", "-l", help="Ansible host pattern to limit the run to")
     parser.add_argument("--report-dir", type=Path, default=Path("reports/latest"), help="where reports go")
+    parser.add_argument("--vault-password-file", type=Path, help="decrypts vaulted inventory (BMC passwords)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,6 +42,25 @@ def _parser() -> argparse.ArgumentParser:
     provision.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
     provision.add_argument("--check", action="store_true", help="report what would change; change nothing")
     provision.add_argument("--diff", action="store_true", help="show file and setting differences")
+
+    gate = sub.add_parser(
+        "gate", help="post-maintenance gate: thermal, coolant, start, burn-in, prefix cache"
+    )
+    _common(gate)
+    gate.add_argument(
+        "--burn-in-seconds", type=int, help="burn-in length (default: thermal_gate_burn_in_seconds)"
+    )
+
+    drift = sub.add_parser("drift", help="compare every role with every node; --fix rolls the roles out")
+    _common(drift)
+    drift.add_argument("--fix", action="store_true", help="apply the roles to drifted nodes, in batches")
+    drift.add_argument("--batch", default="10%", help="nodes per batch with --fix: a count or a percentage")
+    drift.add_argument(
+        "--max-fail-percent",
+        type=float,
+        default=0.0,
+        help="stop the rollout when a batch fails more than P %",
+    )
 
     demo = sub.add_parser("demo", help="2 simulated nodes, one faulted, `gpufleet facts`, the report")
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
@@ -70,6 +91,18 @@ def _inventory(path: Path | None) -> Path:
         hint = " (start the simulated fleet with `gpufleet sim up`)" if path is None else ""
         raise UsageError(f"inventory {inventory} does not exist{hint}")
     return inventory
+
+
+def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
+    """An explicit file wins; the simulated fleet's own one is used when running on it."""
+    if given is not None:
+        if not given.is_file():
+            raise UsageError(f"--vault-password-file {given} does not exist")
+        return given
+    sim_file = Fleet().vault_password_file
+    if inventory is None and sim_file.is_file():
+        return sim_file
+    return None
 
 
 def _print_report(report: Report, report_dir: Path) -> int:
@@ -151,11 +184,33 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             return _demo(args)
         inventory = _inventory(args.inventory)
+        vault = _vault_file(args.vault_password_file, args.inventory)
         if args.command == "provision":
             options = commands.CommonOptions(
-                inventory, args.limit, args.report_dir, tags=args.tags, check=args.check, diff=args.diff
+                inventory,
+                args.limit,
+                args.report_dir,
+                tags=args.tags,
+                check=args.check,
+                diff=args.diff,
+                vault_password_file=vault,
             )
             return _print_report(commands.provision(options), args.report_dir)
+        if args.command == "drift":
+            if not 0 <= args.max_fail_percent <= 100:
+                raise UsageError(f"--max-fail-percent must be 0..100, got {args.max_fail_percent:g}")
+            drift_mod.batch_size(args.batch, 1)
+            drift_options = drift_mod.DriftOptions(
+                inventory, args.limit, args.report_dir, vault, args.fix, args.batch, args.max_fail_percent
+            )
+            return _print_report(drift_mod.drift(drift_options, commands.progress), args.report_dir)
+        if args.command == "gate":
+            if args.burn_in_seconds is not None and not 1 <= args.burn_in_seconds <= 3600:
+                raise UsageError(f"--burn-in-seconds must be between 1 and 3600, got {args.burn_in_seconds}")
+            options = commands.CommonOptions(
+                inventory, args.limit, args.report_dir, vault_password_file=vault
+            )
+            return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
         report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
         return _print_report(report, args.report_dir)
     except (UsageError, SimError, faults.FaultError, ValueError) as exc:

@@ -18,6 +18,7 @@ class CommonOptions:
     tags: str | None = None
     check: bool = False
     diff: bool = False
+    vault_password_file: Path | None = None
 
 
 def progress(line: str) -> None:
@@ -85,11 +86,53 @@ def provision(options: CommonOptions) -> Report:
             tags=options.tags,
             check=options.check,
             diff=options.diff,
+            vault_password_file=options.vault_password_file,
         ),
         progress=progress,
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _provision_host(host, options.check)
+    report.finished = now()
+    write(report, options.report_dir)
+    return report
+
+
+def _gate_host(result: runner.HostResult) -> HostReport:
+    """A node that failed any step is blocked: it stays out of service, its instances stopped."""
+    host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
+    if result.unreachable:
+        host.status, host.message = "unreachable", _host_report(result).message
+    elif result.failed or any(not c["ok"] for c in result.checks):
+        failed = [t for t in result.tasks if t["outcome"] == "failed"]
+        host.status = "blocked"
+        host.message = str(failed[-1]["msg"]) if failed else "a check failed"
+    # An operator's override of a failed gate is on the record, with its reason.
+    for task in result.tasks:
+        if task.get("override"):
+            reason = task["override"].get("reason", "")
+            host.message = "; ".join(filter(None, [host.message, f"gate overridden: {reason}"]))
+    return host
+
+
+def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
+    """playbooks/post_maintenance.yml: every check per host; only passing nodes serve."""
+    report = Report(command="gate", started=now())
+    extravars: dict[str, object] = {}
+    if burn_in_seconds is not None:
+        extravars["thermal_gate_burn_in_seconds"] = burn_in_seconds
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="post_maintenance.yml",
+            inventory=options.inventory,
+            limit=options.limit,
+            tags=options.tags,
+            extravars=extravars,
+            vault_password_file=options.vault_password_file,
+        ),
+        progress=progress,
+    )
+    for name, host in result.hosts.items():
+        report.hosts[name] = _gate_host(host)
     report.finished = now()
     write(report, options.report_dir)
     return report

@@ -71,6 +71,32 @@ def _md_cell(value: Any) -> str:
     return text.replace("|", "\\|")
 
 
+def _drift_tables(report: Report) -> list[str]:
+    """Drift: how many nodes each setting drifted on, and a node x setting table (from -> to)."""
+    counts: dict[str, int] = {}
+    for host in report.hosts.values():
+        for setting in dict.fromkeys(ch["setting"] for ch in host.changes):
+            counts[setting] = counts.get(setting, 0) + 1
+    if not counts:
+        return ["", "No setting drifted."]
+    settings = sorted(counts, key=lambda s: (-counts[s], s))
+    lines = ["", "## Drifted settings", "", "| setting | nodes |", "|---|---|"]
+    lines += [f"| {_md_cell(s)} | {counts[s]} node{'' if counts[s] == 1 else 's'} |" for s in settings]
+    lines += ["", "## Node x setting", ""]
+    lines.append("| node | " + " | ".join(_md_cell(s) for s in settings) + " |")
+    lines.append("|---|" + "---|" * len(settings))
+    for name in sorted(report.hosts):
+        by_setting = {ch["setting"]: ch for ch in report.hosts[name].changes}
+        if not by_setting:
+            continue
+        cells = [
+            f"{_md_cell(by_setting[s]['from'])} → {_md_cell(by_setting[s]['to'])}" if s in by_setting else ""
+            for s in settings
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     summary = report.summary()
     lines = [
@@ -90,6 +116,8 @@ def render_markdown(report: Report) -> str:
         count = "-" if gpus is None else str(len(gpus))
         checked = f"{len(failed)} of {len(host.checks)}"
         lines.append(f"| {name} | {host.status} | {count} | {checked} | {len(host.changes)} |")
+    if report.command.startswith("drift"):
+        lines += _drift_tables(report)
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]

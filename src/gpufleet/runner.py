@@ -36,6 +36,7 @@ class RunOptions:
     diff: bool = False
     extravars: dict[str, Any] = field(default_factory=dict)
     forks: int = 32
+    vault_password_file: Path | None = None
 
 
 @dataclass
@@ -128,6 +129,8 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         cmdline.append("--check")
     if options.diff:
         cmdline.append("--diff")
+    if options.vault_password_file is not None:
+        cmdline += ["--vault-password-file", str(options.vault_password_file)]
     with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
         results_file = Path(private) / "results.json"
         envvars = {

@@ -3,9 +3,10 @@ kernel are lost, pending firmware settings take effect, and physical faults stay
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from gpufleet.sim import faults, sysfs_rdma
+from gpufleet.sim import faults, sysfs_rdma, thermal
 from gpufleet.sim.state import State
 
 # What the driver and kernel come up with, before any boot unit runs.
@@ -21,7 +22,13 @@ def _write(path: Path, value: object) -> None:
 
 
 def power_cycle(state: State, sys_root: Path) -> None:
+    # Every process went down with the host: no load, no GPU memory held, no service running.
+    thermal.clear_load(state, time.time())
+    for unit in state.get("units", {}).values():
+        for key in ("pid", "pid_start", "stopping", "sub"):
+            unit.pop(key, None)
     for gpu in state["gpus"]:
+        gpu["memory_used_mib"] = 0
         power = gpu["power"]
         power["requested_limit_w"] = power["default_limit_w"]
         power["enforced_limit_w"] = power["default_limit_w"]
@@ -37,10 +44,10 @@ def power_cycle(state: State, sys_root: Path) -> None:
         _write(sysfs_rdma.configfs_port_dir(sys_root, nic) / "default_roce_tos", BOOT_TOS)
         _write(sysfs_rdma.netdev_dir(sys_root, nic) / "mtu", BOOT_MTU)
         _write(sysfs_rdma.ibdev_dir(sys_root, nic) / "tc" / str(nic["port"]) / "traffic_class", "")
-    # A PDU still caps, a cable is still pulled, a GPU is still off the bus.
+    # A PDU still caps, a cable is still pulled, a GPU is still off the bus, a valve still half shut.
     for name in state["faults"]:
         if name in PERSISTENT_FAULTS:
             faults.FAULTS[name][0](state, sys_root)
 
 
-PERSISTENT_FAULTS = ("power-capped", "link-down", "gpu-missing")
+PERSISTENT_FAULTS = ("power-capped", "link-down", "gpu-missing", "hot-gpu", "low-coolant-flow")

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from importlib import resources
 from typing import Any
 
 import yaml
 
+from gpufleet.sim import thermal
 from gpufleet.sim.state import State, sysfs_bdf
 
 PROFILES = ("b300-16", "h100-8")
+# Each profile's liquid-cooling loop (simulated: no public capture shows these). Flow is sized at
+# ~1.6 L/min per kW of full node heat (25 kW on b300-16, per DESIGN.md; 7 kW on h100-8), so the
+# loop's ΔT stays under ~10 K at full load; 25 C is a warm-water (ASHRAE W27) secondary supply;
+# base_load_w is the non-GPU heat on the same plates (NVSwitches, NICs, VRs); a healthy loop
+# delivers 96 % of its rated flow.
+COOLING: dict[str, dict[str, float]] = {
+    "b300-16": {"supply_c": 25.0, "rated_flow_lpm": 40.0, "base_load_w": 2600.0},
+    "h100-8": {"supply_c": 25.0, "rated_flow_lpm": 12.0, "base_load_w": 1400.0},
+}
+HEALTHY_FLOW_SHARE = 0.96
+# What the stand-in vLLM serves: the reference deployment's steady prefix-cache hit rate, and
+# how long it takes to load (seconds; a real one takes minutes).
+SERVING = {"prefix_cache_hit_rate": 0.9, "startup_s": 2.0}
 _NAMESPACE = uuid.UUID("6f1c7a52-3c1e-4d0b-9d6e-2f4b8a1e0c11")
 
 
@@ -165,4 +180,24 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
                 "device": "0xc030",
             }
         )
+    _cooling(state, profile)
     return state
+
+
+def _cooling(state: State, profile: dict[str, Any]) -> None:
+    """The node's loop, calibrated so that an idle GPU on it reads the profile's idle temperature."""
+    loop = COOLING[str(profile["name"])]
+    flow = round(loop["rated_flow_lpm"] * HEALTHY_FLOW_SHARE, 1)
+    state["cooling"] = {
+        "supply_c": loop["supply_c"],
+        "design_supply_c": loop["supply_c"],
+        "flow_lpm": flow,
+        "nominal_flow_lpm": flow,
+        "rated_flow_lpm": loop["rated_flow_lpm"],
+        "base_load_w": loop["base_load_w"],
+        "gpu_idle_w": float(profile["gpu"]["power"]["idle_draw_w"]),
+        "leak_detected": False,
+    }
+    thermal.calibrate(state, float(profile["gpu"]["temperature"]["idle_gpu_c"]), time.time())
+    state["serving"] = dict(SERVING)
+    state["bmc"] = {"state": "up"}

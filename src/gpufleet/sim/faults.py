@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sim import faults_gpu, faults_rdma, faults_topo, state
+from gpufleet.sim import faults_gpu, faults_rdma, faults_thermal, faults_topo, state
 
 FaultFn = Callable[[state.State, Path], None]
 
@@ -17,6 +17,7 @@ FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {
     **faults_gpu.FAULTS,
     **faults_rdma.FAULTS,
     **faults_topo.FAULTS,
+    **faults_thermal.FAULTS,
 }
 
 

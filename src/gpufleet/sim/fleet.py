@@ -1,7 +1,9 @@
-"""The simulated fleet: starts, checks, describes and stops its nodes.
+"""The simulated fleet: starts, checks, describes and stops its nodes and their BMCs.
 
 A Fleet object owns its node processes and waits on them (PID 1 on these machines does not
 reap orphans). `gpufleet sim up` runs one inside a detached supervisor; tests use it directly.
+Each node's BMC is a process of its own, started and stopped with the node but left running
+when the host reboots, as a real BMC is.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import paramiko
 import yaml
 
 from gpufleet.sim import boot, build, node, state
+from gpufleet.sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 DEFAULT_DIR = REPO_DIR / ".gpufleet" / "sim"
@@ -67,6 +70,7 @@ class Fleet:
     def __init__(self, root: Path = DEFAULT_DIR) -> None:
         self.root = root
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.bmcs: dict[str, subprocess.Popen[bytes]] = {}
 
     # -- layout -----------------------------------------------------------
     @property
@@ -88,6 +92,16 @@ class Fleet:
     @property
     def fleet_file(self) -> Path:
         return self.root / "fleet.json"
+
+    @property
+    def bmc_dir(self) -> Path:
+        """The fleet's BMC CA (ca.pem, which clients verify against) and each BMC's certificate."""
+        return self.root / "bmc"
+
+    @property
+    def vault_password_file(self) -> Path:
+        """Decrypts the inventory's vaulted BMC passwords (ansible-playbook --vault-password-file)."""
+        return self.root / "vault-password"
 
     def node_dir(self, name: str) -> Path:
         directory = self.root / "nodes" / name
@@ -120,17 +134,23 @@ class Fleet:
         self._client_key()
         authorized = (self.client_key.with_suffix(".pub")).read_text(encoding="utf-8")
         specs = self.specs(config)
+        bmc_passwords: dict[str, str] = {}
         try:
             for spec in specs:
                 node.prepare(spec, authorized)
+                bmc_passwords[spec.name] = launch.prepare(
+                    self.bmc_dir, spec.name, spec.address, spec.directory
+                )
             self._write_known_hosts(specs)
             for spec in specs:
+                self._start_bmc(spec)
                 self._start_node(spec)
             self._wait_ready(specs, timeout)
+            self._wait_bmcs(specs, timeout)
         except BaseException:
             self.stop()
             raise
-        self._write_inventory(specs)
+        self._write_inventory(specs, bmc_passwords)
         self.fleet_file.write_text(
             json.dumps(
                 {
@@ -155,6 +175,40 @@ class Fleet:
                 preexec_fn=_die_with_parent,
             )
 
+    def _start_bmc(self, spec: node.NodeSpec) -> None:
+        with open(spec.directory / "bmc.log", "ab") as log:
+            self.bmcs[spec.name] = subprocess.Popen(
+                launch.argv(self.bmc_dir, spec.name, spec.address, spec.directory),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=_die_with_parent,
+            )
+
+    def _wait_bmcs(self, specs: list[node.NodeSpec], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for spec in specs:
+            while not launch.listening(spec.address):
+                proc = self.bmcs[spec.name]
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (spec.directory / "bmc.log").read_text(encoding="utf-8", errors="replace")
+                    raise SimError(
+                        f"the BMC of {spec.name} at {spec.address}:{launch.PORT} did not start: {log[-400:]}"
+                    )
+                time.sleep(0.05)
+
+    def _stop_bmcs(self) -> None:
+        for proc in self.bmcs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.bmcs.values():
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.bmcs.clear()
+
     def _stop_nodes(self, names: list[str]) -> None:
         procs = [self.processes[n] for n in names]
         for proc in procs:
@@ -173,13 +227,15 @@ class Fleet:
                 proc.wait()
 
     def stop(self) -> None:
-        """Kills every node (its PID namespace goes with it) and waits for each."""
+        """Kills every node (its PID namespace goes with it) and every BMC, and waits for each."""
         self._stop_nodes(list(self.processes))
         self.processes.clear()
+        self._stop_bmcs()
         self.fleet_file.unlink(missing_ok=True)
 
     def reboot(self, name: str, timeout: float = 30.0) -> None:
-        """Down (every session dropped), volatile settings lost, up again running its boot units."""
+        """Down (every session dropped), volatile settings lost, up again running its boot units.
+        The node's BMC keeps running and answering throughout."""
         described = json.loads(self.fleet_file.read_text(encoding="utf-8"))
         config = FleetConfig(**described["config"])
         spec = next(s for s in self.specs(config) if s.name == name)
@@ -250,14 +306,36 @@ class Fleet:
                 time.sleep(0.05)
 
     # -- inventory ----------------------------------------------------------
-    def _write_inventory(self, specs: list[node.NodeSpec]) -> None:
+    def _host_vars(self, spec: node.NodeSpec, bmc_password: str) -> dict[str, object]:
+        return {
+            "ansible_host": spec.address,
+            "gpufleet_bmc_address": f"https://{spec.address}",
+            "gpufleet_bmc_username": launch.USERNAME,
+            "gpufleet_bmc_password": vault.Vaulted(vault.encrypt(bmc_password, self.vault_password_file)),
+        }
+
+    def bmc_credentials(self, name: str) -> tuple[str, str]:
+        """(user, password) of a node's BMC, decrypted from the inventory (for tests and operators)."""
+        inventory = yaml.load(self.inventory_path.read_text(encoding="utf-8"), Loader=vault.InventoryLoader)
+        for group in inventory["all"]["children"]["gpu_nodes"]["children"].values():
+            if name in group.get("hosts", {}):
+                host = group["hosts"][name]
+                return host["gpufleet_bmc_username"], vault.decrypt(
+                    host["gpufleet_bmc_password"], self.vault_password_file
+                )
+        raise SimError(f"no simulated node {name!r} in {self.inventory_path}")
+
+    def _write_inventory(self, specs: list[node.NodeSpec], bmc_passwords: dict[str, str]) -> None:
+        vault.ensure_password_file(self.vault_password_file)
         profile_group = "profile_" + specs[0].profile.replace("-", "_")
         inventory = {
             "all": {
                 "children": {
                     "gpu_nodes": {
                         "children": {
-                            profile_group: {"hosts": {s.name: {"ansible_host": s.address} for s in specs}}
+                            profile_group: {
+                                "hosts": {s.name: self._host_vars(s, bmc_passwords[s.name]) for s in specs}
+                            }
                         },
                         "vars": {
                             "ansible_port": specs[0].port,
@@ -267,13 +345,18 @@ class Fleet:
                             "ansible_ssh_common_args": (
                                 f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
                             ),
+                            "gpufleet_bmc_ca_path": str(self.bmc_dir / "ca.pem"),
                         },
                     }
                 },
             }
         }
-        header = "# Written by `gpufleet sim up`; the simulated fleet. Do not edit.\n"
-        self.inventory_path.write_text(header + yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
+        header = (
+            "# Written by `gpufleet sim up`; the simulated fleet. Do not edit.\n"
+            f"# BMC passwords are vaulted: ansible needs --vault-password-file {self.vault_password_file}\n"
+        )
+        text = yaml.dump(inventory, Dumper=vault.InventoryDumper, sort_keys=False)
+        self.inventory_path.write_text(header + text, encoding="utf-8")
         link = self.root / "group_vars"
         if link.is_symlink() or link.exists():
             link.unlink()

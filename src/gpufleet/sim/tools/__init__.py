@@ -22,6 +22,9 @@ TOOLS = {
     "ethtool": "ethtool",
     "systemctl": "systemctl",
     "nvidia-persistenced": "nvidia_persistenced",
+    "vllm": "vllm",
+    "scontrol": "scontrol",
+    "kubectl": "kubectl",
 }
 
 

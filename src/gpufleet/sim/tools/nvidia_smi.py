@@ -96,7 +96,7 @@ def run(argv: list[str], node_dir: Path) -> str:
     if argv[:1] == ["topo"]:
         if argv[1:] not in (["-m"], ["--matrix"]):
             raise invalid_combination()
-        state = sim_state.load(node_dir)
+        state = c.load_live(node_dir)
         return nvsmi_topo.render(state, [gpu for _, gpu in c.select_gpus(state, None)])
     args = parse(argv)
     actions = [a for a in _ACTIONS if a in args.flags or a in args.values]
@@ -108,7 +108,7 @@ def run(argv: list[str], node_dir: Path) -> str:
         return set_persistence(node_dir, args.values["pm"], args.values.get("id"))
     if action == "pl":
         return set_power_limit(node_dir, args.values["pl"], args.values.get("id"))
-    state = sim_state.load(node_dir)
+    state = c.load_live(node_dir)
     if action == "version":
         return version(state)
     selected = c.select_gpus(state, args.values.get("id"))

@@ -7,8 +7,12 @@ Values that state.json does not hold are derived deterministically (marked "simu
 from __future__ import annotations
 
 import math
+import time
+from pathlib import Path
 from typing import Any
 
+from gpufleet.sim import state as sim_state
+from gpufleet.sim import thermal
 from gpufleet.sim.state import State, present_gpus
 
 Gpu = dict[str, Any]
@@ -42,6 +46,12 @@ class ToolError(Exception):
         super().__init__(text)
         self.text = text
         self.rc = rc
+
+
+def load_live(node_dir: Path) -> State:
+    """The node state with its GPUs as the thermal model has them now (temperatures, power, clocks,
+    utilization, event reasons); what every read-only query prints."""
+    return thermal.live(sim_state.load(node_dir), time.time())
 
 
 def no_devices() -> ToolError:

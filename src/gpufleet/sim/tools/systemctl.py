@@ -2,7 +2,10 @@
 
 Unit state (enabled, active) lives in the node state under "units". Starting a oneshot or
 forking unit runs its ExecStart lines in the node, so a boot unit really re-applies what it
-says it does. `systemctl __boot` (the simulator's reboot) starts every enabled unit in order.
+says it does; a simple/exec service really runs (gpufleet.sim.tools.systemd_service), and
+is-active follows its process. Template instances (name@instance), specifiers, Environment=,
+EnvironmentFile= and Condition*/Assert* path checks are honoured. `systemctl __boot` (the
+simulator's reboot) starts every enabled unit in order.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.sim import state
+from gpufleet.sim.tools import systemd_service as service
 from gpufleet.sim.tools import systemd_units as units
 
 _OPTIONS = {
@@ -33,18 +37,29 @@ def _unit_state(node: state.State, name: str) -> dict[str, Any]:
     return known
 
 
+def _kind(unit: units.Unit) -> str:
+    return units.value(unit, "Service", "Type", "simple")
+
+
+def _active_word(current: dict[str, Any], unit: units.Unit) -> str:
+    if unit and _kind(unit) in service.SERVICE_TYPES and units.exec_lines(unit, "ExecStart"):
+        return service.active_state(current)
+    if current.get("result") == "failed":
+        return "failed"
+    return "active" if current["active"] else "inactive"
+
+
 def _show(node: state.State, name: str) -> int:
     path = units.find(name)
     current = _unit_state(node, name) if path else {"enabled": False, "active": False}
-    unit = units.parse(path) if path else {}
+    unit = units.load(name, path) if path else {}
     has_install = bool(unit.get("Install"))
     file_state = ("enabled" if current["enabled"] else "disabled") if has_install else "static"
-    active = (
-        "failed" if current.get("result") == "failed" else ("active" if current["active"] else "inactive")
-    )
+    active = _active_word(current, unit)
+    running = active == "active" and service.alive(current.get("pid"), current.get("pid_start"))
     props = {
-        "Type": units.value(unit, "Service", "Type", "simple"),
-        "Restart": "no",
+        "Type": _kind(unit),
+        "Restart": units.value(unit, "Service", "Restart", "no"),
         "Result": "exit-code" if active == "failed" else "success",
         "Id": name,
         "Names": name,
@@ -52,7 +67,8 @@ def _show(node: state.State, name: str) -> int:
         "LoadState": "loaded" if path else "not-found",
         "ActiveState": active,
         "SubState": {
-            "active": "exited" if units.value(unit, "Service", "Type") == "oneshot" else "running",
+            "active": "exited" if _kind(unit) == "oneshot" else "running",
+            "activating": "auto-restart" if current.get("sub") == "auto-restart" else "start",
             "inactive": "dead",
             "failed": "failed",
         }[active],
@@ -61,16 +77,24 @@ def _show(node: state.State, name: str) -> int:
         "UnitFilePreset": "enabled" if path else "",
         "After": " ".join(units.words(unit, "Unit", "After")),
         "Before": " ".join(units.words(unit, "Unit", "Before")),
-        "ExecMainStatus": "1" if active == "failed" else "0",
+        "MainPID": str(current.get("pid") or 0) if running else "0",
+        "ConditionResult": "no" if current.get("condition") is False else "yes",
+        "ExecMainStatus": str(current.get("exit_status") or 1) if active == "failed" else "0",
     }
     print("\n".join(f"{k}={v}" for k, v in props.items()))
     return 0
 
 
-def _run_exec(unit: dict[str, Any], key: str) -> bool:
-    for ignore, argv in units.exec_lines(unit, key):
+def _run_exec(unit: units.Unit, key: str) -> bool:
+    try:
+        env = units.environment(unit)
+    except FileNotFoundError as exc:
+        print(exc, file=sys.stderr)
+        return False
+    for ignore, words in units.exec_lines(unit, key):
         try:
-            rc = subprocess.run(argv, stdin=subprocess.DEVNULL, check=False).returncode
+            argv = units.expand_argv(words, env)
+            rc = subprocess.run(argv, stdin=subprocess.DEVNULL, env=env, check=False).returncode
         except OSError:
             rc = 203  # systemd's EXEC status: the binary could not be run
         if rc != 0 and not ignore:
@@ -78,30 +102,49 @@ def _run_exec(unit: dict[str, Any], key: str) -> bool:
     return True
 
 
+def _mark(node_dir: Path, name: str, **values: Any) -> None:
+    with state.locked(node_dir) as node:
+        _unit_state(node, name).update(values)
+
+
 def _start(node_dir: Path, name: str, path: Path) -> bool:
-    unit = units.parse(path)
-    kind = units.value(unit, "Service", "Type", "simple")
-    # Long-running services are only marked active; oneshot/forking ones run to completion.
+    unit = units.load(name, path)
+    if not units.conditions_hold(unit):
+        # skipped, as systemd does: no error, the unit stays inactive
+        _mark(node_dir, name, active=False, result="success", condition=False)
+        return True
+    if not units.asserts_hold(unit):
+        _mark(node_dir, name, active=False, result="failed", condition=True)
+        return False
+    kind = _kind(unit)
+    if kind in service.SERVICE_TYPES and units.exec_lines(unit, "ExecStart"):
+        ok = _run_exec(unit, "ExecStartPre") and service.launch(node_dir, name)
+        if ok:
+            _run_exec(unit, "ExecStartPost")
+        else:
+            _mark(node_dir, name, active=False, result="failed", condition=True)
+        return ok
+    # oneshot/forking ones run to completion; a simple unit with nothing to run is only marked
     ok = _run_exec(unit, "ExecStartPre") and (
         kind not in ("oneshot", "forking") or _run_exec(unit, "ExecStart")
     )
-    with state.locked(node_dir) as node:
-        current = _unit_state(node, name)
-        current["active"] = ok and (
-            kind != "oneshot" or units.value(unit, "Service", "RemainAfterExit") == "yes"
-        )
-        current["result"] = "success" if ok else "failed"
+    _mark(
+        node_dir,
+        name,
+        active=ok and (kind != "oneshot" or units.value(unit, "Service", "RemainAfterExit") == "yes"),
+        result="success" if ok else "failed",
+        condition=True,
+    )
     return ok
 
 
 def _stop(node_dir: Path, name: str, path: Path) -> None:
-    unit = units.parse(path)
+    unit = units.load(name, path)
     _run_exec(unit, "ExecStop")
+    if _kind(unit) in service.SERVICE_TYPES and units.exec_lines(unit, "ExecStart"):
+        service.stop(node_dir, name, unit)
     _run_exec(unit, "ExecStopPost")
-    with state.locked(node_dir) as node:
-        current = _unit_state(node, name)
-        current["active"] = False
-        current["result"] = "success"
+    _mark(node_dir, name, active=False, result="success")
 
 
 def _enable(node_dir: Path, name: str, enabled: bool) -> None:
@@ -117,15 +160,15 @@ def _enable(node_dir: Path, name: str, enabled: bool) -> None:
 
 
 def _boot(node_dir: Path) -> int:
-    found = units.all_units()
     with state.locked(node_dir) as node:
         known = node.setdefault("units", {})
         for current in known.values():
             current["active"] = False
-            current.pop("result", None)
-        enabled = [n for n, s in known.items() if s.get("enabled") and n in found]
-    parsed = {n: units.parse(found[n]) for n in enabled}
-    for name in units.boot_order(enabled, parsed):
+            for key in ("result", "pid", "pid_start", "stopping", "sub", "manager", "manager_start"):
+                current.pop(key, None)
+        found = {n: p for n, s in known.items() if s.get("enabled") and (p := units.find(n))}
+    parsed = {n: units.load(n, p) for n, p in found.items()}
+    for name in units.boot_order(list(found), parsed):
         _start(node_dir, name, found[name])
     return 0
 
@@ -171,11 +214,7 @@ def main(argv: list[str], node_dir: Path) -> int:
                 print("enabled" if current["enabled"] else "disabled")
                 rc = rc or (0 if current["enabled"] else 1)
         elif verb == "is-active":
-            active = (
-                "failed"
-                if current.get("result") == "failed"
-                else ("active" if current["active"] else "inactive")
-            )
+            active = _active_word(current, units.load(name, path) if path else {})
             print(active)
             rc = rc or (0 if active == "active" else 3)
         elif path is None:
@@ -184,7 +223,12 @@ def main(argv: list[str], node_dir: Path) -> int:
         elif verb in ("enable", "disable"):
             _enable(node_dir, name, verb == "enable")
         elif verb in ("start", "restart", "reload", "reload-or-restart", "try-restart"):
-            if verb != "start" and current["active"]:
+            running = _active_word(current, units.load(name, path)) in ("active", "activating")
+            if verb == "try-restart" and not running:
+                continue
+            if verb == "start" and running:
+                continue  # starting an active unit is a no-op
+            if running:
                 _stop(node_dir, name, path)
             if not _start(node_dir, name, path):
                 print(

@@ -1,0 +1,544 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Burn-in: small-batch load on local vLLM instances while nvidia-smi is sampled once a second.
+
+Pieces, each testable alone:
+- ``query_argv`` / ``parse_sample``: the one nvidia-smi call per sample and its CSV, parsed
+  with nvidia_smi.parse_query_csv, the clocks event reasons decoded from the active bitmask;
+- ``violations``: one GPU's readings against the limits (a missing reading is a violation);
+- ``Load``: worker threads posting OpenAI ``/v1/completions`` requests (stdlib urllib);
+- ``Watch``: per-GPU maxima, reasons seen, the first bad sample;
+- ``run``: the loop tying them together, with the clock and sleep injectable for tests;
+- ``checks``: the result as ``{name, ok, value, limit, unit, message}`` checks.
+
+Runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    THROTTLE_REASONS,
+    ParseError,
+    parse_query_csv,
+)
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "DEFAULT_PROMPT",
+    "FORBIDDEN_REASONS",
+    "QUERY_FIELDS",
+    "REASON_BITS",
+    "Load",
+    "LoadError",
+    "SampleError",
+    "Watch",
+    "checks",
+    "decode_reasons",
+    "parse_sample",
+    "query_argv",
+    "run",
+    "violations",
+]
+
+QUERY_FIELDS = (
+    "uuid",
+    "index",
+    "temperature.gpu",
+    "temperature.memory",
+    "temperature.gpu.tlimit",
+    "clocks_event_reasons.active",
+    "utilization.gpu",
+    "power.draw",
+    "clocks.sm",
+)
+
+# NVML's nvmlClocksEventReasons bits, as `clocks_event_reasons.active` prints them (0x...).
+REASON_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clocks_setting": 0x100,
+}
+
+FORBIDDEN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
+
+# Under load; the module's DOCUMENTATION says why.
+DEFAULT_LIMITS = {
+    "max_gpu_temp_c": 83.0,
+    "max_memory_temp_c": 90.0,
+    "min_tlimit_c": 3.0,
+    "forbidden_reasons": list(FORBIDDEN_REASONS),
+    "min_utilization_pct": None,
+}
+
+# Field name in the sample -> (reading name in first_bad_sample, limit key, max|min).
+_TEMPS = (
+    ("gpu_c", "temperature.gpu", "max_gpu_temp_c", "max"),
+    ("memory_c", "temperature.memory", "max_memory_temp_c", "max"),
+    ("tlimit_c", "temperature.gpu.tlimit", "min_tlimit_c", "min"),
+)
+
+# How long stop() waits for requests in flight before returning the counts it has.
+_STOP_WAIT_S = 15.0
+
+DEFAULT_PROMPT = (
+    "You are checking a GPU server after maintenance. Write a short, plain paragraph about why liquid "
+    "cooling loops need their flow verified before a machine goes back into service."
+)
+
+
+class SampleError(Exception):
+    """nvidia-smi could not be run or read during the burn-in."""
+
+
+class LoadError(Exception):
+    """An instance could not be prepared for load (no model list)."""
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def query_argv(smi):
+    return [smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def decode_reasons(mask):
+    """'0x0000000000000041' -> ['gpu_idle', 'hw_thermal_slowdown'] (nvidia-smi order); None if unreadable."""
+    if isinstance(mask, int) and not isinstance(mask, bool):
+        value = mask
+    elif isinstance(mask, str):
+        try:
+            value = int(mask.strip(), 16 if mask.strip().lower().startswith("0x") else 10)
+        except ValueError:
+            return None
+    else:
+        return None
+    names = [name for name, bit in REASON_BITS.items() if value & bit]
+    known = [r for r in THROTTLE_REASONS if r in names]
+    return known + [n for n in names if n not in known]
+
+
+def _num(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def parse_sample(text):
+    """One ``query_argv`` output -> ``[{uuid, index, gpu_c, memory_c, tlimit_c, reasons,
+    utilization_pct, power_w, sm_mhz}]``; missing readings are None. Raises SampleError."""
+    try:
+        rows = parse_query_csv(text, fields=list(QUERY_FIELDS))
+    except ParseError as exc:
+        raise SampleError(str(exc)) from exc
+    return [
+        {
+            "uuid": row["uuid"],
+            "index": _num(row["index"]),
+            "gpu_c": _num(row["temperature.gpu"]),
+            "memory_c": _num(row["temperature.memory"]),
+            "tlimit_c": _num(row["temperature.gpu.tlimit"]),
+            "reasons": decode_reasons(row["clocks_event_reasons.active"]),
+            "utilization_pct": _num(row["utilization.gpu"]),
+            "power_w": _num(row["power.draw"]),
+            "sm_mhz": _num(row["clocks.sm"]),
+        }
+        for row in rows
+    ]
+
+
+def violations(gpu, limits):
+    """What is wrong with one GPU's sample: ``[{reading, value, limit}]`` (empty when all is well)."""
+    found = []
+    for key, reading, limit_key, kind in _TEMPS:
+        limit = limits.get(limit_key)
+        if limit is None:
+            continue
+        value = gpu.get(key)
+        if value is None or (value > limit if kind == "max" else value < limit):
+            found.append({"reading": reading, "value": value, "limit": limit})
+    forbidden = limits.get("forbidden_reasons") or []
+    reasons = gpu.get("reasons")
+    if reasons is None:
+        found.append({"reading": "clocks_event_reasons", "value": None, "limit": []})
+    else:
+        active = [r for r in reasons if r in forbidden]
+        if active:
+            found.append({"reading": "clocks_event_reasons", "value": active, "limit": []})
+    return found
+
+
+class Watch:
+    """Everything the samples showed: per-GPU extremes, reasons seen, the first bad sample."""
+
+    def __init__(self, limits, gpus=None):
+        self.limits = limits
+        self.expected = list(gpus or [])
+        self.count = 0
+        self.gpus = {}
+        self.first_bad = None
+        self.error = None
+
+    def _gpu(self, uuid, index):
+        return self.gpus.setdefault(
+            uuid,
+            {
+                "index": index,
+                "max_gpu_c": None,
+                "max_memory_c": None,
+                "min_tlimit_c": None,
+                "max_utilization_pct": None,
+                "reasons_seen": [],
+                "missing": {"gpu_c": 0, "memory_c": 0, "tlimit_c": 0, "reasons": 0, "gpu": 0},
+            },
+        )
+
+    @staticmethod
+    def _extreme(current, value, pick):
+        if value is None:
+            return current
+        return value if current is None else pick(current, value)
+
+    def _bad(self, t, uuid, problem):
+        if self.first_bad is None:
+            self.first_bad = {"t": round(t, 1), "uuid": uuid, **problem}
+
+    def add(self, t, sample):
+        """Record one sample taken t seconds into the burn-in; True when it was bad."""
+        self.count += 1
+        bad = False
+        seen = set()
+        for gpu in sample:
+            uuid = gpu["uuid"]
+            if self.expected and uuid not in self.expected:
+                continue
+            seen.add(uuid)
+            acc = self._gpu(uuid, gpu["index"])
+            acc["max_gpu_c"] = self._extreme(acc["max_gpu_c"], gpu["gpu_c"], max)
+            acc["max_memory_c"] = self._extreme(acc["max_memory_c"], gpu["memory_c"], max)
+            acc["min_tlimit_c"] = self._extreme(acc["min_tlimit_c"], gpu["tlimit_c"], min)
+            acc["max_utilization_pct"] = self._extreme(
+                acc["max_utilization_pct"], gpu["utilization_pct"], max
+            )
+            for key in ("gpu_c", "memory_c", "tlimit_c", "reasons"):
+                if gpu[key] is None:
+                    acc["missing"][key] += 1
+            for reason in gpu["reasons"] or []:
+                if reason not in acc["reasons_seen"]:
+                    acc["reasons_seen"].append(reason)
+            problems = violations(gpu, self.limits)
+            if problems:
+                bad = True
+                self._bad(t, uuid, problems[0])
+        for uuid in self.expected:
+            if uuid not in seen:
+                self._gpu(uuid, None)["missing"]["gpu"] += 1
+                bad = True
+                self._bad(t, uuid, {"reading": "uuid", "value": None, "limit": uuid})
+        return bad
+
+    def failed(self, t, message):
+        """nvidia-smi failed during the burn-in: a bad sample of its own."""
+        self.error = message
+        self._bad(t, None, {"reading": "nvidia-smi", "value": message, "limit": None})
+
+    def summary(self):
+        reasons = []
+        for acc in self.gpus.values():
+            reasons.extend(r for r in acc["reasons_seen"] if r not in reasons)
+        return {"count": self.count, "gpus": self.gpus, "reasons_seen": reasons, "error": self.error}
+
+
+# ---------------------------------------------------------------- load
+
+
+def _error_text(exc):
+    if isinstance(exc, urllib.error.HTTPError):
+        return "HTTP %d" % exc.code
+    reason = getattr(exc, "reason", exc)
+    return str(getattr(reason, "strerror", None) or reason) or type(exc).__name__
+
+
+class Load:
+    """Worker threads sending completions to each URL until stop(); counts per URL."""
+
+    def __init__(self, urls, model=None, concurrency=4, max_tokens=64, prompt=DEFAULT_PROMPT, timeout=120):
+        self.urls = [u.rstrip("/") for u in urls]
+        self.model = model
+        self.concurrency = concurrency
+        self.max_tokens = max_tokens
+        self.prompt = prompt
+        self.timeout = timeout
+        self.models = {}
+        self.stats = {
+            u: {"model": None, "sent": 0, "ok": 0, "failed": 0, "last_error": None} for u in self.urls
+        }
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._threads = []
+
+    def resolve_models(self):
+        """The model each URL serves (``model`` when given, else the first id of /v1/models)."""
+        for url in self.urls:
+            if self.model is not None:
+                self.models[url] = self.model
+            else:
+                try:
+                    with urllib.request.urlopen(url + "/v1/models", timeout=self.timeout) as resp:
+                        data = json.loads(resp.read().decode("utf-8")).get("data") or []
+                except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
+                    raise LoadError(
+                        "instance %s did not list its models (%s); is it started and healthy?"
+                        % (url, _error_text(exc))
+                    ) from exc
+                ids = [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
+                if not ids:
+                    raise LoadError("instance %s serves no model (/v1/models is empty)" % url)
+                self.models[url] = ids[0]
+            self.stats[url]["model"] = self.models[url]
+
+    def _request(self, url):
+        body = json.dumps(
+            {
+                "model": self.models[url],
+                "prompt": self.prompt,
+                "max_tokens": self.max_tokens,
+                "temperature": 0,
+                # vLLM's extension: generate max_tokens every time, so each request loads the GPUs alike.
+                "ignore_eos": True,
+            }
+        ).encode("utf-8")
+        req = urllib.request.Request(
+            url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}, method="POST"
+        )
+        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            resp.read()
+
+    def _worker(self, url):
+        while not self._stop.is_set():
+            with self._lock:
+                self.stats[url]["sent"] += 1
+            try:
+                self._request(url)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                with self._lock:
+                    self.stats[url]["failed"] += 1
+                    self.stats[url]["last_error"] = _error_text(exc)
+                # Do not spin on a dead instance.
+                self._stop.wait(1.0)
+            else:
+                with self._lock:
+                    self.stats[url]["ok"] += 1
+
+    def start(self):
+        for url in self.urls:
+            for n in range(self.concurrency):
+                thread = threading.Thread(
+                    target=self._worker, args=(url,), name="burn-in-%s-%d" % (url, n), daemon=True
+                )
+                thread.start()
+                self._threads.append(thread)
+
+    def stop(self, wait=None):
+        """Stop sending; wait a little for requests in flight (the threads are daemons)."""
+        self._stop.set()
+        deadline = time.monotonic() + (min(self.timeout, _STOP_WAIT_S) if wait is None else wait)
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        with self._lock:
+            return {u: dict(s) for u, s in self.stats.items()}
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def run(sample, load, seconds, interval, watch, stop_on_bad=True, clock=time.monotonic, sleep=time.sleep):
+    """Load on, sample every ``interval`` s for ``seconds`` s, load off.
+
+    ``sample()`` returns parse_sample()'s list or raises SampleError. Returns
+    ``{duration_s, stopped_early, samples, first_bad_sample, requests}``.
+    """
+    load.start()
+    start = clock()
+    next_at = start
+    stopped_early = False
+    try:
+        while True:
+            t = clock() - start
+            if t >= seconds:
+                break
+            try:
+                bad = watch.add(t, sample())
+            except SampleError as exc:
+                watch.failed(t, str(exc))
+                stopped_early = True
+                break
+            if bad and stop_on_bad:
+                stopped_early = True
+                break
+            next_at += interval
+            delay = next_at - clock()
+            if delay > 0:
+                sleep(delay)
+    finally:
+        requests = load.stop()
+    return {
+        "duration_s": round(clock() - start, 1),
+        "stopped_early": stopped_early,
+        "samples": watch.summary(),
+        "first_bad_sample": watch.first_bad,
+        "requests": requests,
+    }
+
+
+def _check(name, ok, value, limit, unit, message):
+    return {"name": name, "ok": bool(ok), "value": value, "limit": limit, "unit": unit, "message": message}
+
+
+def checks(result, limits, max_failed_requests=0):
+    """Checks of a run() result: samples, per GPU its extremes and reasons, per URL its requests."""
+    out = []
+    summary = result["samples"]
+    if summary["error"]:
+        out.append(
+            _check(
+                "burn_in.samples",
+                False,
+                summary["count"],
+                None,
+                "samples",
+                "nvidia-smi failed: %s" % summary["error"],
+            )
+        )
+    elif summary["count"] == 0:
+        out.append(
+            _check("burn_in.samples", False, 0, 1, "samples", "no nvidia-smi sample taken (fail closed)")
+        )
+    else:
+        out.append(
+            _check("burn_in.samples", True, summary["count"], 1, "samples", "%d samples" % summary["count"])
+        )
+    for uuid, acc in summary["gpus"].items():
+        label = "GPU %s" % uuid
+        if acc["missing"]["gpu"]:
+            out.append(
+                _check(
+                    "burn_in.gpu_present[%s]" % uuid,
+                    False,
+                    acc["missing"]["gpu"],
+                    0,
+                    "samples",
+                    "%s missing from %d samples (fell off the bus?)" % (label, acc["missing"]["gpu"]),
+                )
+            )
+        for key, reading, limit_key, kind in _TEMPS:
+            limit = limits.get(limit_key)
+            if limit is None:
+                continue
+            value = acc[("max_" if kind == "max" else "min_") + key]
+            name = "burn_in.%s[%s]" % (
+                {"gpu_c": "gpu_temp_c", "memory_c": "memory_temp_c", "tlimit_c": "tlimit_c"}[key],
+                uuid,
+            )
+            missing = acc["missing"][key]
+            if value is None or missing:
+                out.append(
+                    _check(
+                        name,
+                        False,
+                        value,
+                        limit,
+                        "C",
+                        "%s %s not reported in %d samples (fail closed)" % (label, reading, missing),
+                    )
+                )
+            elif kind == "max":
+                ok = value <= limit
+                out.append(
+                    _check(
+                        name,
+                        ok,
+                        value,
+                        limit,
+                        "C",
+                        "%s %s peaked at %s C, %s the %s C limit"
+                        % (label, reading, value, "within" if ok else "above", limit),
+                    )
+                )
+            else:
+                ok = value >= limit
+                out.append(
+                    _check(
+                        name,
+                        ok,
+                        value,
+                        limit,
+                        "C",
+                        "%s T.Limit margin fell to %s C, %s the %s C minimum"
+                        % (label, value, "at or above" if ok else "below", limit),
+                    )
+                )
+        forbidden = [r for r in acc["reasons_seen"] if r in (limits.get("forbidden_reasons") or [])]
+        if acc["missing"]["reasons"]:
+            out.append(
+                _check(
+                    "burn_in.clocks_event_reasons[%s]" % uuid,
+                    False,
+                    None,
+                    [],
+                    "",
+                    "%s clock event reasons not reported (fail closed)" % label,
+                )
+            )
+        else:
+            out.append(
+                _check(
+                    "burn_in.clocks_event_reasons[%s]" % uuid,
+                    not forbidden,
+                    forbidden,
+                    [],
+                    "",
+                    "%s throttled under load: %s" % (label, ", ".join(forbidden))
+                    if forbidden
+                    else "%s did not throttle" % label,
+                )
+            )
+        floor = limits.get("min_utilization_pct")
+        if floor is not None:
+            util = acc["max_utilization_pct"]
+            ok = util is not None and util >= floor
+            out.append(
+                _check(
+                    "burn_in.utilization_pct[%s]" % uuid,
+                    ok,
+                    util,
+                    floor,
+                    "%",
+                    "%s peaked at %s%% utilization%s"
+                    % (label, util, "" if ok else ", below %s%%: the load did not reach it" % floor),
+                )
+            )
+    for url, stats in result["requests"].items():
+        ok = stats["ok"] > 0 and stats["failed"] <= max_failed_requests
+        msg = "%s answered %d of %d requests" % (url, stats["ok"], stats["sent"])
+        if stats["failed"]:
+            msg += "; %d failed, last: %s" % (stats["failed"], stats["last_error"])
+        if stats["ok"] == 0:
+            msg += " (no load reached it; fail closed)"
+        out.append(
+            _check(
+                "burn_in.requests[%s]" % url, ok, stats["failed"], max_failed_requests, "failed requests", msg
+            )
+        )
+    return out

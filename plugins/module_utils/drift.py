@@ -1,0 +1,209 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Every role's desired state compared with the node in one module run (gpufleet.node.node_facts).
+
+Nothing here decides a setting on its own: each role's comparison is the one its module makes
+(module_utils.rdma_apply, gpu_apply, gpu_desired, nccl_topo), run against a read-only view of the
+module (:class:`RoleView`) that gives those functions the role's options, never writes, reads each
+command's output once, and turns a role's failure into :class:`RoleFailed` so the other roles are
+still compared.
+
+Runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_apply import GpuPower, pinning_gpus
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
+    PlanError,
+    instance_change,
+    pinning_plan,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError, read_ib_port
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
+    LinkPort,
+    QosInterface,
+    plan_link_port,
+    port_names,
+    qos_desired,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
+    link_checks,
+    qos_changes,
+    select_ports,
+)
+
+__all__ = ["ROLES", "RoleFailed", "RoleView", "compare_roles", "host_status"]
+
+ROLES = ("rdma_link", "rdma_qos", "gpu_power", "nccl_topology", "gpu_pinning")
+
+
+class RoleFailed(Exception):
+    """A role's comparison could not be made on this node (its module would have failed)."""
+
+
+class RoleView:
+    """What a role's module functions use of AnsibleModule, in check mode, with the role's options.
+
+    Commands are run through the real module (same argv, same environment) and their output kept
+    for the run, since nothing changes the node in between; fail_json raises RoleFailed.
+    """
+
+    check_mode = True
+    _diff = False
+
+    def __init__(self, module, params):
+        self._module = module
+        self.params = params
+        self._ran = {}
+
+    def run_command(self, args, **kwargs):
+        key = (tuple(args), tuple(sorted((kwargs.get("environ_update") or {}).items())))
+        if key not in self._ran:
+            self._ran[key] = self._module.run_command(args, **kwargs)
+        return self._ran[key]
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        path = self._module.get_bin_path(name, required=False, opt_dirs=opt_dirs)
+        if path is None and required:
+            raise RoleFailed("%s is not installed on this node (not on PATH)" % name)
+        return path
+
+    def fail_json(self, msg, **kwargs):
+        raise RoleFailed(msg)
+
+    def warn(self, warning):
+        self._module.warn(warning)
+
+
+def _nvidia_smi(view, path):
+    if path is None:
+        return view.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise RoleFailed("nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def _rdma_link(view, params):
+    names = port_names()
+    if not names:
+        raise RoleFailed("No mlx5 RDMA devices under /sys/class/infiniband: load mlx5_core and mlx5_ib")
+    chosen, unknown = select_ports({i: p["netdev"] for i, p in names.items()}, params.get("ports") or [])
+    if unknown:
+        raise RoleFailed(
+            "ports: %s are not mlx5 RDMA devices or their netdevs on this node" % ", ".join(unknown)
+        )
+    mlxconfig = view.get_bin_path("mlxconfig") or view.get_bin_path("mstconfig")
+    want = {"mtu": params["mtu"], "roce_mode": params["roce_mode"], "roce_tos": params["tos"]}
+    changes, checks = [], []
+    for ibdev in chosen:
+        port = LinkPort(view, ibdev, names[ibdev]["port"], names[ibdev]["netdev"])
+        plan, port_changes = plan_link_port(view, port, mlxconfig, params["link_type"], want)
+        changes += port_changes
+        if plan["runs"]:
+            info, speed_mbps = port.link()
+            checks += link_checks(ibdev, port.netdev, info, speed_mbps, params.get("min_speed_gbps") or 0)
+    return changes, checks
+
+
+def _rdma_qos(view, params):
+    names = port_names()
+    ethernet = [
+        p["netdev"]
+        for i, p in names.items()
+        if p["netdev"] and read_ib_port(i, p["port"])["link_layer"] == "Ethernet"
+    ]
+    interfaces = params.get("interfaces") or ethernet
+    unknown = [i for i in interfaces if i not in ethernet]
+    if not interfaces or unknown:
+        raise RoleFailed(
+            "rdma_qos_interfaces: %s is not an mlx5 RoCE interface on this node; it has: %s"
+            % (", ".join(unknown) or "none", ", ".join(ethernet) or "none")
+        )
+    desired = qos_desired(params)
+    changes = []
+    for netdev in interfaces:
+        changes += qos_changes(netdev, QosInterface(view, netdev, desired).read(), desired)
+    return changes, []
+
+
+def _gpu_power(view, params):
+    power = GpuPower(view)
+    gpus = power.read_gpus()
+    if not gpus:
+        raise RoleFailed("nvidia-smi lists no GPU; check the driver before setting power limits")
+    power.plan(gpus)
+    return power.changes, []
+
+
+def _nccl_topology(view, params):
+    smi = _nvidia_smi(view, params.get("nvidia_smi_path"))
+    _, text, _, _, _ = nccl_topo.node_topology(view, smi, params["gdr"])
+    change = nccl_topo.file_change(_read(params["path"]), text)
+    return ([change] if change else []), []
+
+
+def _gpu_pinning(view, params):
+    instances = params.get("instances") or []
+    if not instances:
+        return [], []
+    smi = _nvidia_smi(view, params.get("nvidia_smi_path"))
+    gpus, domains = pinning_gpus(view, smi, any(not i.get("gpus") for i in instances))
+    try:
+        plan = pinning_plan(gpus, domains, instances, params["gpu_count"])
+    except PlanError as exc:
+        raise RoleFailed("Refusing to pin: %s" % exc) from exc
+    changes = []
+    for name, entry in plan.items():
+        path = os.path.join(params["env_dir"], "%s.env" % name)
+        _, _, change = instance_change(name, entry, params["nccl_topo_file"], _read(path))
+        if change:
+            changes.append(change)
+    return changes, []
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+_COMPARE = {
+    "rdma_link": _rdma_link,
+    "rdma_qos": _rdma_qos,
+    "gpu_power": _gpu_power,
+    "nccl_topology": _nccl_topology,
+    "gpu_pinning": _gpu_pinning,
+}
+
+
+def compare_roles(module, desired):
+    """``{role: {changes, checks, error}}`` per role in ``desired`` ({role: its options}), in ROLES order."""
+    results, ran = {}, {}
+    for role in ROLES:
+        if desired.get(role) is None:
+            continue
+        view = RoleView(module, desired[role])
+        view._ran = ran
+        try:
+            changes, checks = _COMPARE[role](view, desired[role])
+            results[role] = {"changes": changes, "checks": checks, "error": None}
+        except RoleFailed as exc:
+            results[role] = {"changes": [], "checks": [], "error": str(exc)}
+        except (ParseError, nccl_topo.TopologyError, OSError) as exc:
+            results[role] = {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
+    return results
+
+
+def host_status(results):
+    """drifted / ok / failed for one node's compare_roles results (failed wins: a role could not be read)."""
+    if any(r["error"] for r in results.values()) or any(
+        not c["ok"] for r in results.values() for c in r["checks"]
+    ):
+        return "failed"
+    return "drifted" if any(r["changes"] for r in results.values()) else "ok"

@@ -1,0 +1,337 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The gpu_power module's reads, plan and changes, shared with node_facts (one read of the node).
+
+Runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
+    PlanError,
+    capped,
+    daemon_state,
+    parse_systemctl_show,
+    power_changes,
+    power_plan,
+    same_watts,
+    watts_arg,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    ParseError,
+    build_topology,
+    parse_query_csv,
+    parse_query_xml,
+    parse_topo_matrix,
+)
+
+__all__ = ["GpuPower", "pinning_gpus"]
+
+_ENV = {"LC_ALL": "C"}
+
+
+def _first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+class GpuPower:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.smi = self._nvidia_smi()
+        self.changes = []
+        self.hints = []
+
+    def _nvidia_smi(self):
+        path = self.params["nvidia_smi_path"]
+        if path is None:
+            return self.module.get_bin_path("nvidia-smi", required=True)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            self.module.fail_json(
+                msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path
+            )
+        return path
+
+    def run(self, cmd, what):
+        rc, out, err = self.module.run_command(cmd, environ_update=_ENV)
+        if rc != 0:
+            self.module.fail_json(
+                msg="%s failed (rc=%d): %s" % (what, rc, _first_line(out, err)),
+                cmd=cmd,
+                rc=rc,
+                stdout=out,
+                stderr=err,
+                changes=self.changes,
+                hints=self.hints,
+            )
+        return out
+
+    def read_gpus(self):
+        cmd = [self.smi, "-q", "-x"]
+        out = self.run(cmd, "nvidia-smi -q -x")
+        try:
+            return parse_query_xml(out)["gpus"]
+        except ParseError as exc:
+            self.module.fail_json(
+                msg="Could not read nvidia-smi -q -x output: %s. Run it by hand on this node." % exc,
+                cmd=cmd,
+                stdout=out,
+            )
+
+    # -- persistence ------------------------------------------------------
+    def persistence_daemon(self):
+        """(method, enabled, active) for the daemon's unit, or ('nvidia-smi', ...) when there is none."""
+        systemctl = self.module.get_bin_path("systemctl")
+        unit = self.params["persistenced_unit"]
+        if systemctl is None:
+            return "nvidia-smi", "systemctl is not on this node", None, None
+        cmd = [systemctl, "show", unit]
+        rc, out, err = self.module.run_command(cmd, environ_update=_ENV)
+        if rc != 0:
+            return "nvidia-smi", "systemctl show %s failed: %s" % (unit, _first_line(err, out)), None, None
+        installed, enabled, active = daemon_state(parse_systemctl_show(out))
+        if not installed:
+            return "nvidia-smi", "the node has no %s" % unit, None, None
+        return "nvidia-persistenced", None, enabled, active
+
+    def plan_persistence(self, gpus):
+        """The persistence changes and the commands that make them."""
+        if not self.params["persistence"]:
+            return "unmanaged", []
+        method, reason, enabled, active = self.persistence_daemon()
+        off = [g for g in gpus if g["persistence_mode"] is not True]
+        commands = []
+        unit = self.params["persistenced_unit"]
+        if method == "nvidia-persistenced":
+            systemctl = self.module.get_bin_path("systemctl", required=True)
+            if not enabled:
+                self.changes.append(
+                    {"setting": "gpu_power.nvidia_persistenced.enabled", "from": False, "to": True}
+                )
+                commands.append(([systemctl, "enable", unit], "systemctl enable %s" % unit))
+            if not active:
+                self.changes.append(
+                    {"setting": "gpu_power.nvidia_persistenced.active", "from": False, "to": True}
+                )
+                commands.append(([systemctl, "start", unit], "systemctl start %s" % unit))
+            elif off:
+                # Running, yet a GPU lost persistence (someone ran -pm 0): the daemon sets it on start.
+                commands.append(([systemctl, "restart", unit], "systemctl restart %s" % unit))
+        else:
+            reason = reason[0].upper() + reason[1:]
+            message = (
+                "%s, so persistence mode is set with nvidia-smi -pm 1 (the driver forgets it at reload; "
+                "the boot unit sets it again). Install the driver's nvidia-persistenced." % reason
+            )
+            self.module.warn(message)
+            self.hints.append(message)
+            commands.extend(
+                ([self.smi, "-i", g["uuid"], "-pm", "1"], "nvidia-smi -i %s -pm 1" % g["uuid"]) for g in off
+            )
+        for gpu in off:
+            self.changes.append(
+                {
+                    "setting": "gpu_power.persistence_mode[%s]" % gpu["uuid"],
+                    "from": gpu["persistence_mode"],
+                    "to": True,
+                }
+            )
+        return method, commands
+
+    # -- main -------------------------------------------------------------
+    def plan(self, gpus):
+        """Changes (in self.changes), hints and commands for these GPUs: ``(plan, method, commands)``."""
+        try:
+            plan, unknown = power_plan(gpus, self.params["limit_w"], self.params["limits"])
+        except PlanError as exc:
+            self.module.fail_json(
+                msg="Refusing to change any GPU: %s. Set gpu_power_limit_w / gpu_power_limits within the "
+                "allowed range." % exc
+            )
+        for uuid in unknown:
+            self.module.warn("limits names %s, which is not on this node; ignored" % uuid)
+        method, commands = self.plan_persistence(gpus)
+        self.changes.extend(power_changes(plan))
+        low = capped(plan)
+        if low:
+            first = low[0]
+            self.hints.append(
+                "%d GPU%s enforce%s less than the requested limit (%s: %s W < %s W): the rack's power budget "
+                "(a PDU protection or power brake) may be capping them; check it before raising limits."
+                % (
+                    len(low),
+                    "s" if len(low) > 1 else "",
+                    "" if len(low) > 1 else "s",
+                    first["uuid"],
+                    watts_arg(first["enforced_w"]),
+                    watts_arg(first["requested_w"]),
+                )
+            )
+        commands.extend(
+            ([self.smi, "-i", e["uuid"], "-pl", watts_arg(e["target_w"])], "nvidia-smi -i %s -pl" % e["uuid"])
+            for e in plan
+            if e["change"]
+        )
+        return plan, method, commands
+
+    def main(self):
+        gpus = self.read_gpus()
+        plan, method, commands = self.plan(gpus)
+        after = gpus
+        if commands and not self.module.check_mode:
+            for cmd, what in commands:
+                self.run(cmd, what)
+            after = self.read_gpus()
+        checks = [] if self.module.check_mode else self.verify(plan, after, method)
+        result = dict(
+            changed=bool(self.changes),
+            changes=self.changes,
+            checks=checks,
+            hints=self.hints,
+            reboot_required=False,
+            limits=dict((e["uuid"], e["target_w"]) for e in plan),
+            persistence_method=method,
+            nvidia_smi=self.smi,
+            gpus=self.summary(plan, after),
+        )
+        if self.module._diff:
+            result["diff"] = dict(
+                before=self.describe(plan, gpus, "before"), after=self.describe(plan, after, "after")
+            )
+        failed = [c for c in checks if not c["ok"]]
+        if failed:
+            self.module.fail_json(
+                msg="; ".join(c["message"] for c in failed)
+                + ". Check the rack's power budget and nvidia-persistenced.",
+                **result,
+            )
+        self.module.exit_json(**result)
+
+    def verify(self, plan, after, method):
+        by_uuid = dict((g["uuid"], g) for g in after)
+        checks = []
+        for entry in plan:
+            gpu = by_uuid.get(entry["uuid"], {})
+            enforced = (gpu.get("power") or {}).get("enforced_limit_w")
+            ok = same_watts(enforced, entry["target_w"])
+            checks.append(
+                {
+                    "name": "gpu_power.enforced_limit_w[%s]" % entry["uuid"],
+                    "ok": ok,
+                    "value": enforced,
+                    "limit": entry["target_w"],
+                    "unit": "W",
+                    "message": "enforces its target"
+                    if ok
+                    else "%s enforces %s W after nvidia-smi -pl %s: the limit did not take (the rack's power "
+                    "budget may be capping it)" % (entry["uuid"], enforced, watts_arg(entry["target_w"])),
+                }
+            )
+            if method != "unmanaged":
+                on = gpu.get("persistence_mode") is True
+                checks.append(
+                    {
+                        "name": "gpu_power.persistence_mode[%s]" % entry["uuid"],
+                        "ok": on,
+                        "value": gpu.get("persistence_mode"),
+                        "limit": True,
+                        "unit": "",
+                        "message": "in persistence mode"
+                        if on
+                        else "%s is not in persistence mode after %s" % (entry["uuid"], method),
+                    }
+                )
+        return checks
+
+    @staticmethod
+    def summary(plan, gpus):
+        by_uuid = dict((g["uuid"], g) for g in gpus)
+        rows = []
+        for entry in plan:
+            gpu = by_uuid.get(entry["uuid"], {})
+            power = gpu.get("power") or {}
+            rows.append(
+                dict(
+                    uuid=entry["uuid"],
+                    pci_bus_id=entry["pci_bus_id"],
+                    target_w=entry["target_w"],
+                    enforced_w=power.get("enforced_limit_w"),
+                    requested_w=power.get("requested_limit_w"),
+                    min_w=entry["min_w"],
+                    max_w=entry["max_w"],
+                    persistence_mode=gpu.get("persistence_mode"),
+                )
+            )
+        return rows
+
+    def describe(self, plan, gpus, side):
+        by_uuid = dict((g["uuid"], g) for g in gpus)
+        lines = []
+        for entry in plan:
+            gpu = by_uuid.get(entry["uuid"], {})
+            if side == "after" and self.module.check_mode:
+                limit, mode = (
+                    entry["target_w"],
+                    True if self.params["persistence"] else gpu.get("persistence_mode"),
+                )
+            else:
+                limit, mode = (gpu.get("power") or {}).get("enforced_limit_w"), gpu.get("persistence_mode")
+            lines.append("%s enforced_limit_w=%s persistence_mode=%s" % (entry["uuid"], limit, mode))
+        return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- gpu_pinning (and node_facts)
+
+_PINNING_FIELDS = ["index", "uuid", "pci.bus_id"]
+
+
+def _pinning_first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def _pinning_run(module, cmd):
+    rc, out, err = module.run_command(cmd, environ_update=_ENV)
+    if rc != 0:
+        module.fail_json(
+            msg="%s failed (rc=%d): %s" % (" ".join(cmd[1:]), rc, _pinning_first_line(out, err)),
+            cmd=cmd,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+    return out
+
+
+def pinning_gpus(module, smi, need_domains):
+    """The gpu_pinning inputs: ``([{index, uuid, pci_bus_id}], nvlink domains)``.
+
+    Fails the module on a tool error.
+    """
+    query = [smi, "--query-gpu=" + ",".join(_PINNING_FIELDS), "--format=csv,noheader"]
+    out = _pinning_run(module, query)
+    try:
+        rows = parse_query_csv(out, fields=_PINNING_FIELDS)
+    except ParseError as exc:
+        module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
+    gpus = [{"index": r["index"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]
+    if not need_domains:
+        return gpus, []
+    topo_cmd = [smi, "topo", "-m"]
+    out = _pinning_run(module, topo_cmd)
+    try:
+        topology, warnings = build_topology(gpus, parse_topo_matrix(out))
+    except ParseError as exc:
+        module.fail_json(msg="Could not read nvidia-smi topo -m: %s" % exc, cmd=topo_cmd, stdout=out)
+    if topology is None:
+        module.fail_json(msg="Cannot tell the NVLink domains: %s" % "; ".join(warnings), cmd=topo_cmd)
+    return gpus, topology["nvlink_domains"]

@@ -1,0 +1,630 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""Redfish coolant readings: a small client on Ansible's open_url and pure parsers.
+
+The parsers take Redfish JSON documents (dicts) and return plain data. A reading the BMC
+does not give (property absent, ``Reading: null``, a non-number) is None, never 0, so a gate
+can tell "no flow sensor" from "no flow".
+
+The client follows links from the service root (``/redfish/v1``) to
+``Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>`` and, when the service has them, to
+``ThermalEquipment/CDUs/<id>`` with their coolant connectors and leak detection, as DMTF's
+public-liquid-cooled-server and public-cooling-unit mockups shape them. It authenticates with
+a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
+HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
+exponential backoff. Credentials and the session token never appear in its messages.
+
+Runs on the controller (the BMCs sit on the management network); stdlib plus
+ansible.module_utils only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import time
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit, urlunsplit
+
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+
+__all__ = [
+    "HEALTH_ORDER",
+    "RedfishClient",
+    "RedfishError",
+    "coolant_report",
+    "leak_state",
+    "normalize_baseuri",
+    "parse_connector",
+    "parse_leak_detection",
+    "parse_leak_detector",
+    "reading",
+    "worst",
+]
+
+SERVICE_ROOT = "/redfish/v1"
+_HEADERS = {"Accept": "application/json", "OData-Version": "4.0"}
+# Health and DetectorState values in rising order of trouble (Resource.Health, LeakDetector.DetectorState).
+HEALTH_ORDER = ("OK", "Warning", "Critical")
+# Members whose Status.State says they are not there are not read as failed readings.
+_NOT_PRESENT = frozenset(("Absent",))
+# HTTP statuses a busy or restarting BMC answers with; worth another try.
+_RETRY_STATUS = frozenset((502, 503, 504))
+# Never wait longer than this for one Retry-After, whatever the BMC asks for.
+_MAX_RETRY_AFTER_S = 30.0
+# Collections are paged with Members@odata.nextLink; a BMC that loops is cut off here.
+_MAX_PAGES = 50
+
+
+class RedfishError(Exception):
+    """A request failed in a way the operator must fix; ``kind`` says which way.
+
+    kind is one of: auth (HTTP 401/403), not_found (404), connection (refused, timeout,
+    unreachable, after retries), tls (certificate verification), http (other statuses, 503
+    after retries), protocol (not JSON, not Redfish).
+    """
+
+    def __init__(self, kind, message, status=None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+# ---------------------------------------------------------------- parsing (pure)
+
+
+def reading(value):
+    """A Redfish SensorExcerpt (``{"Reading": 14.8, ...}``) or plain number -> float or None."""
+    if isinstance(value, dict):
+        value = value.get("Reading")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _status(doc):
+    status = doc.get("Status") if isinstance(doc, dict) else None
+    return status if isinstance(status, dict) else {}
+
+
+def _text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def worst(states):
+    """The most severe of Health/DetectorState values; None when there is none.
+
+    A value outside HEALTH_ORDER (a vendor string) counts as worse than Critical: it is not
+    known to be fine.
+    """
+    known = [s for s in states if s is not None]
+    if not known:
+        return None
+
+    def rank(state):
+        return HEALTH_ORDER.index(state) if state in HEALTH_ORDER else len(HEALTH_ORDER)
+
+    return max(known, key=rank)
+
+
+def parse_connector(doc, key=None):
+    """One CoolantConnector resource -> its readings.
+
+    Returns ``{key, id, name, uri, state, health, flow_lpm, rated_flow_lpm, supply_c,
+    return_c, delta_c, delta_computed, leak, leak_detectors, leak_detector_uris}``. delta_c is
+    DeltaTemperatureCelsius when the BMC gives it, else return - supply when both exist
+    (delta_computed true), else None. leak is filled in by the caller from the connector's
+    own detectors or its chassis'.
+    """
+    status = _status(doc)
+    supply = reading(doc.get("SupplyTemperatureCelsius"))
+    ret = reading(doc.get("ReturnTemperatureCelsius"))
+    delta = reading(doc.get("DeltaTemperatureCelsius"))
+    computed = False
+    if delta is None and supply is not None and ret is not None:
+        delta = round(ret - supply, 2)
+        computed = True
+    detectors = doc.get("LeakDetectors")
+    uris = [d["@odata.id"] for d in detectors or [] if isinstance(d, dict) and "@odata.id" in d]
+    return {
+        "key": key or _text(doc.get("Id")),
+        "id": _text(doc.get("Id")),
+        "name": _text(doc.get("Name")),
+        "uri": _text(doc.get("@odata.id")),
+        "state": _text(status.get("State")),
+        "health": _text(status.get("Health")),
+        "flow_lpm": reading(doc.get("FlowLitersPerMinute")),
+        "rated_flow_lpm": reading(doc.get("RatedFlowLitersPerMinute")),
+        "supply_c": supply,
+        "return_c": ret,
+        "delta_c": delta,
+        "delta_computed": computed,
+        "leak": None,
+        "leak_detectors": [],
+        "leak_detector_uris": uris,
+    }
+
+
+def parse_leak_detector(doc):
+    """One LeakDetector resource -> ``{name, uri, state}`` (None when it is not present)."""
+    if _status(doc).get("State") in _NOT_PRESENT:
+        return None
+    return {
+        "name": _text(doc.get("Name")) or _text(doc.get("Id")),
+        "uri": _text(doc.get("@odata.id")),
+        "state": _text(doc.get("DetectorState")),
+    }
+
+
+def parse_leak_detection(doc):
+    """A LeakDetection resource -> (detectors from its LeakDetectorGroups, LeakDetectors link).
+
+    The groups carry each detector's DetectorState inline, so the common case needs no
+    further request; the link is for services that list detectors only in the collection.
+    """
+    detectors = []
+    for group in doc.get("LeakDetectorGroups") or []:
+        if not isinstance(group, dict):
+            continue
+        for det in group.get("Detectors") or []:
+            if isinstance(det, dict):
+                detectors.append(
+                    {
+                        "name": _text(det.get("DeviceName")),
+                        "uri": _text(det.get("DataSourceUri")),
+                        "state": _text(det.get("DetectorState")),
+                    }
+                )
+    link = doc.get("LeakDetectors")
+    return detectors, (link.get("@odata.id") if isinstance(link, dict) else None)
+
+
+def leak_state(detectors):
+    """Worst DetectorState of the detectors; None when no detector reports one."""
+    return worst(d.get("state") for d in detectors)
+
+
+def coolant_report(service, chassis, cdus):
+    """Assemble the coolant_facts result from what the client read.
+
+    ``chassis`` is ``[{id, uri, health, leak_detectors, connectors}]``; ``cdus`` is
+    ``[{id, name, uri, state, health, health_rollup, conditions, leak_detectors, connectors}]``.
+    Each connector gets ``leak``: the worst state of its own detectors, else of its chassis'
+    (or CDU's), else None. Returns ``{service, chassis, connectors, cdus}``; connectors is
+    the flat list of every chassis connector (the node's cold-plate loops).
+    """
+    connectors = []
+    for box in chassis:
+        box["leak"] = leak_state(box["leak_detectors"])
+        for conn in box["connectors"]:
+            _inherit_leak(conn, box["leak_detectors"])
+            connectors.append(conn)
+    for cdu in cdus:
+        cdu["leak"] = leak_state(cdu["leak_detectors"])
+        for conn in cdu["connectors"]:
+            _inherit_leak(conn, cdu["leak_detectors"])
+    return {"service": service, "chassis": chassis, "connectors": connectors, "cdus": cdus}
+
+
+def _inherit_leak(conn, fallback):
+    own = conn["leak_detectors"]
+    conn["leak"] = leak_state(own) if own else leak_state(fallback)
+
+
+def normalize_baseuri(baseuri):
+    """'10.0.0.5' / '10.0.0.5:8443' / 'https://bmc01' -> 'https://10.0.0.5[:port]' (no path)."""
+    text = (baseuri or "").strip()
+    if not text:
+        raise RedfishError(
+            "usage", "baseuri is empty; give the BMC's address, e.g. 10.20.1.11 or https://bmc01"
+        )
+    if "://" not in text:
+        text = "https://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RedfishError("usage", "baseuri %s is not an http(s) address of a BMC" % baseuri)
+    if parts.username or parts.password:
+        raise RedfishError("usage", "baseuri must not carry credentials; use username and password")
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+# ---------------------------------------------------------------- the client
+
+
+def _link(doc, name):
+    value = doc.get(name) if isinstance(doc, dict) else None
+    if isinstance(value, dict) and isinstance(value.get("@odata.id"), str):
+        return value["@odata.id"]
+    return None
+
+
+def _reason(exc):
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower()
+    return str(reason) or type(reason).__name__
+
+
+class RedfishClient:
+    """Reads a Redfish service; use as a context manager so a session is always closed.
+
+    ``opener`` is open_url's signature (tests pass open_url itself against a local server);
+    ``sleep`` is time.sleep, replaceable so retry tests do not wait.
+    """
+
+    def __init__(
+        self,
+        baseuri,
+        username,
+        password,
+        auth="session",
+        validate_certs=True,
+        ca_path=None,
+        timeout=10,
+        retries=3,
+        retry_delay=1.0,
+        use_proxy=False,
+        opener=open_url,
+        sleep=time.sleep,
+    ):
+        self.baseuri = normalize_baseuri(baseuri)
+        self._username = username
+        self._password = password
+        self.auth = auth
+        self.validate_certs = validate_certs
+        self.ca_path = ca_path
+        self.timeout = timeout
+        self.retries = max(int(retries), 0)
+        self.retry_delay = float(retry_delay)
+        self.use_proxy = use_proxy
+        self._open = opener
+        self._sleep = sleep
+        self._token = None
+        self.session_uri = None
+        self.requests = 0
+        self.retried = 0
+
+    # -- plumbing
+
+    def _url(self, path):
+        if path.startswith(("http://", "https://")):
+            parts = urlsplit(path)
+            if urlunsplit((parts.scheme, parts.netloc, "", "", "")) != self.baseuri:
+                raise RedfishError("protocol", "BMC %s linked outside itself (%s)" % (self.baseuri, path))
+            return path
+        return self.baseuri + (path if path.startswith("/") else "/" + path)
+
+    def _call(self, method, path, body=None, authenticate=True):
+        """One request with retries; returns (status, headers, parsed JSON or None)."""
+        url = self._url(path)
+        headers = dict(_HEADERS)
+        kwargs = {
+            "method": method,
+            "timeout": self.timeout,
+            "validate_certs": self.validate_certs,
+            "ca_path": self.ca_path,
+            "use_proxy": self.use_proxy,
+            "follow_redirects": "safe",
+            # ~/.netrc on the controller must not slip other credentials to a BMC.
+            "use_netrc": False,
+        }
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+            kwargs["data"] = json.dumps(body)
+        if authenticate and self._token:
+            headers["X-Auth-Token"] = self._token
+        elif authenticate and self.auth == "basic":
+            kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
+        kwargs["headers"] = headers
+        attempt = 0
+        while True:
+            attempt += 1
+            self.requests += 1
+            delay = self.retry_delay * (2 ** (attempt - 1))
+            try:
+                resp = self._open(url, **kwargs)
+                raw = resp.read()
+                info = {k.lower(): v for k, v in resp.headers.items()}
+                return resp.status, info, self._json(raw, method, path)
+            except HTTPError as exc:
+                err = self._http_error(exc, method, path)
+                if exc.code not in _RETRY_STATUS or attempt > self.retries:
+                    raise err from None
+                delay = self._retry_after(exc, delay)
+            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as exc:
+                err = self._connection_error(exc, path)
+                if err.kind == "tls" or attempt > self.retries:
+                    raise err from None
+            self.retried += 1
+            self._sleep(delay)
+
+    @staticmethod
+    def _json(raw, method, path):
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            if method == "DELETE":
+                return None
+            raise RedfishError(
+                "protocol", "BMC answered %s %s with something that is not JSON" % (method, path)
+            ) from None
+
+    @staticmethod
+    def _retry_after(exc, delay):
+        value = exc.headers.get("Retry-After") if exc.headers else None
+        try:
+            return min(max(float(value), 0.0), _MAX_RETRY_AFTER_S)
+        except (TypeError, ValueError):
+            return delay
+
+    def _http_error(self, exc, method, path):
+        code = exc.code
+        where = "BMC %s" % self.baseuri
+        if code == 401:
+            how = (
+                "session login" if path.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
+            )
+            return RedfishError(
+                "auth",
+                "%s rejected the credentials (HTTP 401 on %s %s, %s); check the vaulted BMC username "
+                "and password for this host" % (where, method, path, how),
+                401,
+            )
+        if code == 403:
+            return RedfishError(
+                "auth",
+                "%s refused %s %s (HTTP 403); the BMC account needs at least the ReadOnly role"
+                % (where, method, path),
+                403,
+            )
+        if code == 404:
+            return RedfishError(
+                "not_found",
+                "%s has no %s (HTTP 404); check baseuri and that the BMC firmware implements Redfish "
+                "ThermalSubsystem/CoolantConnectors" % (where, path),
+                404,
+            )
+        if code in _RETRY_STATUS:
+            return RedfishError(
+                "http",
+                "%s answered %s %s with HTTP %d after %d retries; the BMC is busy or restarting, try again "
+                "later" % (where, method, path, code, self.retries),
+                code,
+            )
+        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, path, code), code)
+
+    def _connection_error(self, exc, path):
+        reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(reason):
+            return RedfishError(
+                "tls",
+                "TLS verification of BMC %s failed (%s); set ca_path to the CA that signed the BMC's "
+                "certificate (validate_certs: false only in a lab)"
+                % (self.baseuri, getattr(reason, "verify_message", None) or "certificate not trusted"),
+            )
+        if isinstance(reason, ssl.SSLError):
+            return RedfishError("tls", "TLS handshake with BMC %s failed (%s)" % (self.baseuri, _reason(exc)))
+        if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
+            what = "timed out after %ss" % self.timeout
+        elif isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+            what = "connection refused"
+        else:
+            what = _reason(exc)
+        return RedfishError(
+            "connection",
+            "could not reach BMC %s (%s, %d retries) reading %s; check the BMC address and that its Redfish "
+            "service is up on the management network" % (self.baseuri, what, self.retries, path),
+        )
+
+    def get(self, path):
+        _, _, doc = self._call("GET", path)
+        if not isinstance(doc, dict):
+            raise RedfishError(
+                "protocol", "BMC %s answered GET %s without a JSON object" % (self.baseuri, path)
+            )
+        return doc
+
+    def members(self, path):
+        """Every member URI of a collection, following Members@odata.nextLink pages."""
+        uris, page, pages = [], path, 0
+        while page and pages < _MAX_PAGES:
+            doc = self.get(page)
+            uris.extend(
+                m["@odata.id"] for m in doc.get("Members") or [] if isinstance(m, dict) and "@odata.id" in m
+            )
+            page = doc.get("Members@odata.nextLink")
+            pages += 1
+        return uris
+
+    # -- session
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.logout()
+        return False
+
+    def login(self, root):
+        """Open a session when auth is session; basic auth needs nothing."""
+        if self.auth != "session":
+            return
+        links = root.get("Links") if isinstance(root.get("Links"), dict) else {}
+        sessions = _link(links, "Sessions") or SERVICE_ROOT + "/SessionService/Sessions"
+        try:
+            _, headers, doc = self._call(
+                "POST",
+                sessions,
+                body={"UserName": self._username, "Password": self._password},
+                authenticate=False,
+            )
+        except RedfishError as exc:
+            if exc.kind == "not_found" or exc.status == 405:
+                raise RedfishError(
+                    "http",
+                    "BMC %s does not accept Redfish sessions at %s (HTTP %s); set auth: basic"
+                    % (self.baseuri, sessions, exc.status),
+                    exc.status,
+                ) from None
+            raise
+        token = headers.get("x-auth-token")
+        if not token:
+            raise RedfishError(
+                "protocol", "BMC %s created a session without an X-Auth-Token; set auth: basic" % self.baseuri
+            )
+        self._token = token
+        self.session_uri = headers.get("location") or _text((doc or {}).get("@odata.id"))
+
+    @property
+    def token(self):
+        return self._token
+
+    def logout(self):
+        """DELETE the session; a failure here is not worth failing the read for (it expires)."""
+        if not self._token:
+            return None
+        uri, self.session_uri = self.session_uri, None
+        try:
+            if uri:
+                saved, self.retries = self.retries, 0
+                try:
+                    self._call("DELETE", uri)
+                finally:
+                    self.retries = saved
+                return None
+            return (
+                "BMC %s did not say where its session lives; it stays open until it times out" % self.baseuri
+            )
+        except RedfishError as exc:
+            return "could not close the Redfish session on BMC %s (%s); it expires on its own" % (
+                self.baseuri,
+                exc.kind,
+            )
+        finally:
+            self._token = None
+
+    # -- discovery
+
+    def _detectors(self, uris):
+        found = []
+        for uri in uris:
+            det = parse_leak_detector(self.get(uri))
+            if det is not None:
+                found.append(det)
+        return found
+
+    def _leak_detection(self, uri):
+        detectors, link = parse_leak_detection(self.get(uri))
+        if not detectors and link:
+            detectors = self._detectors(self.members(link))
+        return detectors
+
+    def _connectors(self, collection, prefix):
+        out = []
+        for uri in self.members(collection):
+            doc = self.get(uri)
+            if _status(doc).get("State") in _NOT_PRESENT:
+                continue
+            conn = parse_connector(
+                doc, key="%s/%s" % (prefix, doc.get("Id") or uri.rstrip("/").rsplit("/", 1)[-1])
+            )
+            conn["leak_detectors"] = self._detectors(conn.pop("leak_detector_uris"))
+            out.append(conn)
+        return out
+
+    def _chassis(self, uri):
+        doc = self.get(uri)
+        cid = _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1]
+        thermal = _link(doc, "ThermalSubsystem")
+        if not thermal:
+            return None
+        sub = self.get(thermal)
+        detectors = []
+        if _link(sub, "LeakDetection"):
+            detectors = self._leak_detection(_link(sub, "LeakDetection"))
+        elif _link(doc, "LeakDetectors"):
+            detectors = self._detectors(self.members(_link(doc, "LeakDetectors")))
+        connectors = (
+            self._connectors(_link(sub, "CoolantConnectors"), cid) if _link(sub, "CoolantConnectors") else []
+        )
+        return {
+            "id": cid,
+            "uri": uri,
+            "health": _text(_status(doc).get("Health")),
+            "leak_detectors": detectors,
+            "connectors": connectors,
+        }
+
+    def _cdu(self, uri):
+        doc = self.get(uri)
+        cid = _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1]
+        status = _status(doc)
+        connectors = []
+        for link, side in (
+            ("PrimaryCoolantConnectors", "primary"),
+            ("SecondaryCoolantConnectors", "secondary"),
+            ("CoolantConnectors", "connector"),
+        ):
+            if _link(doc, link):
+                for conn in self._connectors(_link(doc, link), "CDU%s/%s" % (cid, side)):
+                    conn["side"] = side
+                    connectors.append(conn)
+        conditions = [
+            {"message": _text(c.get("Message")), "severity": _text(c.get("Severity"))}
+            for c in status.get("Conditions") or []
+            if isinstance(c, dict) and c.get("Severity") not in (None, "OK")
+        ]
+        return {
+            "id": cid,
+            "name": _text(doc.get("Name")),
+            "uri": uri,
+            "state": _text(status.get("State")),
+            "health": _text(status.get("Health")),
+            "health_rollup": _text(status.get("HealthRollup")),
+            "conditions": conditions,
+            "leak_detectors": self._leak_detection(_link(doc, "LeakDetection"))
+            if _link(doc, "LeakDetection")
+            else [],
+            "connectors": connectors,
+        }
+
+    def read_coolant(self, chassis_ids=None, cdus=True):
+        """Log in, walk the links, return coolant_report(...); the caller closes the session."""
+        root = self.get(SERVICE_ROOT)
+        if "@odata.id" not in root and "RedfishVersion" not in root:
+            raise RedfishError(
+                "protocol", "%s%s is not a Redfish service root" % (self.baseuri, SERVICE_ROOT)
+            )
+        self.login(root)
+        service = {
+            "baseuri": self.baseuri,
+            "redfish_version": _text(root.get("RedfishVersion")),
+            "uuid": _text(root.get("UUID")),
+        }
+        chassis = []
+        if _link(root, "Chassis"):
+            for uri in self.members(_link(root, "Chassis")):
+                cid = uri.rstrip("/").rsplit("/", 1)[-1]
+                if chassis_ids and cid not in chassis_ids:
+                    continue
+                box = self._chassis(uri)
+                if box is not None:
+                    chassis.append(box)
+        missing = sorted(set(chassis_ids or ()) - {b["id"] for b in chassis})
+        if missing:
+            raise RedfishError(
+                "not_found",
+                "BMC %s has no chassis %s with a ThermalSubsystem; it has: %s"
+                % (self.baseuri, ", ".join(missing), ", ".join(b["id"] for b in chassis) or "none"),
+            )
+        found_cdus = []
+        if cdus and _link(root, "ThermalEquipment"):
+            equipment = self.get(_link(root, "ThermalEquipment"))
+            if _link(equipment, "CDUs"):
+                found_cdus = [self._cdu(uri) for uri in self.members(_link(equipment, "CDUs"))]
+        return coolant_report(service, chassis, found_cdus)

@@ -1,0 +1,410 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: burn_in
+short_description: Load the node's vLLM instances for a few minutes and fail on throttling or heat
+version_added: "0.1.0"
+description:
+  - Sends small-batch OpenAI C(/v1/completions) requests to the local instances (O(urls) or O(ports)),
+    O(concurrency) at a time per instance, for O(seconds), while sampling every GPU once per
+    O(sample_interval) with one C(nvidia-smi --query-gpu=uuid,index,temperature.gpu,temperature.memory,
+    temperature.gpu.tlimit,clocks_event_reasons.active,utilization.gpu,power.draw,clocks.sm
+    --format=csv,noheader,nounits) call.
+  - This is the check an idle gate cannot make. A loop with too little flow keeps GPUs cool at rest and
+    lets them throttle minutes into real load.
+  - A sample is bad when a GPU is past a temperature limit, below the T.Limit margin, shows a forbidden
+    clock event reason, misses a reading, or is missing altogether. The first bad sample is returned
+    (RV(first_bad_sample)) and, with O(stop_on_first_bad), ends the load at once.
+  - Fails when any check fails (a bad sample, no completed request, more failed requests than
+    O(max_failed_requests), nvidia-smi failing). The checks and the summary are in the failed result too.
+  - In check mode nothing is sent and the task is skipped. A burn-in changes no configuration, but it
+    puts minutes of load on the node.
+options:
+  urls:
+    description: Base URLs of the instances, e.g. C(http://127.0.0.1:8000).
+    type: list
+    elements: str
+  ports:
+    description: Ports of instances on O(host), instead of O(urls).
+    type: list
+    elements: int
+  host:
+    description: Host of the instances given by O(ports).
+    type: str
+    default: 127.0.0.1
+  model:
+    description: Model id to request; by default each instance's first id from C(/v1/models).
+    type: str
+  seconds:
+    description:
+      - How long to load the instances. Three minutes is long enough for the dies and HBM to reach their
+        steady temperature (tens of seconds) and for a weak loop to show it.
+    type: int
+    default: 180
+  sample_interval:
+    description: Seconds between nvidia-smi samples.
+    type: float
+    default: 1.0
+  concurrency:
+    description: Requests in flight per instance. A small batch is enough to keep the GPUs busy.
+    type: int
+    default: 4
+  max_tokens:
+    description: Tokens generated per request (always all of them, with vLLM's C(ignore_eos)).
+    type: int
+    default: 64
+  prompt:
+    description: Prompt of every request; the default is a fixed paragraph.
+    type: str
+  request_timeout:
+    description: Seconds to wait for one completion.
+    type: int
+    default: 120
+  max_failed_requests:
+    description: Failed requests tolerated per instance before the burn-in fails.
+    type: int
+    default: 0
+  gpus:
+    description:
+      - UUIDs of the GPUs to watch; all GPUs nvidia-smi lists by default.
+      - A listed GPU missing from a sample is a bad sample.
+    type: list
+    elements: str
+    default: []
+  max_gpu_temp_c:
+    description:
+      - Highest GPU temperature under load, in degrees C. 83 is a few degrees below where datacenter
+        GPUs start thermal slowdown (about 85 to 87).
+    type: float
+    default: 83.0
+  max_memory_temp_c:
+    description:
+      - Highest HBM temperature under load, in degrees C; HBM3/HBM3e throttle at about 95.
+    type: float
+    default: 90.0
+  min_tlimit_c:
+    description:
+      - Smallest T.Limit margin (C(temperature.gpu.tlimit)) under load, in degrees C. At 0 the GPU is at its
+        max operating temperature and the driver lowers clocks.
+    type: float
+    default: 3.0
+  forbidden_reasons:
+    description: Clock event reasons that must never show during the burn-in.
+    type: list
+    elements: str
+    choices: [gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, hw_thermal_slowdown,
+              hw_power_brake_slowdown, sync_boost, sw_thermal_slowdown, display_clocks_setting]
+    default: [hw_slowdown, hw_thermal_slowdown, sw_thermal_slowdown, hw_power_brake_slowdown]
+  min_utilization_pct:
+    description:
+      - When set, each watched GPU must reach this utilization at least once, proving the load reached it.
+        Leave unset when some watched GPUs serve no instance.
+    type: float
+  skip_checks:
+    description:
+      - Readings not to judge, for a GPU model that never reports them (A100s have no T.Limit). Everything
+        else that is missing from a sample still makes it bad.
+    type: list
+    elements: str
+    choices: [gpu_temp_c, memory_temp_c, tlimit_c]
+    default: []
+  stop_on_first_bad:
+    description: End the load at the first bad sample (no point heating a GPU that already throttles).
+    type: bool
+    default: true
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
+extends_documentation_fragment:
+  - action_common_attributes
+attributes:
+  check_mode:
+    support: partial
+    details: Skipped in check mode (nothing sent, no checks); a burn-in has nothing to predict.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Runs on the node, against instances listening there; stdlib HTTP only.
+  - nvidia-smi runs with C(LC_ALL=C); a driver without C(temperature.gpu.tlimit) (before R525) fails the
+    first sample.
+seealso:
+  - module: gpufleet.node.thermal_gate
+  - module: gpufleet.node.service_check
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+# post_maintenance order: ... gate -> start instances -> wait healthy -> burn-in (here) -> prefix cache
+# -> mark passed -> undrain.
+- name: Three minutes of small-batch load on both instances, watching every GPU
+  gpufleet.node.burn_in:
+    ports: "{{ inference_service_instances | map(attribute='port') | list }}"
+    seconds: "{{ thermal_gate_burn_in_seconds }}"
+    max_gpu_temp_c: "{{ thermal_gate_burn_in_max_gpu_temp_c }}"
+    max_memory_temp_c: "{{ thermal_gate_burn_in_max_memory_temp_c }}"
+    min_tlimit_c: "{{ thermal_gate_burn_in_min_tlimit_c }}"
+  register: burn_in
+
+- name: A failed burn-in leaves the instances stopped
+  ansible.builtin.systemd_service:
+    name: "vllm-{{ item.name }}.service"
+    state: stopped
+  loop: "{{ inference_service_instances }}"
+  loop_control:
+    label: "{{ item.name }}"
+  when: burn_in is failed
+
+- name: A quick one on a single instance
+  gpufleet.node.burn_in:
+    urls: [http://127.0.0.1:8000]
+    seconds: 30
+    concurrency: 2
+"""
+
+RETURN = r"""
+checks:
+  description:
+    - C(burn_in.samples); per watched GPU C(burn_in.gpu_temp_c[<uuid>]) (peak),
+      C(burn_in.memory_temp_c[<uuid>]) (peak), C(burn_in.tlimit_c[<uuid>]) (lowest margin),
+      C(burn_in.clocks_event_reasons[<uuid>]) (forbidden reasons seen),
+      C(burn_in.utilization_pct[<uuid>]) (with O(min_utilization_pct)),
+      C(burn_in.gpu_present[<uuid>]) (when it went missing); per instance C(burn_in.requests[<url>]).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"name": "burn_in.clocks_event_reasons[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
+       "value": ["sw_thermal_slowdown"], "limit": [], "unit": "",
+       "message": "GPU GPU-3f5c... throttled under load: sw_thermal_slowdown"}
+first_bad_sample:
+  description:
+    - The first bad sample - C(t) seconds into the burn-in, the GPU, the C(reading) (C(temperature.gpu),
+      C(temperature.memory), C(temperature.gpu.tlimit), C(clocks_event_reasons), C(uuid) for a missing GPU,
+      C(nvidia-smi) for a failed sample), its value and the limit. Null when every sample was good.
+  returned: always
+  type: dict
+  sample: {"t": 47.0, "uuid": "GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b", "reading": "temperature.gpu.tlimit",
+           "value": 2, "limit": 3.0}
+samples:
+  description: Sample count, per GPU its peaks, lowest T.Limit margin and reasons seen, and every reason seen.
+  returned: always
+  type: dict
+  sample:
+    count: 180
+    reasons_seen: [sw_power_cap]
+    error: null
+    gpus:
+      GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b:
+        index: 0
+        max_gpu_c: 65
+        max_memory_c: 74
+        min_tlimit_c: 20
+        max_utilization_pct: 90
+        reasons_seen: [sw_power_cap]
+        missing: {gpu_c: 0, memory_c: 0, tlimit_c: 0, reasons: 0, gpu: 0}
+requests:
+  description: Per instance URL, the model requested and the requests sent, answered and failed.
+  returned: always
+  type: dict
+  sample: {"http://127.0.0.1:8000": {"model": "GLM-5.2-NVFP4", "sent": 412, "ok": 408, "failed": 0,
+                                      "last_error": null}}
+duration_s:
+  description: Seconds the load ran.
+  returned: always
+  type: float
+  sample: 180.2
+stopped_early:
+  description: Whether a bad sample (or a failed nvidia-smi) ended the load before O(seconds).
+  returned: always
+  type: bool
+  sample: false
+changes:
+  description: Always empty; a burn-in changes nothing.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
+    DEFAULT_LIMITS,
+    DEFAULT_PROMPT,
+    FORBIDDEN_REASONS,
+    Load,
+    LoadError,
+    SampleError,
+    Watch,
+    checks,
+    parse_sample,
+    query_argv,
+    run,
+)
+
+_ENV = {"LC_ALL": "C"}
+# skip_checks name -> the limit that is then unset.
+_SKIP = {"gpu_temp_c": "max_gpu_temp_c", "memory_temp_c": "max_memory_temp_c", "tlimit_c": "min_tlimit_c"}
+_REASONS = [
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "display_clocks_setting",
+]
+
+
+def _nvidia_smi(module):
+    path = module.params["nvidia_smi_path"]
+    if path is None:
+        return module.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def _sampler(module, smi):
+    cmd = query_argv(smi)
+
+    def sample():
+        rc, out, err = module.run_command(cmd, environ_update=_ENV)
+        if rc != 0:
+            line = next((ln.strip() for ln in (err or out or "").splitlines() if ln.strip()), "no output")
+            raise SampleError("%s failed (rc=%d): %s" % (" ".join(cmd[:2]), rc, line))
+        return parse_sample(out)
+
+    return sample
+
+
+def _validate(module):
+    p = module.params
+    if p["seconds"] < 1 or p["sample_interval"] <= 0 or p["concurrency"] < 1 or p["max_tokens"] < 1:
+        module.fail_json(
+            msg="seconds, concurrency and max_tokens must be 1 or more and sample_interval above 0"
+        )
+    if p["request_timeout"] < 1 or p["max_failed_requests"] < 0:
+        module.fail_json(msg="request_timeout must be 1 s or more and max_failed_requests 0 or more")
+    urls = p["urls"] if p["urls"] else ["http://%s:%d" % (p["host"], port) for port in p["ports"]]
+    if not urls:
+        module.fail_json(msg="no instance to load: give urls or ports of the node's vLLM instances")
+    bad = [u for u in urls if not u.startswith(("http://", "https://"))]
+    if bad:
+        module.fail_json(
+            msg="urls must be http(s) base URLs such as http://127.0.0.1:8000, not %s" % ", ".join(bad)
+        )
+    return urls
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            urls=dict(type="list", elements="str"),
+            ports=dict(type="list", elements="int"),
+            host=dict(type="str", default="127.0.0.1"),
+            model=dict(type="str"),
+            seconds=dict(type="int", default=180),
+            sample_interval=dict(type="float", default=1.0),
+            concurrency=dict(type="int", default=4),
+            max_tokens=dict(type="int", default=64),
+            prompt=dict(type="str"),
+            request_timeout=dict(type="int", default=120),
+            max_failed_requests=dict(type="int", default=0),
+            gpus=dict(type="list", elements="str", default=[]),
+            max_gpu_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_gpu_temp_c"]),
+            max_memory_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_memory_temp_c"]),
+            min_tlimit_c=dict(type="float", default=DEFAULT_LIMITS["min_tlimit_c"]),
+            forbidden_reasons=dict(
+                type="list", elements="str", choices=_REASONS, default=list(FORBIDDEN_REASONS)
+            ),
+            min_utilization_pct=dict(type="float"),
+            skip_checks=dict(type="list", elements="str", choices=list(_SKIP), default=[]),
+            stop_on_first_bad=dict(type="bool", default=True),
+            nvidia_smi_path=dict(type="path"),
+        ),
+        mutually_exclusive=[["urls", "ports"]],
+        required_one_of=[["urls", "ports"]],
+        supports_check_mode=True,
+    )
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: no load sent, nothing sampled")
+    p = module.params
+    urls = _validate(module)
+    smi = _nvidia_smi(module)
+    limits = {
+        key: p[key]
+        for key in (
+            "max_gpu_temp_c",
+            "max_memory_temp_c",
+            "min_tlimit_c",
+            "forbidden_reasons",
+            "min_utilization_pct",
+        )
+    }
+    for name in p["skip_checks"]:
+        limits[_SKIP[name]] = None
+    load = Load(
+        urls,
+        model=p["model"],
+        concurrency=p["concurrency"],
+        max_tokens=p["max_tokens"],
+        prompt=p["prompt"] or DEFAULT_PROMPT,
+        timeout=p["request_timeout"],
+    )
+    try:
+        load.resolve_models()
+    except LoadError as exc:
+        module.fail_json(msg="%s; the burn-in needs every instance answering" % exc, checks=[], changes=[])
+    result = run(
+        _sampler(module, smi),
+        load,
+        p["seconds"],
+        p["sample_interval"],
+        Watch(limits, p["gpus"]),
+        p["stop_on_first_bad"],
+    )
+    result["checks"] = checks(result, limits, p["max_failed_requests"])
+    result["changes"] = []
+    failed = [c for c in result["checks"] if not c["ok"]]
+    if failed:
+        bad = result["first_bad_sample"]
+        first = ""
+        if bad is not None:
+            first = " First bad sample at %ss: %s %s = %s (limit %s)." % (
+                bad["t"],
+                bad["uuid"] or "node",
+                bad["reading"],
+                bad["value"],
+                bad["limit"],
+            )
+        module.fail_json(
+            msg="burn-in failed after %ss: %s.%s Keep the instances stopped and check the coolant loop "
+            "before admitting traffic"
+            % (result["duration_s"], "; ".join(c["message"] for c in failed[:6]), first),
+            changed=False,
+            **result,
+        )
+    module.exit_json(
+        changed=False,
+        msg="burn-in passed: %d samples over %ss, %d checks"
+        % (result["samples"]["count"], result["duration_s"], len(result["checks"])),
+        **result,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,314 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: coolant_facts
+short_description: Read coolant flow, supply/return temperatures and leak state from a Redfish BMC
+version_added: "0.1.0"
+description:
+  - Follows links from the BMC's service root C(/redfish/v1) to every
+    C(Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>) (the node's cold-plate loops) and, when the
+    service has them, to C(ThermalEquipment/CDUs/<id>) with their primary and secondary coolant
+    connectors and C(LeakDetection), as DMTF's liquid-cooled server and cooling unit mockups shape them.
+  - Per connector returns flow (L/min), supply and return temperatures, the supply/return difference
+    (computed from the two when the BMC gives no C(DeltaTemperatureCelsius)), C(Status.Health) and the
+    leak state of its detectors (or of its chassis' detectors).
+  - A reading the BMC does not give is V(null), never V(0), so M(gpufleet.node.thermal_gate) can block
+    on a missing flow sensor instead of reading it as no flow.
+  - "Uses Ansible's own C(open_url), so nothing needs installing. Run it on the controller
+    (C(delegate_to: localhost)): the BMCs sit on the management network, which the nodes often cannot reach."
+  - The password and the session token never appear in the result, warnings or error messages.
+  - When the BMC cannot be read the module fails and its result still carries one failed check,
+    C(coolant.bmc[<baseuri>]), naming what went wrong, so the fleet report shows it.
+options:
+  baseuri:
+    description:
+      - The BMC, as C(host), C(host:port) or C(https://host[:port]). Without a scheme C(https) is used.
+    type: str
+    required: true
+    aliases: [address]
+  username:
+    description: BMC account; read-only rights are enough.
+    type: str
+    required: true
+  password:
+    description: Password of O(username). Keep it in a vault.
+    type: str
+    required: true
+  auth:
+    description:
+      - V(session) logs in with a Redfish session (POST to the session collection, C(X-Auth-Token)) and
+        deletes the session when done; V(basic) sends HTTP basic auth with every request.
+    type: str
+    choices: [session, basic]
+    default: session
+  validate_certs:
+    description:
+      - Verify the BMC's TLS certificate. Turn off only in a lab; point O(ca_path) at the BMCs' CA instead.
+    type: bool
+    default: true
+  ca_path:
+    description: PEM file of the CA that signed the BMC certificates, used in addition to the system's.
+    type: path
+  timeout:
+    description: Seconds to wait for each HTTP request.
+    type: int
+    default: 10
+  retries:
+    description:
+      - How often to retry a request that failed to connect, timed out, or got HTTP 502/503/504.
+        HTTP 401 and 404 are never retried.
+    type: int
+    default: 3
+  retry_delay:
+    description:
+      - Seconds before the first retry; each further retry waits twice as long. A C(Retry-After) header
+        from the BMC (up to 30 s) takes precedence.
+    type: float
+    default: 1.0
+  use_proxy:
+    description:
+      - Use the controller's C(https_proxy)/C(http_proxy) to reach the BMC.
+      - Off by default, as management networks are rarely behind a proxy.
+    type: bool
+    default: false
+  chassis:
+    description:
+      - Chassis Ids to read (C(1U), C(GPU_Board_0)). Empty reads every chassis that has a C(ThermalSubsystem).
+      - A listed chassis the BMC does not have fails the module.
+    type: list
+    elements: str
+    default: []
+  cdus:
+    description:
+      - Also read C(ThermalEquipment/CDUs) when the service has it (a rack CDU's own BMC, or a node BMC
+        that mirrors it).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: Only reads (a session is still opened and closed).
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Redfish sensor excerpts are read from their C(Reading); DMTF's liquid-cooled server mockup has
+    no C(FlowLitersPerMinute) on its cold plates, so its flow reads V(null).
+  - Connectors whose C(Status.State) is C(Absent) are left out.
+seealso:
+  - name: DMTF DSP2046 Redfish Resource and Schema Guide
+    description: CoolantConnector, CoolingUnit, LeakDetection and ThermalSubsystem resources.
+    link: https://www.dmtf.org/dsp/DSP2046
+  - module: gpufleet.node.thermal_gate
+author:
+  - gpufleet developers
+"""
+
+EXAMPLES = r"""
+# The post-maintenance order: drain -> topology check -> power -> temperatures and coolant (this module
+# and gpu_facts) -> gate -> start instances -> wait healthy -> burn-in -> prefix cache -> mark passed
+# -> undrain.
+- name: Read the node's coolant loops from its BMC (on the controller, which reaches the management network)
+  gpufleet.node.coolant_facts:
+    baseuri: "{{ gpufleet_bmc_address }}"
+    username: "{{ gpufleet_bmc_username }}"
+    password: "{{ gpufleet_bmc_password }}"
+    ca_path: "{{ gpufleet_bmc_ca_path | default(omit) }}"
+  # password is a no_log option, so it is masked in the result; the readings stay visible.
+  delegate_to: localhost
+
+- name: Show flow per connector
+  ansible.builtin.debug:
+    msg: "{{ item.key }}: {{ item.flow_lpm }} L/min, supply {{ item.supply_c }} C, dT {{ item.delta_c }} K"
+  loop: "{{ gpufleet_coolant.connectors }}"
+  loop_control:
+    label: "{{ item.key }}"
+
+- name: A BMC without Redfish sessions, one chassis only
+  gpufleet.node.coolant_facts:
+    baseuri: 10.20.1.11:8443
+    username: monitor
+    password: "{{ vault_bmc_password }}"
+    auth: basic
+    chassis: [GPU_Baseboard]
+    cdus: false
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts added to the host (the node, not the controller the module ran on).
+  returned: success
+  type: complex
+  contains:
+    gpufleet_coolant:
+      description: What the BMC reported.
+      returned: success
+      type: complex
+      contains:
+        service:
+          description: The Redfish service read.
+          type: dict
+          sample: {"baseuri": "https://10.20.1.11", "redfish_version": "1.13.0",
+                   "uuid": "92384634-2938-2342-8820-489239905423"}
+        connectors:
+          description:
+            - Every coolant connector of every chassis read, the node's cold-plate loops. C(key) is
+              C(<chassis Id>/<connector Id>). Temperatures in degrees C, flow in L/min; each reading is
+              null when the BMC does not give it.
+          type: list
+          elements: dict
+          sample:
+            - key: 1U/CPU1
+              id: CPU1
+              name: "CPU #1 Cold Plate"
+              uri: /redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU1
+              state: Enabled
+              health: OK
+              flow_lpm: null
+              rated_flow_lpm: 30.0
+              supply_c: 14.8
+              return_c: 38.2
+              delta_c: 23.4
+              delta_computed: false
+              leak: null
+              leak_detectors: []
+        chassis:
+          description:
+            - Per chassis read, its health, leak detectors and connectors (the same dicts as
+              RV(ansible_facts.gpufleet_coolant.connectors)).
+          type: list
+          elements: dict
+          sample: [{"id": "1U", "uri": "/redfish/v1/Chassis/1U", "health": "OK", "leak": null,
+                    "leak_detectors": [], "connectors": []}]
+        cdus:
+          description:
+            - Per CDU in C(ThermalEquipment/CDUs), its health, the conditions it reports that are not OK,
+              its leak detectors and worst leak state, and its connectors (key C(CDU<Id>/primary/<Id>) or
+              C(CDU<Id>/secondary/<Id>)).
+          type: list
+          elements: dict
+          sample:
+            - id: "1"
+              name: "Rack #4 Cooling Distribution Unit"
+              uri: /redfish/v1/ThermalEquipment/CDUs/1
+              state: Enabled
+              health: Warning
+              health_rollup: Critical
+              conditions: [{"message": "Pump '2' has failed.", "severity": "Critical"}]
+              leak: OK
+              leak_detectors: [{"name": "Moisture Leak Detector", "state": "OK",
+                                "uri": "/redfish/v1/Chassis/CDU/LeakDetectors/Moisture"}]
+              connectors: []
+checks:
+  description:
+    - Empty on success. When the BMC could not be read, one failed check C(coolant.bmc[<baseuri>]) whose
+      value is the kind of failure (C(auth), C(not_found), C(connection), C(tls), C(http), C(protocol)).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "coolant.bmc[https://10.20.1.11]", "ok": false, "value": "auth", "limit": null,
+            "unit": "", "message": "BMC https://10.20.1.11 rejected the credentials (HTTP 401 ...)"}]
+requests:
+  description: HTTP requests made, retries included.
+  returned: always
+  type: int
+  sample: 12
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.redfish_client import (
+    RedfishClient,
+    RedfishError,
+    normalize_baseuri,
+)
+
+
+def _bmc_check(baseuri, exc):
+    return {
+        "name": "coolant.bmc[%s]" % baseuri,
+        "ok": False,
+        "value": exc.kind,
+        "limit": None,
+        "unit": "",
+        "message": str(exc),
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            baseuri=dict(type="str", required=True, aliases=["address"]),
+            username=dict(type="str", required=True),
+            password=dict(type="str", required=True, no_log=True),
+            auth=dict(type="str", choices=["session", "basic"], default="session"),
+            validate_certs=dict(type="bool", default=True),
+            ca_path=dict(type="path"),
+            timeout=dict(type="int", default=10),
+            retries=dict(type="int", default=3),
+            retry_delay=dict(type="float", default=1.0),
+            use_proxy=dict(type="bool", default=False),
+            chassis=dict(type="list", elements="str", default=[]),
+            cdus=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["timeout"] < 1 or params["retries"] < 0 or params["retry_delay"] < 0:
+        module.fail_json(msg="timeout must be 1 s or more, retries 0 or more and retry_delay 0 s or more")
+    try:
+        baseuri = normalize_baseuri(params["baseuri"])
+    except RedfishError as exc:
+        module.fail_json(msg=str(exc), checks=[])
+    client = RedfishClient(
+        baseuri,
+        params["username"],
+        params["password"],
+        auth=params["auth"],
+        validate_certs=params["validate_certs"],
+        ca_path=params["ca_path"],
+        timeout=params["timeout"],
+        retries=params["retries"],
+        retry_delay=params["retry_delay"],
+        use_proxy=params["use_proxy"],
+    )
+    report = error = None
+    try:
+        report = client.read_coolant(chassis_ids=params["chassis"], cdus=params["cdus"])
+    except RedfishError as exc:
+        error = exc
+    finally:
+        if client.token:
+            # Masked wherever Ansible prints results, should a BMC echo it back in a body.
+            module.no_log_values.add(client.token)
+        warning = client.logout()
+    if warning:
+        module.warn(warning)
+    if error is not None:
+        module.fail_json(msg=str(error), checks=[_bmc_check(baseuri, error)], requests=client.requests)
+    for conn in report["connectors"]:
+        if conn["flow_lpm"] is None:
+            module.warn(
+                "coolant connector %s reports no flow reading; a gate on flow will block" % conn["key"]
+            )
+    module.exit_json(
+        changed=False,
+        ansible_facts={"gpufleet_coolant": report},
+        checks=[],
+        requests=client.requests,
+    )
+
+
+if __name__ == "__main__":
+    main()

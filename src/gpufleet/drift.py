@@ -1,0 +1,165 @@
+"""`gpufleet drift [--fix]`: every role compared with every node, and a rolling fix of the drifted ones.
+
+Drift is playbooks/drift.yml: one gpufleet.node.node_facts run per node, nothing written. The fix
+runs playbooks/drift_fix.yml (drain, provision.yml, undrain) on the drifted nodes only, one serial
+batch at a time, and stops the rollout when a batch fails more than the allowed percentage; the
+nodes it did not reach are reported as blocked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet import runner
+from gpufleet.report import HostReport, Report, now, write
+
+# Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
+DRIFT_FORKS = 256
+
+
+@dataclass(frozen=True)
+class DriftOptions:
+    inventory: Path
+    limit: str | None
+    report_dir: Path
+    vault_password_file: Path | None = None
+    fix: bool = False
+    batch: str = "10%"
+    max_fail_percent: float = 0.0
+
+
+def batch_size(spec: str, total: int) -> int:
+    """'10%' of total (at least 1) or a count; ValueError names what is accepted."""
+    text = spec.strip()
+    try:
+        if text.endswith("%"):
+            percent = float(text[:-1])
+            if not 0 < percent <= 100:
+                raise ValueError
+            return max(1, math.ceil(total * percent / 100))
+        count = int(text)
+        if count < 1:
+            raise ValueError
+        return count
+    except ValueError:
+        raise ValueError(f"--batch {spec!r}: use a count (5) or a percentage of the nodes (10%)") from None
+
+
+def batches(names: list[str], size: int) -> list[list[str]]:
+    return [names[i : i + size] for i in range(0, len(names), size)]
+
+
+def over_limit(failed: int, batch: int, max_fail_percent: float) -> bool:
+    """A batch stops the rollout when more than max_fail_percent of its nodes failed."""
+    return batch > 0 and failed * 100.0 / batch > max_fail_percent
+
+
+def _failed_task(result: runner.HostResult, outcome: str) -> dict[str, object]:
+    return next((t for t in result.tasks if t["outcome"] == outcome), {})
+
+
+def drift_host(result: runner.HostResult) -> HostReport:
+    """A node's drift from its node_facts result: unreachable, failed (a role could not be compared,
+    or a check configuration cannot fix failed), drifted (changes) or ok."""
+    host = HostReport(checks=result.checks, changes=result.changes)
+    if result.unreachable:
+        host.status = "unreachable"
+        host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
+    elif result.failed:
+        host.status = "failed"
+        host.message = str(_failed_task(result, "failed").get("msg") or "failed").strip()
+    elif any(not c["ok"] for c in result.checks):
+        host.status = "failed"
+        host.message = "; ".join(str(c["message"]) for c in result.checks if not c["ok"])
+    elif result.changes:
+        host.status = "drifted"
+    return host
+
+
+def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int) -> HostReport:
+    host = HostReport(checks=before.checks, changes=before.changes, facts=before.facts)
+    if result is None:
+        host.status, host.message = "failed", f"batch {batch}: not in the run's results"
+    elif result.unreachable:
+        host.status = "unreachable"
+        host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
+    elif result.failed:
+        task = _failed_task(result, "failed")
+        host.status = "failed"
+        host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}; left drained"
+    else:
+        host.status = "changed"
+        host.checks = result.checks
+        host.message = f"fixed in batch {batch}"
+    return host
+
+
+def check(options: DriftOptions) -> Report:
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="drift.yml",
+            inventory=options.inventory,
+            limit=options.limit,
+            forks=DRIFT_FORKS,
+            vault_password_file=options.vault_password_file,
+        )
+    )
+    report = Report(command="drift", started=now())
+    for name in sorted(result.hosts):
+        report.hosts[name] = drift_host(result.hosts[name])
+    return report
+
+
+def fix(options: DriftOptions, report: Report, progress: runner.Progress | None = None) -> Report:
+    """Rolls the roles out to the drifted nodes of ``report`` in batches; returns the updated report."""
+    report.command = "drift --fix"
+    # Drifted nodes, and nodes that drifted and also fail a check (a link down): the roles are what
+    # fixes the settings, and a node they cannot fix fails its batch instead of being skipped quietly.
+    targets = [
+        name
+        for name in sorted(report.hosts)
+        if report.hosts[name].changes and report.hosts[name].status in ("drifted", "failed")
+    ]
+    size = batch_size(options.batch, len(targets))
+    plan = batches(targets, size)
+    for number, batch in enumerate(plan, start=1):
+        if progress:
+            progress(f"drift --fix: batch {number}/{len(plan)}: {', '.join(batch)}")
+        result = runner.run_playbook(
+            runner.RunOptions(
+                playbook="drift_fix.yml",
+                inventory=options.inventory,
+                limit=",".join(batch),
+                forks=max(1, len(batch)),
+                vault_password_file=options.vault_password_file,
+            ),
+            progress=progress,
+        )
+        for name in batch:
+            report.hosts[name] = _fixed_host(report.hosts[name], result.hosts.get(name), number)
+        failed = sum(1 for name in batch if report.hosts[name].status != "changed")
+        if over_limit(failed, len(batch), options.max_fail_percent):
+            for later in plan[number:]:
+                for name in later:
+                    host = report.hosts[name]
+                    host.status = "blocked"
+                    host.message = (
+                        f"not reached: rollout stopped after batch {number} "
+                        f"({failed} of {len(batch)} failed, "
+                        f"over --max-fail-percent {options.max_fail_percent:g})"
+                    )
+            break
+    return report
+
+
+def drift(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
+    started = now()
+    report = check(options)
+    report.started = started
+    if options.fix:
+        report = fix(options, report, progress)
+    report.finished = now()
+    write(report, options.report_dir)
+    return report

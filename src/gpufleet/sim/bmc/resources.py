@@ -1,0 +1,445 @@
+"""The Redfish resources a simulated node's BMC serves, built from its state at read time.
+
+Shapes follow DMTF's mockups in ../shared/fixtures/real/redfish/dmtf: public-liquid-cooled-server
+(Chassis, ThermalSubsystem, CoolantConnectors, ThermalMetrics) and public-cooling-unit
+(ServiceRoot, SessionService, ThermalEquipment/CDUs, LeakDetection). Readings are excerpt objects
+(`{"Reading": x}`) as the mockups have them; values come from the thermal model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from gpufleet.sim import thermal
+from gpufleet.sim.state import State
+
+Resource = dict[str, Any]
+ROOT = "/redfish/v1"
+CHASSIS = f"{ROOT}/Chassis/1"
+THERMAL = f"{CHASSIS}/ThermalSubsystem"
+CDU = f"{ROOT}/ThermalEquipment/CDUs/1"
+# Flow sensor thresholds as a fraction of rated flow: below caution the connector is Warning,
+# below critical it is Critical (BMCs derive Status.Health from sensor thresholds like these).
+FLOW_CAUTION_SHARE = 0.7
+FLOW_CRITICAL_SHARE = 0.5
+# The CDU's facility side: supply runs this much colder than the secondary loop (the heat
+# exchanger's approach) at 110 % of the secondary flow.
+CDU_APPROACH_C = 5.0
+CDU_PRIMARY_FLOW_SHARE = 1.1
+SESSION_TIMEOUT_S = 600
+LEAK_DETECTORS = {"Moisture": "Moisture Leak Detector", "Overflow": "Fluid Level Overflow"}
+_HEALTH_ORDER = ("OK", "Warning", "Critical")
+
+
+@dataclass(frozen=True)
+class View:
+    """What a request is answered from: the node state, its model readings, the open sessions."""
+
+    state: State
+    gpus: list[thermal.GpuReading]
+    loops: list[thermal.LoopReading]
+    sessions: dict[str, str]  # session id -> user name
+
+    @classmethod
+    def of(cls, state: State, now: float, sessions: dict[str, str]) -> View:
+        gpus, loops = thermal.readings(state, now)
+        return cls(state, gpus, loops, sessions)
+
+
+def _link(path: str) -> dict[str, str]:
+    return {"@odata.id": path}
+
+
+def _reading(value: float, digits: int = 1) -> dict[str, float]:
+    return {"Reading": round(value, digits)}
+
+
+def _worst(*health: str) -> str:
+    return max(health, key=_HEALTH_ORDER.index)
+
+
+def _status(health: str = "OK", rollup: str | None = None) -> dict[str, str]:
+    status = {"State": "Enabled", "Health": health}
+    if rollup is not None:
+        status["HealthRollup"] = rollup
+    return status
+
+
+def _collection(odata_type: str, name: str, path: str, members: list[str]) -> Resource:
+    return {
+        "@odata.type": f"#{odata_type}.{odata_type}",
+        "Name": name,
+        "Members@odata.count": len(members),
+        "Members": [_link(m) for m in members],
+        "@odata.id": path,
+    }
+
+
+def _flow_health(flow: float, rated: float) -> str:
+    if flow < rated * FLOW_CRITICAL_SHARE:
+        return "Critical"
+    return "Warning" if flow < rated * FLOW_CAUTION_SHARE else "OK"
+
+
+def _leak(view: View) -> bool:
+    return bool(view.state["cooling"].get("leak_detected", False))
+
+
+def _leak_health(view: View) -> str:
+    return "Critical" if _leak(view) else "OK"
+
+
+def _connector_id(loop: thermal.LoopReading) -> str:
+    return f"Baseboard{loop.board + 1}"
+
+
+def _loop_health(view: View, loop: thermal.LoopReading) -> str:
+    return _worst(_flow_health(loop.flow_lpm, loop.rated_flow_lpm), _leak_health(view))
+
+
+def _thermal_health(view: View) -> str:
+    return _worst(_leak_health(view), *(_loop_health(view, loop) for loop in view.loops))
+
+
+# -- service root, chassis, manager -----------------------------------------------------------
+def service_root(view: View) -> Resource:
+    return {
+        "@odata.type": "#ServiceRoot.v1_20_0.ServiceRoot",
+        "Id": "RootService",
+        "Name": "Root Service",
+        "RedfishVersion": "1.20.0",
+        "UUID": view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
+        "Chassis": _link(f"{ROOT}/Chassis"),
+        "Managers": _link(f"{ROOT}/Managers"),
+        "ThermalEquipment": _link(f"{ROOT}/ThermalEquipment"),
+        "SessionService": _link(f"{ROOT}/SessionService"),
+        "Links": {"Sessions": _link(f"{ROOT}/SessionService/Sessions")},
+        "@odata.id": f"{ROOT}/",
+    }
+
+
+def chassis_collection(view: View) -> Resource:
+    return _collection("ChassisCollection", "Chassis Collection", f"{ROOT}/Chassis", [CHASSIS])
+
+
+def managers(view: View) -> Resource:
+    return _collection(
+        "ManagerCollection", "Manager Collection", f"{ROOT}/Managers", [f"{ROOT}/Managers/BMC"]
+    )
+
+
+def chassis(view: View) -> Resource:
+    state = view.state
+    return {
+        "@odata.type": "#Chassis.v1_28_0.Chassis",
+        "Id": "1",
+        "Name": "Computer System Chassis",
+        "ChassisType": "RackMount",
+        "Manufacturer": "Contoso",
+        "Model": f"{state['profile'].upper()} liquid-cooled GPU server",
+        "SerialNumber": f"SN{state['gpus'][0]['serial'][-10:]}",
+        "PartNumber": "GPU-NODE-" + state["profile"].upper(),
+        "PowerState": "On",
+        "Status": _status("OK", _thermal_health(view)),
+        "ThermalSubsystem": _link(THERMAL),
+        "Links": {"ManagedBy": [_link(f"{ROOT}/Managers/BMC")]},
+        "@odata.id": CHASSIS,
+    }
+
+
+def manager(view: View) -> Resource:
+    return {
+        "@odata.type": "#Manager.v1_19_0.Manager",
+        "Id": "BMC",
+        "Name": "Manager",
+        "ManagerType": "BMC",
+        "FirmwareVersion": "1.12.0",
+        "Status": _status(),
+        "Links": {"ManagerForChassis": [_link(CHASSIS)]},
+        "@odata.id": f"{ROOT}/Managers/BMC",
+    }
+
+
+# -- the node's thermal subsystem -------------------------------------------------------------
+def thermal_subsystem(view: View) -> Resource:
+    return {
+        "@odata.type": "#ThermalSubsystem.v1_5_0.ThermalSubsystem",
+        "Id": "ThermalSubsystem",
+        "Name": "Thermal Subsystem for Chassis",
+        "CoolantConnectors": _link(f"{THERMAL}/CoolantConnectors"),
+        "ThermalMetrics": _link(f"{THERMAL}/ThermalMetrics"),
+        "LeakDetection": _link(f"{THERMAL}/LeakDetection"),
+        "Status": _status(_thermal_health(view)),
+        "@odata.id": THERMAL,
+    }
+
+
+def coolant_connectors(view: View) -> Resource:
+    members = [f"{THERMAL}/CoolantConnectors/{_connector_id(loop)}" for loop in view.loops]
+    return _collection(
+        "CoolantConnectorCollection",
+        "Secondary (GPU baseboard loops) Coolant Connector Collection",
+        f"{THERMAL}/CoolantConnectors",
+        members,
+    )
+
+
+def _connector_readings(flow: float, supply: float, ret: float, heat_w: float) -> Resource:
+    return {
+        "FlowLitersPerMinute": _reading(flow),
+        "SupplyTemperatureCelsius": _reading(supply),
+        "ReturnTemperatureCelsius": _reading(ret),
+        "DeltaTemperatureCelsius": _reading(ret - supply),
+        "HeatRemovedkW": _reading(heat_w / 1000.0, 2),
+    }
+
+
+def coolant_connector(view: View, loop: thermal.LoopReading) -> Resource:
+    ident = _connector_id(loop)
+    return {
+        "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
+        "Id": ident,
+        "Name": f"GPU Baseboard #{loop.board + 1} Cold Plates",
+        "Status": _status(_loop_health(view, loop)),
+        "CoolantConnectorType": "Pair",
+        "RatedFlowLitersPerMinute": round(loop.rated_flow_lpm, 1),
+        **_connector_readings(loop.flow_lpm, loop.supply_c, loop.return_c, loop.heat_w),
+        "@odata.id": f"{THERMAL}/CoolantConnectors/{ident}",
+    }
+
+
+def thermal_metrics(view: View) -> Resource:
+    # GPUs by physical slot (what a BMC sees), present ones only: a GPU off the bus has no sensor.
+    temps = {
+        f"GPU{gpu['slot']}": round(_display_die(view, gpu, reading))
+        for gpu, reading in zip(view.state["gpus"], view.gpus, strict=True)
+        if gpu.get("present", True)
+    }
+    readings = [{"Reading": value, "DeviceName": name} for name, value in temps.items()]
+    hottest = max(temps.values(), default=0)
+    return {
+        "@odata.type": "#ThermalMetrics.v1_3_2.ThermalMetrics",
+        "Id": "ThermalMetrics",
+        "Name": "Chassis Thermal Metrics",
+        "TemperatureSummaryCelsius": {"Internal": {"Reading": hottest}},
+        "TemperatureReadingsCelsius": readings,
+        "@odata.id": f"{THERMAL}/ThermalMetrics",
+    }
+
+
+def _display_die(view: View, gpu: dict[str, Any], reading: thermal.GpuReading) -> float:
+    die0, _ = thermal.idle_reference(view.state, gpu)
+    return float(gpu["temperature"]["gpu_c"]) + reading.die_c - die0
+
+
+def leak_detection(view: View, base: str, group: str) -> Resource:
+    state = "Critical" if _leak(view) else "OK"
+    return {
+        "@odata.type": "#LeakDetection.v1_2_0.LeakDetection",
+        "Id": "LeakDetection",
+        "Name": "Leak Detection Systems",
+        "Status": _status(_leak_health(view)),
+        "LeakDetectorGroups": [
+            {
+                "GroupName": group,
+                "Status": {"Health": _leak_health(view)},
+                "Detectors": [
+                    {
+                        "DataSourceUri": f"{base}/LeakDetection/LeakDetectors/{ident}",
+                        "DeviceName": name,
+                        "DetectorState": state,
+                    }
+                    for ident, name in LEAK_DETECTORS.items()
+                ],
+            }
+        ],
+        "LeakDetectors": _link(f"{base}/LeakDetection/LeakDetectors"),
+        "@odata.id": f"{base}/LeakDetection",
+    }
+
+
+def leak_detectors(view: View, base: str) -> Resource:
+    path = f"{base}/LeakDetection/LeakDetectors"
+    members = [f"{path}/{ident}" for ident in LEAK_DETECTORS]
+    return _collection("LeakDetectorCollection", "Leak Detector Collection", path, members)
+
+
+def leak_detector(view: View, base: str, ident: str) -> Resource:
+    return {
+        "@odata.type": "#LeakDetector.v1_2_0.LeakDetector",
+        "Id": ident,
+        "Name": LEAK_DETECTORS[ident],
+        "LeakDetectorType": ident,
+        "Status": _status(_leak_health(view)),
+        "DetectorState": "Critical" if _leak(view) else "OK",
+        "PhysicalContext": "Chassis",
+        "@odata.id": f"{base}/LeakDetection/LeakDetectors/{ident}",
+    }
+
+
+# -- the rack CDU feeding the node ------------------------------------------------------------
+def thermal_equipment(view: View) -> Resource:
+    return {
+        "@odata.type": "#ThermalEquipment.v1_2_0.ThermalEquipment",
+        "Id": "ThermalEquipment",
+        "Name": "Cooling Equipment",
+        "Status": {"State": "Enabled", "HealthRollup": _thermal_health(view)},
+        "CDUs": _link(f"{ROOT}/ThermalEquipment/CDUs"),
+        "@odata.id": f"{ROOT}/ThermalEquipment",
+    }
+
+
+def cdus(view: View) -> Resource:
+    return _collection("CoolingUnitCollection", "CDU Collection", f"{ROOT}/ThermalEquipment/CDUs", [CDU])
+
+
+def cdu(view: View) -> Resource:
+    return {
+        "@odata.type": "#CoolingUnit.v1_5_0.CoolingUnit",
+        "Id": "1",
+        "EquipmentType": "CDU",
+        "Name": "Rack Cooling Distribution Unit",
+        "Manufacturer": "Contoso",
+        "Model": "BRRR4000",
+        "Status": _status(_thermal_health(view), _thermal_health(view)),
+        "Coolant": {
+            "CoolantType": "Water",
+            "AdditiveName": "Glycol",
+            "AdditivePercent": 20,
+            "SpecificHeatkJoulesPerKgK": 3.974,
+            "DensityKgPerCubicMeter": 1030,
+        },
+        "PrimaryCoolantConnectors": _link(f"{CDU}/PrimaryCoolantConnectors"),
+        "SecondaryCoolantConnectors": _link(f"{CDU}/SecondaryCoolantConnectors"),
+        "LeakDetection": _link(f"{CDU}/LeakDetection"),
+        "@odata.id": CDU,
+    }
+
+
+def _secondary(view: View) -> tuple[float, float, float, float, float]:
+    """(flow, rated flow, supply, return, heat) of the CDU's loop to this node (its boards' sum)."""
+    flow = sum(loop.flow_lpm for loop in view.loops)
+    rated = sum(loop.rated_flow_lpm for loop in view.loops)
+    heat = sum(loop.heat_w for loop in view.loops)
+    supply = view.loops[0].supply_c
+    return flow, rated, supply, supply + heat / (flow * thermal.WATTS_PER_LPM_K), heat
+
+
+def cdu_connectors(view: View, side: str) -> Resource:
+    path = f"{CDU}/{side}CoolantConnectors"
+    name = "Primary (supply side)" if side == "Primary" else "Secondary (rack side)"
+    return _collection(
+        "CoolantConnectorCollection", f"{name} Coolant Connector Collection", path, [f"{path}/1"]
+    )
+
+
+def cdu_connector(view: View, side: str) -> Resource:
+    flow, rated, supply, ret, heat = _secondary(view)
+    health = _worst(_flow_health(flow, rated), _leak_health(view))
+    if side == "Primary":
+        flow, rated = flow * CDU_PRIMARY_FLOW_SHARE, rated * CDU_PRIMARY_FLOW_SHARE
+        supply -= CDU_APPROACH_C
+        ret = supply + heat / (flow * thermal.WATTS_PER_LPM_K)
+        health = "OK"
+    return {
+        "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
+        "Id": "1",
+        "Name": "Main supply from facility" if side == "Primary" else "Cooling connection to rack equipment",
+        "Status": _status(health),
+        "CoolantConnectorType": "Pair",
+        "RatedFlowLitersPerMinute": round(rated, 1),
+        **_connector_readings(flow, supply, ret, heat),
+        "@odata.id": f"{CDU}/{side}CoolantConnectors/1",
+    }
+
+
+# -- sessions ---------------------------------------------------------------------------------
+def session_service(view: View) -> Resource:
+    return {
+        "@odata.type": "#SessionService.v1_2_0.SessionService",
+        "Id": "SessionService",
+        "Name": "Session Service",
+        "Description": "Session Service",
+        "Status": _status(),
+        "ServiceEnabled": True,
+        "SessionTimeout": SESSION_TIMEOUT_S,
+        "Sessions": _link(f"{ROOT}/SessionService/Sessions"),
+        "@odata.id": f"{ROOT}/SessionService",
+    }
+
+
+def sessions(view: View) -> Resource:
+    path = f"{ROOT}/SessionService/Sessions"
+    return _collection(
+        "SessionCollection", "Session Collection", path, [f"{path}/{s}" for s in view.sessions]
+    )
+
+
+def session(ident: str, user: str) -> Resource:
+    return {
+        "@odata.type": "#Session.v1_8_0.Session",
+        "Id": ident,
+        "Name": "User Session",
+        "Description": "Manager User Session",
+        "UserName": user,
+        "@odata.id": f"{ROOT}/SessionService/Sessions/{ident}",
+    }
+
+
+# -- routing ----------------------------------------------------------------------------------
+def _static_routes() -> dict[str, Callable[[View], Resource]]:
+    leak_base = {THERMAL: "Detectors under the GPU baseboards", CDU: "Detectors in the CDU"}
+    routes: dict[str, Callable[[View], Resource]] = {
+        ROOT: service_root,
+        f"{ROOT}/Chassis": chassis_collection,
+        CHASSIS: chassis,
+        f"{ROOT}/Managers": managers,
+        f"{ROOT}/Managers/BMC": manager,
+        THERMAL: thermal_subsystem,
+        f"{THERMAL}/CoolantConnectors": coolant_connectors,
+        f"{THERMAL}/ThermalMetrics": thermal_metrics,
+        f"{ROOT}/ThermalEquipment": thermal_equipment,
+        f"{ROOT}/ThermalEquipment/CDUs": cdus,
+        CDU: cdu,
+        f"{ROOT}/SessionService": session_service,
+        f"{ROOT}/SessionService/Sessions": sessions,
+    }
+    for side in ("Primary", "Secondary"):
+        routes[f"{CDU}/{side}CoolantConnectors"] = partial(cdu_connectors, side=side)
+        routes[f"{CDU}/{side}CoolantConnectors/1"] = partial(cdu_connector, side=side)
+    for base, group in leak_base.items():
+        routes[f"{base}/LeakDetection"] = partial(leak_detection, base=base, group=group)
+        routes[f"{base}/LeakDetection/LeakDetectors"] = partial(leak_detectors, base=base)
+        for ident in LEAK_DETECTORS:
+            routes[f"{base}/LeakDetection/LeakDetectors/{ident}"] = partial(
+                leak_detector, base=base, ident=ident
+            )
+    return routes
+
+
+ROUTES = _static_routes()
+
+
+def normalise(path: str) -> str:
+    """The resource path a request names: no query, no trailing slash (/redfish/v1/ == /redfish/v1)."""
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    return path.rstrip("/") or "/"
+
+
+def get(path: str, view: View) -> Resource | None:
+    """The resource at a normalised path, or None (404)."""
+    if path in ROUTES:
+        return ROUTES[path](view)
+    prefix = f"{THERMAL}/CoolantConnectors/"
+    if path.startswith(prefix):
+        ident = path.removeprefix(prefix)
+        loop = next((loop for loop in view.loops if _connector_id(loop) == ident), None)
+        return coolant_connector(view, loop) if loop else None
+    prefix = f"{ROOT}/SessionService/Sessions/"
+    if path.startswith(prefix) and path.removeprefix(prefix) in view.sessions:
+        ident = path.removeprefix(prefix)
+        return session(ident, view.sessions[ident])
+    return None

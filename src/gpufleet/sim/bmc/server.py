@@ -1,0 +1,321 @@
+"""A node's BMC process: HTTPS Redfish on the node's address, basic and session auth.
+
+The listener follows the node state's `bmc.state`: "down" closes it (clients get connection
+refused) and drops every session, as a BMC that hangs or resets does; "up" opens it again.
+Credentials are checked against the state's salted hash on every request, so a password change
+(the `bmc-bad-credentials` fault) takes effect at once.
+
+Run: python -m gpufleet.sim.bmc.server --node-dir D --address A --port 443 --cert C --key K
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import json
+import os
+import secrets
+import signal
+import ssl
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gpufleet.sim import state as sim_state
+from gpufleet.sim.bmc import errors, passwords, resources
+
+SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
+# Unauthenticated, as DSP0266 requires: the version document and the service root.
+PUBLIC = ("/redfish", resources.ROOT)
+# Real BMCs cap concurrent sessions (bmcweb 64, iDRAC 8); past it, a login is refused with 503.
+MAX_SESSIONS = 16
+MAX_BODY = 64 * 1024
+WATCH_S = 0.1
+
+
+@dataclass
+class Session:
+    ident: str
+    user: str
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class SessionLimitError(Exception):
+    """Every session slot is taken."""
+
+
+class Bmc:
+    """The service behind the listener: state, sessions, and whether it answers at all."""
+
+    def __init__(self, node_dir: Path) -> None:
+        self.node_dir = node_dir
+        self.sessions: dict[str, Session] = {}  # token -> session
+        self.lock = threading.Lock()
+        self._cache: tuple[int, sim_state.State] | None = None
+
+    def state(self) -> sim_state.State:
+        stamp = (self.node_dir / sim_state.STATE_FILE).stat().st_mtime_ns
+        with self.lock:
+            if self._cache is None or self._cache[0] != stamp:
+                self._cache = (stamp, sim_state.load(self.node_dir))
+            return self._cache[1]
+
+    def is_up(self) -> bool:
+        return str(self.state().get("bmc", {}).get("state", "up")) == "up"
+
+    def drop_sessions(self) -> None:
+        with self.lock:
+            self.sessions.clear()
+
+    def session_for(self, token: str) -> Session | None:
+        with self.lock:
+            current = self.sessions.get(token)
+            if current is None:
+                return None
+            if time.monotonic() - current.last_used > resources.SESSION_TIMEOUT_S:
+                del self.sessions[token]
+                return None
+            current.last_used = time.monotonic()
+            return current
+
+    def login(self, user: str, password: str) -> tuple[str, Session] | None:
+        """(token, session), or None for bad credentials; SessionLimitError past MAX_SESSIONS."""
+        if not passwords.verify(self.state().get("bmc", {}), user, password):
+            return None
+        with self.lock:
+            if len(self.sessions) >= MAX_SESSIONS:
+                raise SessionLimitError
+            token, current = secrets.token_urlsafe(24), Session(secrets.token_hex(8).upper(), user)
+            self.sessions[token] = current
+            return token, current
+
+    def logout(self, ident: str) -> bool:
+        with self.lock:
+            for token, current in list(self.sessions.items()):
+                if current.ident == ident:
+                    del self.sessions[token]
+                    return True
+        return False
+
+    def open_sessions(self) -> dict[str, str]:
+        with self.lock:
+            return {s.ident: s.user for s in self.sessions.values()}
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], bmc: Bmc, context: ssl.SSLContext) -> None:
+        super().__init__(address, Handler)
+        self.bmc = bmc
+        # The handshake runs in the request's thread, so a slow client cannot stall the listener.
+        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        print(f"bmc: {client_address[0]}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Server
+    raw_body = b""
+
+    def version_string(self) -> str:
+        return "Redfish-Service"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(30)
+
+    # -- responses ------------------------------------------------------------------------
+    def _send(self, code: int, payload: dict[str, Any] | None, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload, indent=1).encode() if payload is not None else b""
+        self.send_response(code)
+        self.send_header("OData-Version", "4.0")
+        self.send_header("Cache-Control", "no-cache")
+        if payload is not None:
+            self.send_header("Content-Type", "application/json;charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, code: int, message_id: str, *args: str, headers: dict[str, str] | None = None) -> None:
+        self._send(code, errors.body(message_id, *args), headers)
+
+    def _unauthorized(self, message_id: str, *args: str) -> None:
+        self._error(401, message_id, *args, headers={"WWW-Authenticate": 'Basic realm="Redfish"'})
+
+    # -- auth -----------------------------------------------------------------------------
+    def _authorised(self, path: str) -> bool:
+        bmc = self.server.bmc
+        token = self.headers.get("X-Auth-Token")
+        if token:
+            if bmc.session_for(token) is not None:
+                return True
+            self._unauthorized("NoValidSession")
+            return False
+        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        if scheme.lower() != "basic":
+            self._unauthorized("NoValidSession")
+            return False
+        try:
+            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            user, password = "", ""
+        if passwords.verify(bmc.state().get("bmc", {}), user, password):
+            return True
+        self._unauthorized("ResourceAtUriUnauthorized", path, "Unauthorized")
+        return False
+
+    def _read_body(self) -> bytes:
+        # read whatever was sent, so the next request on a kept-alive connection parses
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        return self.rfile.read(min(length, MAX_BODY)) if length > 0 else b""
+
+    def _body(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.raw_body or b"null")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    # -- methods --------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        bmc = self.server.bmc
+        self.raw_body = self._read_body()
+        if not bmc.is_up():
+            # a hung BMC answers nothing, even on a connection opened before it went down
+            self.close_connection = True
+            return
+        path = resources.normalise(self.path)
+        if self.command == "POST" and path == SESSIONS_PATH:
+            self._login()
+            return
+        if path == "/redfish" and self.command in ("GET", "HEAD"):
+            self._send(200, {"v1": f"{resources.ROOT}/"})
+            return
+        if path not in PUBLIC and not self._authorised(path):
+            return
+        view = resources.View.of(bmc.state(), time.time(), bmc.open_sessions())
+        found = resources.get(path, view)
+        if found is None:
+            self._error(404, "ResourceMissingAtURI", path)
+        elif self.command in ("GET", "HEAD"):
+            self._send(200, found, {"Allow": self._allow(path)})
+        elif self.command == "DELETE" and path.startswith(SESSIONS_PATH + "/"):
+            bmc.logout(path.rsplit("/", 1)[1])
+            self._send(204, None)
+        else:
+            self._error(405, "OperationNotAllowed", headers={"Allow": self._allow(path)})
+
+    @staticmethod
+    def _allow(path: str) -> str:
+        if path == SESSIONS_PATH:
+            return "GET, HEAD, POST"
+        return "GET, HEAD, DELETE" if path.startswith(SESSIONS_PATH + "/") else "GET, HEAD"
+
+    def _login(self) -> None:
+        body = self._body()
+        if body is None:
+            self._error(400, "MalformedJSON")
+            return
+        for key in ("UserName", "Password"):
+            if not isinstance(body.get(key), str):
+                self._error(400, "PropertyMissing", key)
+                return
+        try:
+            result = self.server.bmc.login(body["UserName"], body["Password"])
+        except SessionLimitError:
+            self._error(503, "SessionLimitExceeded", headers={"Retry-After": "30"})
+            return
+        if result is None:
+            self._unauthorized("ResourceAtUriUnauthorized", SESSIONS_PATH, "Unauthorized")
+        else:
+            token, current = result
+            location = f"{SESSIONS_PATH}/{current.ident}"
+            self._send(
+                201,
+                resources.session(current.ident, current.user),
+                {"X-Auth-Token": token, "Location": location},
+            )
+
+    do_GET = do_HEAD = do_POST = do_DELETE = do_PATCH = do_PUT = _dispatch
+
+
+class Listener:
+    """Opens and closes the HTTPS listener as the node state's bmc.state says."""
+
+    def __init__(self, bmc: Bmc, address: tuple[str, int], context: ssl.SSLContext) -> None:
+        self.bmc, self.address, self.context = bmc, address, context
+        self.server: Server | None = None
+        self.thread: threading.Thread | None = None
+
+    def open(self) -> None:
+        self.server = Server(self.address, self.bmc, self.context)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1})
+        self.thread.start()
+
+    def close(self) -> None:
+        if self.server is not None and self.thread is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join()
+        self.server = self.thread = None
+        self.bmc.drop_sessions()
+
+    def follow(self) -> None:
+        up = self.bmc.is_up()
+        if up and self.server is None:
+            self.open()
+        elif not up and self.server is not None:
+            self.close()
+
+
+def context_for(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpufleet-sim-bmc")
+    parser.add_argument("--node-dir", type=Path, required=True)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--port", type=int, default=443)
+    parser.add_argument("--cert", type=Path, required=True)
+    parser.add_argument("--key", type=Path, required=True)
+    args = parser.parse_args(argv)
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    listener = Listener(Bmc(args.node_dir), (args.address, args.port), context_for(args.cert, args.key))
+    print(f"bmc: pid {os.getpid()} on https://{args.address}:{args.port}", file=sys.stderr, flush=True)
+    try:
+        listener.follow()
+        while not stopping.wait(WATCH_S):
+            listener.follow()
+    finally:
+        listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,364 @@
+"""The thermal model: what coolant, flow and load do to a simulated node's GPUs.
+
+Pure functions of the node state and a time; stdlib only (the fake nvidia-smi and the stand-in
+vLLM run it inside the nodes on /usr/bin/python3, the BMC on the controller).
+
+Model, per NVLink baseboard (one cold-plate loop each; the node's flow splits evenly):
+- A GPU's die follows a first-order lag toward ``T_coolant + P * R``, where R is the die-to-coolant
+  resistance at the current flow and P its power; HBM follows the same plate a little hotter and
+  slower. The state keeps each die/HBM temperature at one anchor time (``thermal_t``); a read
+  integrates from there to "now" with the inputs in force, so readings move with time and nobody
+  has to tick the model. Whoever changes an input (load, flow, a fault) calls ``advance`` first.
+- The coolant's mean temperature at the plates is ``supply + Q / (2 W)`` with Q the heat flowing
+  into it (``(T_die - T_coolant) / R`` per GPU, plus the board's other heat) and W the loop's heat
+  capacity flow; the return is ``supply + Q / W``. So ΔT lags the load as the dies warm up.
+- Past max operating temperature (T.Limit 0) the driver lowers clocks (SW thermal slowdown); at
+  the slowdown temperature hardware halves them (HW thermal slowdown, with hysteresis). Power
+  follows clocks, so a throttled GPU settles near its limit, slower.
+- Displayed temperatures, power and clocks are the state's stored values (the GPU at idle on a
+  healthy loop, as built from the profile or set by a test) plus the model's deviation from that
+  idle reference, so a node at rest reads exactly what its state says.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gpufleet.sim.state import State
+
+Gpu = dict[str, Any]
+
+# Coolant: the DMTF CDU mockup's 20 % glycol water (cp 3.974 kJ/(kg K), 1030 kg/m3), so one
+# litre per minute carries 1.03 kg/60 s * 3974 J/(kg K) = 68.2 W per kelvin of temperature rise.
+WATTS_PER_LPM_K = 68.2
+# Share of the die-to-coolant resistance in conduction (die, TIM, plate base), which flow does not
+# change; the rest is convection in the plate's channels, R ~ flow^-0.8 (Dittus-Boelter, h ~ Re^0.8).
+PLATE_SHARE = 0.4
+FLOW_EXPONENT = 0.8
+# Lag: a cold-plated die and its plate reach ~95 % of a step in 3 tau (45 s); the HBM stacks sit
+# behind the interposer and lag more. Both are "tens of seconds", as a burn-in sees on real nodes.
+DIE_TAU_S = 15.0
+MEMORY_TAU_S = 25.0
+# HBM's rise above the coolant, relative to the die's (its heat and the die's cross the package).
+MEMORY_RISE_RATIO = 1.15
+# nvidia-smi's utilization is a busy fraction over a sample window, and a batch drains after the
+# last request: the reading and the heat fall off with this time constant once requests end.
+UTIL_TAU_S = 3.0
+# Continuous batching: one in-flight request keeps the GPUs 75 % busy, each more adds 5 points.
+BUSY_PCT_ONE_REQUEST = 75.0
+BUSY_PCT_PER_EXTRA_REQUEST = 5.0
+# SW thermal slowdown: the driver cuts clocks 25 % per kelvin past max operating (down to 30 %),
+# so a GPU whose loop cannot carry its heat settles 1-2 K past the limit at ~60 % clocks (the
+# reference deployment's "60 % throughput"), with the reason active all along.
+SW_THERMAL_GAIN_PER_C = 0.25
+SW_THERMAL_MIN_FACTOR = 0.3
+# HW thermal slowdown halves clocks (NVML: "reduced by a factor of two or more") when SW cannot
+# hold the die; it releases 1.5 K below the slowdown temperature, still past max operating.
+HW_SLOWDOWN_FACTOR = 0.5
+HW_RELEASE_C = 1.5
+MIN_CLOCK_FACTOR = 0.2
+# Integration: 0.5 s steps (tau / 30); reads after long quiet spells stretch the step instead of
+# taking longer (the exponential update is exact for constant inputs and never unstable).
+STEP_S = 0.5
+MAX_STEPS = 400
+# Faults that describe how a node already was when someone looks settle for this long at once.
+SETTLE_S = 10 * MEMORY_TAU_S
+MIN_FLOW_LPM = 0.1
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One GPU as the model has it at a time (physical values, before display offsets)."""
+
+    die_c: float
+    memory_c: float
+    power_w: float
+    clock_factor: float
+    utilization_pct: float
+    reasons: frozenset[str]
+    hw_slowdown: bool
+
+
+@dataclass(frozen=True)
+class LoopReading:
+    """One baseboard's cold-plate loop, as its flow meter and temperature probes read it."""
+
+    board: int
+    flow_lpm: float
+    rated_flow_lpm: float
+    supply_c: float
+    return_c: float
+    heat_w: float
+
+    @property
+    def delta_c(self) -> float:
+        return self.return_c - self.supply_c
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    board: int
+    idle_w: float
+    full_w: float
+    cap_w: float
+    max_op_c: float
+    slowdown_c: float
+    r_c_per_w: float
+    requests: int
+    load_pct: float
+    load_t: float
+
+
+# -- load -------------------------------------------------------------------------------------
+def busy_pct(requests: int) -> float:
+    if requests <= 0:
+        return 0.0
+    return min(100.0, BUSY_PCT_ONE_REQUEST + BUSY_PCT_PER_EXTRA_REQUEST * (requests - 1))
+
+
+def _utilization(requests: int, pct: float, since: float, now: float) -> float:
+    if requests > 0:
+        return busy_pct(requests)
+    return pct * math.exp(-max(now - since, 0.0) / UTIL_TAU_S)
+
+
+def utilization(gpu: Gpu, now: float) -> float:
+    load = gpu.get("load") or {}
+    return _utilization(
+        int(load.get("requests", 0)), float(load.get("pct", 0.0)), float(load.get("t", 0)), now
+    )
+
+
+def change_load(state: State, uuids: list[str], delta: int, now: float) -> None:
+    """A server starts (+1) or finishes (-1) a request on these GPUs."""
+    advance(state, now)
+    for gpu in state["gpus"]:
+        if gpu["uuid"] not in uuids:
+            continue
+        load = gpu.setdefault("load", {"requests": 0, "pct": 0.0, "t": now})
+        before = int(load.get("requests", 0))
+        pct = utilization(gpu, now)
+        after = max(before + delta, 0)
+        load.update(requests=after, pct=busy_pct(after) if after else pct, t=now)
+
+
+def clear_load(state: State, now: float) -> None:
+    """Every process is gone (a reboot): load stops now and decays."""
+    advance(state, now)
+    for gpu in state["gpus"]:
+        gpu["load"] = {"requests": 0, "pct": utilization(gpu, now), "t": now}
+
+
+# -- parameters ---------------------------------------------------------------------------------
+def _boards(state: State) -> list[int]:
+    return sorted({int(gpu["nvlink_domain"]) for gpu in state["gpus"]})
+
+
+def _board_flow(cooling: dict[str, Any], boards: int, key: str = "flow_lpm") -> float:
+    return max(float(cooling[key]) / boards, MIN_FLOW_LPM)
+
+
+def _resistance(cooling: dict[str, Any], gpu: Gpu, board_flow: float, nominal_flow: float) -> float:
+    plate = float((gpu.get("thermal") or {}).get("plate_factor", 1.0))
+    convection = float((nominal_flow / board_flow) ** FLOW_EXPONENT)
+    return float(cooling["gpu_r_c_per_w"]) * (PLATE_SHARE * plate + (1 - PLATE_SHARE) * convection)
+
+
+def _params(state: State) -> list[_Gpu]:
+    cooling = state["cooling"]
+    boards = _boards(state)
+    flow = _board_flow(cooling, len(boards))
+    nominal = _board_flow(cooling, len(boards), "nominal_flow_lpm")
+    idle = float(cooling["gpu_idle_w"])
+    out = []
+    for gpu in state["gpus"]:
+        power, temp = gpu["power"], gpu["temperature"]
+        load = gpu.get("load") or {}
+        out.append(
+            _Gpu(
+                board=boards.index(int(gpu["nvlink_domain"])),
+                idle_w=idle,
+                full_w=max(float(power["default_limit_w"]), idle),
+                cap_w=float(power["enforced_limit_w"]),
+                max_op_c=float(temp["max_operating_c"]),
+                slowdown_c=float(temp["slowdown_c"]),
+                r_c_per_w=_resistance(cooling, gpu, flow, nominal),
+                requests=int(load.get("requests", 0)),
+                load_pct=float(load.get("pct", 0.0)),
+                load_t=float(load.get("t", 0.0)),
+            )
+        )
+    return out
+
+
+def _operate(g: _Gpu, die_c: float, hw_latched: bool, util: float) -> tuple[float, float, set[str], bool]:
+    """(power, clock factor, active reasons, HW slowdown latched) for a die temperature and load."""
+    reasons: set[str] = set()
+    factor = 1.0
+    if die_c >= g.max_op_c:
+        factor = max(SW_THERMAL_MIN_FACTOR, 1.0 - SW_THERMAL_GAIN_PER_C * (die_c - g.max_op_c))
+        reasons.add("sw_thermal_slowdown")
+    hw = die_c >= g.slowdown_c or (hw_latched and die_c > g.slowdown_c - HW_RELEASE_C)
+    if hw:
+        factor *= HW_SLOWDOWN_FACTOR
+        reasons.add("hw_thermal_slowdown")
+    dynamic = (g.full_w - g.idle_w) * util / 100.0
+    power = g.idle_w + dynamic * factor
+    if power > g.cap_w and dynamic > 0:
+        factor = max((g.cap_w - g.idle_w) / dynamic, MIN_CLOCK_FACTOR)
+        power = g.idle_w + dynamic * factor
+        reasons.add("sw_power_cap")
+    return power, max(factor, MIN_CLOCK_FACTOR), reasons, hw
+
+
+def _coolant(state: State, params: list[_Gpu], die: list[float]) -> list[tuple[float, float]]:
+    """(mean plate coolant temperature, heat into the coolant) per board for these die temperatures."""
+    cooling = state["cooling"]
+    boards = len(_boards(state))
+    capacity = 2.0 * _board_flow(cooling, boards) * WATTS_PER_LPM_K
+    base = float(cooling["base_load_w"]) / boards
+    supply = float(cooling["supply_c"])
+    out = []
+    for board in range(boards):
+        conductance = sum(1.0 / g.r_c_per_w for g in params if g.board == board)
+        weighted = sum(d / g.r_c_per_w for g, d in zip(params, die, strict=True) if g.board == board)
+        mean = (supply + (base + weighted) / capacity) / (1.0 + conductance / capacity)
+        out.append((mean, (mean - supply) * capacity))
+    return out
+
+
+def _integrate(
+    state: State, start: float, end: float, frozen_util_at: float | None = None
+) -> tuple[list[float], list[float], list[bool]]:
+    params = _params(state)
+    die = [float(g["thermal"]["die_c"]) for g in state["gpus"]]
+    mem = [float(g["thermal"]["memory_c"]) for g in state["gpus"]]
+    hw = [bool(g["thermal"].get("hw_slowdown", False)) for g in state["gpus"]]
+    elapsed = max(end - start, 0.0)
+    if elapsed <= 0.0:
+        return die, mem, hw
+    steps = min(max(math.ceil(elapsed / STEP_S), 1), MAX_STEPS)
+    dt = elapsed / steps
+    k_die = 1.0 - math.exp(-dt / DIE_TAU_S)
+    k_mem = 1.0 - math.exp(-dt / MEMORY_TAU_S)
+    for step in range(steps):
+        when = frozen_util_at if frozen_util_at is not None else start + (step + 0.5) * dt
+        coolant = _coolant(state, params, die)
+        for i, g in enumerate(params):
+            util = _utilization(g.requests, g.load_pct, g.load_t, when)
+            power, _, _, hw[i] = _operate(g, die[i], hw[i], util)
+            rise = power * g.r_c_per_w
+            plate = coolant[g.board][0]
+            die[i] += (plate + rise - die[i]) * k_die
+            mem[i] += (plate + MEMORY_RISE_RATIO * rise - mem[i]) * k_mem
+    return die, mem, hw
+
+
+# -- the state's anchors ------------------------------------------------------------------------
+def _store(state: State, die: list[float], mem: list[float], hw: list[bool], now: float) -> None:
+    for gpu, d, m, h in zip(state["gpus"], die, mem, hw, strict=True):
+        gpu["thermal"].update(die_c=d, memory_c=m, hw_slowdown=h)
+    state["thermal_t"] = now
+
+
+def advance(state: State, now: float) -> None:
+    """Moves the anchors to now under the inputs in force; call before changing an input."""
+    start = float(state["thermal_t"])
+    if now > start:
+        _store(state, *_integrate(state, start, now), now)
+
+
+def settle(state: State, now: float) -> None:
+    """As if the inputs in force had held for minutes: a fault that was there before anyone looked."""
+    advance(state, now)
+    _store(state, *_integrate(state, now, now + SETTLE_S, frozen_util_at=now), now)
+
+
+def _idle_plate(state: State, gpu: Gpu) -> float:
+    """Mean coolant temperature at this GPU's plates with every GPU idle on the healthy loop."""
+    cooling = state["cooling"]
+    boards = len(_boards(state))
+    members = sum(1 for g in state["gpus"] if g["nvlink_domain"] == gpu["nvlink_domain"])
+    capacity = 2.0 * _board_flow(cooling, boards, "nominal_flow_lpm") * WATTS_PER_LPM_K
+    heat = float(cooling["base_load_w"]) / boards + members * float(cooling["gpu_idle_w"])
+    return float(cooling["design_supply_c"]) + heat / capacity
+
+
+def idle_reference(state: State, gpu: Gpu) -> tuple[float, float]:
+    """(die, HBM) temperatures of this GPU idle on the healthy loop: the zero of its display offset."""
+    rise = float(state["cooling"]["gpu_idle_w"]) * float(state["cooling"]["gpu_r_c_per_w"])
+    plate = _idle_plate(state, gpu)
+    return plate + rise, plate + MEMORY_RISE_RATIO * rise
+
+
+def calibrate(state: State, idle_gpu_c: float, now: float) -> None:
+    """Sets the die-to-coolant resistance so a healthy idle GPU reads idle_gpu_c, anchors at rest."""
+    cooling = state["cooling"]
+    resistance = (idle_gpu_c - _idle_plate(state, state["gpus"][0])) / float(cooling["gpu_idle_w"])
+    if resistance <= 0:
+        raise ValueError(f"idle GPU temperature {idle_gpu_c} C is not above the coolant at the plates")
+    cooling["gpu_r_c_per_w"] = resistance
+    for gpu in state["gpus"]:
+        die, mem = idle_reference(state, gpu)
+        gpu["thermal"] = {"die_c": die, "memory_c": mem, "hw_slowdown": False, "plate_factor": 1.0}
+        gpu["load"] = {"requests": 0, "pct": 0.0, "t": now}
+    state["thermal_t"] = now
+
+
+def plate_factor_for(state: State, gpu: Gpu, idle_die_c: float) -> float:
+    """The conduction factor that makes this GPU idle at idle_die_c on the healthy loop."""
+    base_rise = float(state["cooling"]["gpu_idle_w"]) * float(state["cooling"]["gpu_r_c_per_w"])
+    wanted = (idle_die_c - _idle_plate(state, gpu)) / base_rise
+    return max((wanted - (1 - PLATE_SHARE)) / PLATE_SHARE, 1.0)
+
+
+# -- readings -----------------------------------------------------------------------------------
+def readings(state: State, now: float) -> tuple[list[GpuReading], list[LoopReading]]:
+    """Every GPU (state order) and every loop, as they are at now."""
+    start = float(state["thermal_t"])
+    die, mem, hw = _integrate(state, start, max(now, start))
+    params = _params(state)
+    gpus = []
+    for i, g in enumerate(params):
+        util = _utilization(g.requests, g.load_pct, g.load_t, now)
+        power, factor, reasons, latched = _operate(g, die[i], hw[i], util)
+        gpus.append(GpuReading(die[i], mem[i], power, factor, util, frozenset(reasons), latched))
+    cooling = state["cooling"]
+    boards = _boards(state)
+    flow = _board_flow(cooling, len(boards))
+    rated = float(cooling["rated_flow_lpm"]) / len(boards)
+    supply = float(cooling["supply_c"])
+    loops = [
+        LoopReading(board, flow, rated, supply, supply + heat / (flow * WATTS_PER_LPM_K), heat)
+        for board, (_, heat) in zip(boards, _coolant(state, params, die), strict=True)
+    ]
+    return gpus, loops
+
+
+def _display(state: State, gpu: Gpu, reading: GpuReading) -> None:
+    die0, mem0 = idle_reference(state, gpu)
+    temp, power, clocks = gpu["temperature"], gpu["power"], gpu["clocks"]
+    temp["gpu_c"] = round(float(temp["gpu_c"]) + reading.die_c - die0)
+    temp["memory_c"] = round(float(temp["memory_c"]) + reading.memory_c - mem0)
+    power["draw_w"] = float(power["draw_w"]) + reading.power_w - float(state["cooling"]["gpu_idle_w"])
+    for key in ("graphics_mhz", "sm_mhz"):
+        clocks[key] = round(int(clocks[key]) * reading.clock_factor)
+    gpu["utilization_pct"] = round(max(float(gpu.get("utilization_pct", 0)), reading.utilization_pct))
+    reasons = [
+        r for r in gpu.get("clocks_event_reasons", []) if r != "gpu_idle" or reading.utilization_pct < 1
+    ]
+    gpu["clocks_event_reasons"] = reasons + sorted(reading.reasons - set(reasons))
+
+
+def live(state: State, now: float) -> State:
+    """A copy of the state whose GPUs read as they are at now (what nvidia-smi prints)."""
+    if "cooling" not in state:
+        return state
+    view = copy.deepcopy(state)
+    gpus, _ = readings(state, now)
+    for gpu, reading in zip(view["gpus"], gpus, strict=True):
+        _display(view, gpu, reading)
+    return view

@@ -1,0 +1,154 @@
+"""`gpufleet drift [--fix]` on a simulated fleet of four b300-16 nodes (subnet 127.0.51).
+
+Provisioned once; then: clean drift (and a dead node listed as unreachable), faults on some nodes
+give exactly their settings and match `provision --check`, a batched --fix drains, fixes and
+undrains only the drifted nodes, a second drift is clean, and a batch over the failure limit stops
+the rollout with the remaining nodes reported as not reached.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet import cli
+from gpufleet.sim import control, state
+from gpufleet.sim.fleet import Fleet
+
+REPO = Path(__file__).resolve().parents[2]
+NODES = ("node01", "node02", "node03", "node04")
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_factory) -> Fleet:
+    started: Fleet = fleet_factory(nodes=4, subnet="127.0.51")
+    return started
+
+
+def inventory_dir(fleet: Fleet, name: str, extra: str) -> Path:
+    """The fleet's inventory plus a file of extra hosts/vars (an inventory directory)."""
+    directory = fleet.root / name
+    directory.mkdir(exist_ok=True)
+    for entry, target in (
+        ("inventory.yml", fleet.inventory_path),
+        ("group_vars", REPO / "inventory/sim/group_vars"),
+    ):
+        link = directory / entry
+        if not link.exists():
+            link.symlink_to(target)
+    (directory / "zz-extra.yml").write_text(extra, encoding="utf-8")
+    return directory
+
+
+SLURM = "all:\n  children:\n    gpu_nodes:\n      vars:\n        gpufleet_drain_method: slurm\n"
+DEAD = (
+    "all:\n  children:\n    gpu_nodes:\n      hosts:\n        node99:\n          ansible_host: 127.0.51.250\n"
+)
+
+
+def run(argv: list[str], report_dir: Path) -> tuple[int, dict[str, Any]]:
+    code = cli.main([*argv, "--report-dir", str(report_dir)])
+    return code, json.loads((report_dir / "report.json").read_text())
+
+
+def changes(report: dict[str, Any], host: str) -> list[tuple[str, Any, Any]]:
+    return sorted(
+        (c["setting"], json.dumps(c["from"]), json.dumps(c["to"])) for c in report["hosts"][host]["changes"]
+    )
+
+
+def calls(fleet: Fleet, name: str) -> list[list[str]]:
+    return [c["argv"] for c in state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])]
+
+
+@pytest.fixture(scope="module")
+def provisioned(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    report_dir = tmp_path_factory.mktemp("provision")
+    code, report = run(["provision", "--inventory", str(fleet.inventory_path)], report_dir)
+    assert code == 0, report
+    return inventory_dir(fleet, "inv-slurm", SLURM)
+
+
+def test_clean_fleet_and_an_unreachable_node(fleet: Fleet, provisioned: Path, tmp_path: Path) -> None:
+    dead = inventory_dir(fleet, "inv-dead", DEAD)
+    code, report = run(["drift", "--inventory", str(dead)], tmp_path)
+    assert code == 1
+    statuses = {name: host["status"] for name, host in report["hosts"].items()}
+    assert statuses == {**dict.fromkeys(NODES, "ok"), "node99": "unreachable"}
+    assert all(report["hosts"][n]["changes"] == [] for n in NODES)
+
+
+def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
+    fleet: Fleet, provisioned: Path, tmp_path: Path
+) -> None:
+    control.fault(fleet, "node02", "pfc-off", clear=False)
+    control.fault(fleet, "node03", "power-capped", clear=False)
+    control.fault(fleet, "node03", "stale-nccl-topo", clear=False)
+    control.fault(fleet, "node04", "ecn-off", clear=False)
+    inventory = str(provisioned)
+
+    code, drift = run(["drift", "--inventory", inventory], tmp_path / "drift")
+    assert code == 1
+    assert drift["hosts"]["node01"]["status"] == "ok"
+    assert drift["hosts"]["node01"]["changes"] == []
+    assert drift["hosts"]["node01"]["checks"] and all(c["ok"] for c in drift["hosts"]["node01"]["checks"])
+    assert {n: drift["hosts"][n]["status"] for n in NODES[1:]} == dict.fromkeys(NODES[1:], "drifted")
+    assert all(c[0].startswith("rdma_qos.pfc[") for c in changes(drift, "node02"))
+    assert {c[0].split("[")[0] for c in changes(drift, "node03")} == {
+        "gpu_power.enforced_limit_w",
+        "nccl_topology.file",
+    }
+    assert {c[0].split("[")[0] for c in changes(drift, "node04")} == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
+    markdown = (tmp_path / "drift" / "report.md").read_text()
+    setting = drift["hosts"]["node02"]["changes"][0]["setting"]
+    assert f"| {setting} | 1 node |" in markdown
+
+    # The anchor: provision --check finds the same settings, from and to, on the same nodes.
+    code, check = run(
+        ["provision", "--check", "--inventory", inventory, "--limit", "node02,node03,node04"],
+        tmp_path / "check",
+    )
+    for name in NODES[1:]:
+        assert changes(check, name) == changes(drift, name), name
+
+    for name in NODES:
+        before = calls(fleet, name)
+        assert before == [], (name, before)
+    code, fixed = run(["drift", "--fix", "--batch", "2", "--inventory", inventory], tmp_path / "fix")
+    assert code == 0, fixed
+    assert {n: fixed["hosts"][n]["status"] for n in NODES} == {
+        "node01": "ok",
+        **dict.fromkeys(NODES[1:], "changed"),
+    }
+    assert calls(fleet, "node01") == []
+    for name in NODES[1:]:
+        assert calls(fleet, name) == [
+            ["update", f"nodename={name}", "state=drain", "reason=gpufleet drift --fix"],
+            ["update", f"nodename={name}", "state=resume"],
+        ]
+    node02, node03 = (state.load(fleet.root / "nodes" / n)["scheduler_calls"] for n in ("node02", "node03"))
+    assert node02[1]["time"] <= node03[0]["time"], "batch 2 (node03, node04) started before batch 1 ended"
+
+    code, again = run(["drift", "--inventory", inventory], tmp_path / "again")
+    assert code == 0, again
+    assert {n: again["hosts"][n]["status"] for n in NODES} == dict.fromkeys(NODES, "ok")
+
+
+def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_path: Path) -> None:
+    control.fault(fleet, "node01", "link-down", clear=False)
+    control.fault(fleet, "node01", "pfc-off", clear=False)
+    control.fault(fleet, "node02", "pfc-off", clear=False)
+    argv = ["drift", "--fix", "--batch", "1", "--max-fail-percent", "0", "--inventory", str(provisioned)]
+    code, report = run(argv, tmp_path)
+    assert code == 1
+    assert report["hosts"]["node01"]["status"] == "failed"
+    assert "left drained" in report["hosts"]["node01"]["message"]
+    assert report["hosts"]["node02"]["status"] == "blocked"
+    assert report["hosts"]["node02"]["message"].startswith("not reached: rollout stopped after batch 1")
+    assert {report["hosts"][n]["status"] for n in ("node03", "node04")} == {"ok"}
+    # node01 was drained and, having failed, stays drained; node02 was never touched.
+    assert calls(fleet, "node01")[-1][2] == "state=drain"
+    assert len(calls(fleet, "node02")) == 2

@@ -1,0 +1,149 @@
+"""`gpufleet gate` on a simulated fleet: the post-maintenance checklist fails closed, per node."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet import cli
+from gpufleet.sim import control, state
+from gpufleet.sim.fleet import Fleet
+
+BURN_IN_SECONDS = "20"
+
+
+def _gate(fleet: Fleet, report_dir: Path) -> tuple[int, dict[str, Any]]:
+    code = cli.main(
+        [
+            "gate",
+            "--inventory",
+            str(fleet.inventory_path),
+            "--vault-password-file",
+            str(fleet.vault_password_file),
+            "--burn-in-seconds",
+            BURN_IN_SECONDS,
+            "--report-dir",
+            str(report_dir),
+        ]
+    )
+    return code, json.loads((report_dir / "report.json").read_text())
+
+
+def _failed(host: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    return [c for c in host["checks"] if not c["ok"] and c["name"].startswith(prefix)]
+
+
+def _instances_active(fleet: Fleet, name: str) -> list[bool]:
+    units = state.load(fleet.root / "nodes" / name).get("units", {})
+    return [bool(units.get(f"vllm-{i}.service", {}).get("active")) for i in ("glm52", "kimik3")]
+
+
+def _answers(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return int(response.status)
+
+
+@pytest.fixture(scope="module")
+def run_a(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any], Path]:
+    """healthy, low coolant flow, a hot GPU, a BMC that is down: one gate run."""
+    fleet: Fleet = fleet_factory(nodes=4, subnet="127.0.33")
+    control.fault(fleet, "node02", "low-coolant-flow", clear=False)
+    control.fault(fleet, "node03", "hot-gpu", clear=False)
+    control.fault(fleet, "node04", "bmc-down", clear=False)
+    report_dir = tmp_path_factory.mktemp("gate-a")
+    code, report = _gate(fleet, report_dir)
+    return fleet, code, report, report_dir
+
+
+def test_healthy_node_passes_and_serves(run_a) -> None:
+    fleet, code, report, _ = run_a
+    host = report["hosts"]["node01"]
+    assert host["status"] == "ok", host
+    assert [c["name"] for c in host["checks"] if not c["ok"]] == []
+    assert any(c["name"].startswith("burn_in.") for c in host["checks"])
+    assert _instances_active(fleet, "node01") == [True, True]
+    assert (
+        _answers("http://127.0.33.2:8000/health") == 200 and _answers("http://127.0.33.2:8001/health") == 200
+    )
+    assert code == 1  # the other nodes are blocked
+
+
+def test_low_flow_blocks_before_start_naming_reading_and_limit(run_a) -> None:
+    fleet, _, report, _ = run_a
+    host = report["hosts"]["node02"]
+    assert host["status"] == "blocked"
+    flow = _failed(host, "coolant.flow_lpm")
+    assert flow and all(c["limit"] == 8 and c["value"] < 8 for c in flow)
+    assert not any(c["name"].startswith("burn_in.") for c in host["checks"])
+    assert _instances_active(fleet, "node02") == [False, False]
+
+
+def test_hot_gpu_blocks_before_start(run_a) -> None:
+    fleet, _, report, _ = run_a
+    host = report["hosts"]["node03"]
+    assert host["status"] == "blocked"
+    hot = _failed(host, "thermal.gpu_temp_c")
+    assert len(hot) == 1 and hot[0]["value"] > hot[0]["limit"]
+    assert _instances_active(fleet, "node03") == [False, False]
+
+
+def test_bmc_down_fails_closed(run_a) -> None:
+    fleet, _, report, _ = run_a
+    host = report["hosts"]["node04"]
+    assert host["status"] == "blocked"
+    assert _failed(host, "coolant.bmc")
+    assert _instances_active(fleet, "node04") == [False, False]
+
+
+@pytest.fixture(scope="module")
+def run_b(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any], Path]:
+    """cool at idle but low flow under load, a prefix-cache cliff, bad BMC credentials."""
+    fleet: Fleet = fleet_factory(nodes=3, subnet="127.0.34")
+    control.fault(fleet, "node01", "low-coolant-flow", clear=False)
+    # a site whose gate lets a weak loop through (a low flow floor, a BMC health rollup it does not
+    # trust): the burn-in is what must catch it
+    host_vars = fleet.root / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    (host_vars / "node01.yml").write_text(
+        "thermal_gate_min_flow_lpm: 4\nthermal_gate_allowed_health: [OK, Warning, Critical]\n"
+    )
+    control.fault(fleet, "node02", "prefix-cache-cliff", clear=False)
+    control.fault(fleet, "node03", "bmc-bad-credentials", clear=False)
+    report_dir = tmp_path_factory.mktemp("gate-b")
+    code, report = _gate(fleet, report_dir)
+    return fleet, code, report, report_dir
+
+
+def test_throttling_under_load_fails_burn_in_and_stops_instances(run_b) -> None:
+    fleet, code, report, _ = run_b
+    host = report["hosts"]["node01"]
+    assert host["status"] == "blocked"
+    assert not _failed(host, "coolant.flow_lpm") and not _failed(host, "thermal.")
+    assert _failed(host, "burn_in.")
+    assert _instances_active(fleet, "node01") == [False, False]
+    assert code == 1
+
+
+def test_prefix_cache_cliff_is_flagged(run_b) -> None:
+    _, _, report, _ = run_b
+    host = report["hosts"]["node02"]
+    assert host["status"] == "blocked"
+    cliff = _failed(host, "service.prefix_cache_hit_rate")
+    assert cliff and all(c["value"] < 0.2 and c["limit"] == 0.5 for c in cliff)
+
+
+def test_bad_credentials_fail_closed_and_the_password_is_never_written(run_b) -> None:
+    fleet, _, report, report_dir = run_b
+    host = report["hosts"]["node03"]
+    assert host["status"] == "blocked"
+    assert _failed(host, "coolant.bmc")
+    for name in ("node01", "node02", "node03"):
+        _, password = fleet.bmc_credentials(name)
+        for artifact in report_dir.iterdir():
+            assert password not in artifact.read_text(), f"{name}'s BMC password in {artifact.name}"
+        for log in (fleet.root / "nodes").glob("*/*.log"):
+            assert password not in log.read_text(errors="replace")

@@ -1,0 +1,165 @@
+"""Each simulated node's BMC: HTTPS Redfish on the node's address, vaulted credentials in the
+inventory, live readings, faults, and a BMC that stays up while its host reboots."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet.sim import faults, state
+from gpufleet.sim.bmc import vault
+from gpufleet.sim.fleet import Fleet
+
+SUBNET = "127.0.31"
+ADDRESS = {"node01": f"{SUBNET}.2", "node02": f"{SUBNET}.3"}
+CONNECTOR = "/redfish/v1/Chassis/1/ThermalSubsystem/CoolantConnectors/Baseboard1"
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_factory: Any) -> Fleet:
+    started: Fleet = fleet_factory(nodes=2, subnet=SUBNET)
+    return started
+
+
+def inventory(fleet: Fleet) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.load(fleet.inventory_path.read_text(), Loader=vault.InventoryLoader)
+    return data["all"]["children"]["gpu_nodes"]
+
+
+def get(fleet: Fleet, node: str, path: str, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+    context = ssl.create_default_context(cafile=inventory(fleet)["vars"]["gpufleet_bmc_ca_path"])
+    conn = http.client.HTTPSConnection(ADDRESS[node], 443, context=context, timeout=5)
+    headers = {}
+    if auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
+    try:
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        conn.close()
+
+
+def ssh(fleet: Fleet, node: str, command: str) -> str:
+    argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
+    argv += [
+        "-o",
+        "StrictHostKeyChecking=yes",
+        "-o",
+        "BatchMode=yes",
+        "-p",
+        "2222",
+        f"root@{ADDRESS[node]}",
+        command,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+
+
+def eventually(check: Any, timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "the BMC did not follow its node state"
+        time.sleep(0.05)
+
+
+def refused(fleet: Fleet, node: str) -> bool:
+    try:
+        get(fleet, node, "/redfish/v1/")
+    except ConnectionRefusedError:
+        return True
+    except (http.client.RemoteDisconnected, ConnectionResetError, ssl.SSLError):
+        pass  # going down: the listener still accepts, the service no longer answers
+    return False
+
+
+def test_inventory_names_each_bmc_with_vaulted_credentials(fleet: Fleet) -> None:
+    group = inventory(fleet)
+    hosts = group["children"]["profile_b300_16"]["hosts"]
+    assert hosts["node02"]["gpufleet_bmc_address"] == f"https://{ADDRESS['node02']}"
+    assert hosts["node02"]["gpufleet_bmc_username"] == "admin"
+    assert isinstance(hosts["node02"]["gpufleet_bmc_password"], vault.Vaulted)
+    assert Path(group["vars"]["gpufleet_bmc_ca_path"]) == fleet.bmc_dir / "ca.pem"
+    user, password = fleet.bmc_credentials("node02")
+    assert password not in fleet.inventory_path.read_text()
+    assert password not in json.dumps(state.load(fleet.root / "nodes" / "node02"))
+    # Ansible itself decrypts it with the fleet's vault password file
+    debug = ["ansible", "localhost", "-i", str(fleet.inventory_path), "-m", "ansible.builtin.debug"]
+    debug += ["--vault-password-file", str(fleet.vault_password_file)]
+    debug += ["-a", "msg={{ hostvars['node02'].gpufleet_bmc_password }}"]
+    done = subprocess.run(debug, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0 and password in done.stdout
+    assert get(fleet, "node02", "/redfish/v1/Chassis", (user, password))[0] == 200
+
+
+def test_redfish_over_verified_tls_on_the_nodes_own_address(fleet: Fleet) -> None:
+    status, root = get(fleet, "node01", "/redfish/v1/")
+    assert status == 200 and root["Chassis"] == {"@odata.id": "/redfish/v1/Chassis"}
+    status, body = get(fleet, "node01", CONNECTOR)
+    assert status == 401 and body["error"]["code"] == "Base.1.18.NoValidSession"
+    # node01's credentials do not open node02's BMC
+    assert get(fleet, "node02", CONNECTOR, fleet.bmc_credentials("node01"))[0] == 401
+    status, connector = get(fleet, "node01", CONNECTOR, fleet.bmc_credentials("node01"))
+    assert status == 200 and connector["FlowLitersPerMinute"]["Reading"] == pytest.approx(19.2)
+    assert connector["Status"]["Health"] == "OK"
+
+
+def test_readings_follow_faults_and_the_gpus(fleet: Fleet) -> None:
+    node_dir, auth = fleet.root / "nodes" / "node01", fleet.bmc_credentials("node01")
+    faults.inject(node_dir, "low-coolant-flow")
+    faults.inject(node_dir, "hot-gpu")
+    try:
+        connector = get(fleet, "node01", CONNECTOR, auth)[1]
+        assert connector["FlowLitersPerMinute"]["Reading"] == pytest.approx(4.8)
+        assert connector["Status"]["Health"] == "Critical"
+        metrics = get(fleet, "node01", "/redfish/v1/Chassis/1/ThermalSubsystem/ThermalMetrics", auth)[1]
+        bmc_view = {r["DeviceName"]: r["Reading"] for r in metrics["TemperatureReadingsCelsius"]}
+        hot = next(g for g in state.load(node_dir)["gpus"] if g["slot"] == 5)
+        query = f"nvidia-smi -i {hot['uuid']} --query-gpu=temperature.gpu --format=csv,noheader"
+        assert int(ssh(fleet, "node01", query)) == bmc_view["GPU5"] >= 84
+    finally:
+        faults.clear(node_dir)
+
+
+def test_bmc_faults(fleet: Fleet) -> None:
+    node_dir, auth = fleet.root / "nodes" / "node02", fleet.bmc_credentials("node02")
+    faults.inject(node_dir, "bmc-bad-credentials")
+    eventually(lambda: get(fleet, "node02", CONNECTOR, auth)[0] == 401)
+    faults.clear(node_dir, "bmc-bad-credentials")
+    assert get(fleet, "node02", CONNECTOR, auth)[0] == 200
+    faults.inject(node_dir, "bmc-down")
+    eventually(lambda: refused(fleet, "node02"))
+    assert get(fleet, "node01", "/redfish/v1/")[0] == 200  # the other node's BMC is unaffected
+    faults.clear(node_dir, "bmc-down")
+    eventually(lambda: not refused(fleet, "node02"))
+    assert get(fleet, "node02", CONNECTOR, auth)[0] == 200
+
+
+def test_the_bmc_answers_while_its_host_reboots(fleet: Fleet) -> None:
+    pid = fleet.bmcs["node01"].pid
+    answers: list[int] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            answers.append(get(fleet, "node01", "/redfish/v1/")[0])
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        fleet.reboot("node01")
+    finally:
+        done.set()
+        poller.join()
+    assert answers and set(answers) == {200}
+    assert fleet.bmcs["node01"].pid == pid and fleet.bmcs["node01"].poll() is None

@@ -1,0 +1,600 @@
+"""Redfish coolant parsing on DMTF's mockups, and the client against a local HTTPS BMC.
+
+FakeBmc serves the DMTF public-cooling-unit tree merged with public-liquid-cooled-server's
+Chassis/1U (from ../shared/fixtures/real/redfish/dmtf) on 127.0.0.1 over TLS, with a CA made
+for the test. It enforces basic and session auth as BMCs do and can be told to answer a path
+with 503s, a 404 or a hang, so login, logout, retries and errors are tested on the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import datetime
+import ipaddress
+import json
+import secrets
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import redfish_client as rf
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+DMTF = "redfish/dmtf"
+USER, PASSWORD = "gate", "s3cret-Pa55-for-tests"
+SESSIONS = "/redfish/v1/SessionService/Sessions"
+
+
+def load_tree(fixtures: Path) -> dict[str, dict[str, Any]]:
+    """URI -> document for the cooling unit, plus the liquid-cooled server's chassis 1U."""
+    tree: dict[str, dict[str, Any]] = {}
+    for mockup in ("public-cooling-unit", "public-liquid-cooled-server"):
+        root = fixtures / DMTF / mockup
+        for path in sorted(root.rglob("index.json")):
+            rel = path.parent.relative_to(root).as_posix()
+            uri = "/redfish/v1" + ("" if rel == "." else "/" + rel)
+            tree[uri] = json.loads(path.read_text(encoding="utf-8"))
+    chassis = tree["/redfish/v1/Chassis"]
+    chassis["Members"].insert(0, {"@odata.id": "/redfish/v1/Chassis/1U"})
+    chassis["Members@odata.count"] = len(chassis["Members"])
+    return tree
+
+
+def make_tls(directory: Path) -> tuple[Path, ssl.SSLContext]:
+    """A CA and a server certificate for 127.0.0.1; returns (CA PEM path, server context)."""
+    now = datetime.datetime.now(datetime.UTC)
+
+    def cert(subject: str, key: Any, issuer: x509.Name, signer: Any, ca: bool) -> x509.Certificate:
+        # Python 3.13 verifies strictly (VERIFY_X509_STRICT): key identifiers and key usage must be there.
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(issuer)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .add_extension(
+                x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
+            )
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    content_commitment=False,
+                    key_encipherment=not ca,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    key_cert_sign=ca,
+                    crl_sign=ca,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            ).add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpufleet test BMC CA")])
+    ca_cert = cert("gpufleet test BMC CA", ca_key, ca_name, ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = cert("127.0.0.1", key, ca_name, ca_key, False)
+    ca_pem = directory / "ca.pem"
+    ca_pem.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "server.pem").write_bytes(
+        server.public_bytes(serialization.Encoding.PEM) + ca_cert.public_bytes(serialization.Encoding.PEM)
+    )
+    (directory / "server.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(directory / "server.pem", directory / "server.key")
+    return ca_pem, context
+
+
+class FakeBmc:
+    """A Redfish service on 127.0.0.1 that serves a tree and answers like a BMC."""
+
+    def __init__(self, tree: dict[str, dict[str, Any]], context: ssl.SSLContext | None = None) -> None:
+        self.tree = copy.deepcopy(tree)
+        self.sessions: dict[str, str] = {}
+        self.deleted: list[str] = []
+        self.log: list[tuple[str, str, dict[str, str], bytes]] = []
+        self.faults: dict[str, list[Any]] = {}
+        self.lock = threading.Lock()
+        bmc = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, code: int, doc: Any = None, headers: dict[str, str] | None = None) -> None:
+                body = b"" if doc is None else json.dumps(doc).encode()
+                self.send_response(code)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                if body:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _authorized(self) -> bool:
+                token = self.headers.get("X-Auth-Token")
+                if token:
+                    return token in bmc.sessions
+                auth = self.headers.get("Authorization", "")
+                expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+                return auth == expected
+
+            def _handle(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = self.path.split("?")[0].rstrip("/") or "/"
+                with bmc.lock:
+                    bmc.log.append((method, path, dict(self.headers), body))
+                    fault = bmc.faults.get(path, [None]).pop(0) if bmc.faults.get(path) else None
+                if fault == "hang":
+                    time.sleep(2.5)
+                    return self._send(200, {})
+                if isinstance(fault, int):
+                    return self._send(
+                        fault, {"error": {"code": "Base.1.0.GeneralError"}}, {"Retry-After": "0"}
+                    )
+                if method == "POST" and path == SESSIONS:
+                    creds = json.loads(body or b"{}")
+                    if creds.get("UserName") != USER or creds.get("Password") != PASSWORD:
+                        return self._send(401, {"error": {"code": "Base.1.8.NoValidSession"}})
+                    token = secrets.token_hex(16)
+                    uri = f"{SESSIONS}/{secrets.token_hex(4)}"
+                    bmc.sessions[token] = uri
+                    return self._send(
+                        201, {"@odata.id": uri, "UserName": USER}, {"X-Auth-Token": token, "Location": uri}
+                    )
+                if path != "/redfish/v1" and not self._authorized():
+                    return self._send(401, {"error": {"code": "Base.1.8.InsufficientPrivilege"}})
+                if method == "DELETE":
+                    token = self.headers.get("X-Auth-Token")
+                    if bmc.sessions.get(token or "") == path:
+                        del bmc.sessions[token]
+                        bmc.deleted.append(path)
+                        return self._send(204)
+                    return self._send(404)
+                doc = bmc.tree.get(path)
+                if doc is None:
+                    return self._send(404, {"error": {"code": "Base.1.8.ResourceMissingAtURI"}})
+                return self._send(200, doc)
+
+            def do_GET(self) -> None:
+                self._handle("GET")
+
+            def do_POST(self) -> None:
+                self._handle("POST")
+
+            def do_DELETE(self) -> None:
+                self._handle("DELETE")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        if context is not None:
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        scheme = "https" if context is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeBmc:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    def requests(self, method: str | None = None) -> list[tuple[str, str, dict[str, str], bytes]]:
+        return [r for r in self.log if method is None or r[0] == method]
+
+
+@pytest.fixture(scope="session")
+def tree(fixtures_dir: Path) -> dict[str, dict[str, Any]]:
+    return load_tree(fixtures_dir)
+
+
+@pytest.fixture(scope="session")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ssl.SSLContext]:
+    return make_tls(tmp_path_factory.mktemp("bmc-tls"))
+
+
+@pytest.fixture
+def bmc(tree: dict[str, dict[str, Any]], tls: tuple[Path, ssl.SSLContext]) -> Iterator[FakeBmc]:
+    with FakeBmc(tree, tls[1]) as server:
+        yield server
+
+
+def client(bmc: FakeBmc, ca: Path | None, **kwargs: Any) -> tuple[rf.RedfishClient, list[float]]:
+    slept: list[float] = []
+    kwargs.setdefault("username", USER)
+    kwargs.setdefault("password", PASSWORD)
+    return (
+        rf.RedfishClient(
+            bmc.url,
+            kwargs.pop("username"),
+            kwargs.pop("password"),
+            ca_path=str(ca) if ca else None,
+            sleep=slept.append,
+            **kwargs,
+        ),
+        slept,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# ---------------------------------------------------------------- parsing the mockups
+
+
+def doc(tree: dict[str, dict[str, Any]], uri: str) -> dict[str, Any]:
+    return copy.deepcopy(tree["/redfish/v1/" + uri])
+
+
+@pytest.mark.parametrize(
+    ("uri", "expected"),
+    [
+        (
+            "Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU1",
+            {
+                "id": "CPU1",
+                "name": "CPU #1 Cold Plate",
+                "health": "OK",
+                "state": "Enabled",
+                "flow_lpm": None,
+                "rated_flow_lpm": 30.0,
+                "supply_c": 14.8,
+                "return_c": 38.2,
+                "delta_c": 23.4,
+                "delta_computed": False,
+            },
+        ),
+        (
+            "Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU2",
+            {
+                "id": "CPU2",
+                "health": "OK",
+                "flow_lpm": None,
+                "supply_c": 22.4,
+                "return_c": 46.9,
+                "delta_c": 24.5,
+            },
+        ),
+        (
+            "ThermalEquipment/CDUs/1/PrimaryCoolantConnectors/1",
+            {
+                "id": "1",
+                "name": "Main supply from facility",
+                "flow_lpm": 42.0,
+                "rated_flow_lpm": 50.0,
+                "supply_c": 30.0,
+                "return_c": 40.0,
+                "delta_c": 10.0,
+                "health": "OK",
+            },
+        ),
+        (
+            "ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1",
+            {"flow_lpm": 42.0, "supply_c": 30.0, "return_c": 48.0, "delta_c": 18.0, "delta_computed": False},
+        ),
+    ],
+)
+def test_parse_connector_on_the_mockups(
+    tree: dict[str, dict[str, Any]], uri: str, expected: dict[str, Any]
+) -> None:
+    conn = rf.parse_connector(doc(tree, uri), key="k")
+    for key, value in expected.items():
+        assert conn[key] == value, key
+    assert conn["uri"] == "/redfish/v1/" + uri
+    assert conn["key"] == "k"
+
+
+def test_parse_connector_on_the_schema_guide_example(fixtures_dir: Path) -> None:
+    example = json.loads(
+        (fixtures_dir / DMTF / "DSP2046-examples/CoolantConnector-v1-example.json").read_text()
+    )
+    conn = rf.parse_connector(example)
+    assert (conn["key"], conn["flow_lpm"], conn["supply_c"], conn["return_c"], conn["delta_c"]) == (
+        "A",
+        24.3,
+        14.8,
+        38.2,
+        23.4,
+    )
+
+
+def test_delta_is_computed_when_the_bmc_gives_none(tree: dict[str, dict[str, Any]]) -> None:
+    cpu1 = doc(tree, "Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU1")
+    del cpu1["DeltaTemperatureCelsius"]
+    conn = rf.parse_connector(cpu1)
+    assert conn["delta_c"] == 23.4
+    assert conn["delta_computed"] is True
+    del cpu1["ReturnTemperatureCelsius"]
+    assert rf.parse_connector(cpu1)["delta_c"] is None
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"Reading": 42}, 42.0),
+        ({"Reading": 0}, 0.0),
+        ({"Reading": None}, None),
+        ({"Reading": "Null"}, None),
+        ({"Reading": True}, None),
+        ({"DataSourceUri": "/x"}, None),
+        (None, None),
+        (12.5, 12.5),
+    ],
+)
+def test_reading(value: Any, expected: float | None) -> None:
+    assert rf.reading(value) == expected
+
+
+def test_missing_status_reads_as_no_health() -> None:
+    conn = rf.parse_connector({"Id": "X", "FlowLitersPerMinute": {"Reading": 5}})
+    assert (conn["health"], conn["state"], conn["flow_lpm"], conn["supply_c"]) == (None, None, 5.0, None)
+
+
+def test_leak_detection_groups_of_the_cdu(tree: dict[str, dict[str, Any]]) -> None:
+    leak = doc(tree, "ThermalEquipment/CDUs/1/LeakDetection")
+    detectors, link = rf.parse_leak_detection(leak)
+    assert [(d["name"], d["state"]) for d in detectors] == [
+        ("Moisture Leak Detector", "OK"),
+        ("Fluid Level Overflow", "OK"),
+    ]
+    assert link is None  # the mockup's LeakDetection has groups only
+    assert rf.leak_state(detectors) == "OK"
+    leak["LeakDetectorGroups"][0]["Detectors"][1]["DetectorState"] = "Warning"
+    assert rf.leak_state(rf.parse_leak_detection(leak)[0]) == "Warning"
+
+
+def test_leak_detector_resource(tree: dict[str, dict[str, Any]]) -> None:
+    det = rf.parse_leak_detector(doc(tree, "ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Overflow"))
+    assert det == {
+        "name": "Fluid Level Overflow",
+        "uri": "/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Overflow",
+        "state": "OK",
+    }
+    assert rf.parse_leak_detector({"Status": {"State": "Absent"}, "DetectorState": "OK"}) is None
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([], None),
+        ([None], None),
+        (["OK", "OK"], "OK"),
+        (["OK", "Warning"], "Warning"),
+        (["Critical", "Warning", "OK"], "Critical"),
+        (["OK", "Leaking"], "Leaking"),  # unknown vendor words are not known to be fine
+    ],
+)
+def test_worst(states: list[str | None], expected: str | None) -> None:
+    assert rf.worst(states) == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("10.20.1.11", "https://10.20.1.11"),
+        ("10.20.1.11:8443", "https://10.20.1.11:8443"),
+        ("https://bmc01.mgmt/", "https://bmc01.mgmt"),
+        ("http://127.0.0.1:8000/redfish/v1", "http://127.0.0.1:8000"),
+    ],
+)
+def test_normalize_baseuri(given: str, expected: str) -> None:
+    assert rf.normalize_baseuri(given) == expected
+
+
+@pytest.mark.parametrize("given", ["", "ftp://bmc", "https://admin:pw@bmc01"])
+def test_normalize_baseuri_refuses(given: str) -> None:
+    with pytest.raises(rf.RedfishError) as err:
+        rf.normalize_baseuri(given)
+    assert "pw" not in str(err.value)
+
+
+# ---------------------------------------------------------------- the client on the wire
+
+
+def test_session_discovery_login_and_logout(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    rc, _ = client(bmc, tls[0])
+    with rc:
+        report = rc.read_coolant()
+        token = rc.token
+    assert token and bmc.sessions == {}
+    assert [r[1] for r in bmc.requests("DELETE")] == bmc.deleted and len(bmc.deleted) == 1
+    # Credentials went only into the session POST body; every GET after it carried the token.
+    posts = bmc.requests("POST")
+    assert [p[1] for p in posts] == [SESSIONS]
+    assert json.loads(posts[0][3]) == {"UserName": USER, "Password": PASSWORD}
+    gets = bmc.requests("GET")
+    assert all("Authorization" not in h for _, _, h, _ in gets)
+    assert all(h.get("X-Auth-Token") == token for _, p, h, _ in gets if p != "/redfish/v1")
+
+    assert report["service"] == {
+        "baseuri": bmc.url,
+        "redfish_version": "1.13.0",
+        "uuid": "92384634-2938-2342-8820-489239905423",
+    }
+    assert [c["key"] for c in report["connectors"]] == ["1U/CPU1", "1U/CPU2"]
+    cpu1 = report["connectors"][0]
+    assert (cpu1["flow_lpm"], cpu1["supply_c"], cpu1["return_c"], cpu1["delta_c"]) == (None, 14.8, 38.2, 23.4)
+    assert cpu1["leak"] is None  # the liquid-cooled server mockup has no leak detectors
+    assert [b["id"] for b in report["chassis"]] == ["1U"]  # Chassis/CDU has no ThermalSubsystem
+
+    (cdu,) = report["cdus"]
+    assert (cdu["id"], cdu["health"], cdu["health_rollup"], cdu["leak"]) == ("1", "Warning", "Critical", "OK")
+    assert {"message": "Pump '2' has failed.", "severity": "Critical"} in cdu["conditions"]
+    assert all(c["severity"] != "OK" for c in cdu["conditions"])
+    assert [(c["key"], c["side"], c["flow_lpm"], c["delta_c"], c["leak"]) for c in cdu["connectors"]] == [
+        ("CDU1/primary/1", "primary", 42.0, 10.0, "OK"),
+        ("CDU1/secondary/1", "secondary", 42.0, 18.0, "OK"),
+    ]
+
+
+def test_basic_auth_sends_credentials_with_every_request(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    rc, _ = client(bmc, tls[0], auth="basic")
+    with rc:
+        report = rc.read_coolant(chassis_ids=["1U"], cdus=False)
+    assert report["cdus"] == [] and len(report["connectors"]) == 2
+    assert bmc.requests("POST") == [] and bmc.requests("DELETE") == []
+    expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert all(h.get("Authorization") == expected for _, _, h, _ in bmc.requests("GET"))
+
+
+@pytest.mark.parametrize("auth", ["session", "basic"])
+def test_bad_password_is_an_auth_error_without_the_password(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext], auth: str
+) -> None:
+    rc, slept = client(bmc, tls[0], auth=auth, password="wrong-Pa55-word")
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert err.value.kind == "auth" and err.value.status == 401
+    assert "rejected the credentials (HTTP 401" in str(err.value)
+    assert "wrong-Pa55-word" not in str(err.value) and PASSWORD not in str(err.value)
+    assert slept == []  # 401 is never retried
+
+
+def test_503_is_retried_with_backoff(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    path = "/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU2"
+    bmc.faults[path] = [503, 503]
+    rc, slept = client(bmc, tls[0], retries=3, retry_delay=0.5)
+    with rc:
+        report = rc.read_coolant(cdus=False)
+    assert report["connectors"][1]["supply_c"] == 22.4
+    assert rc.retried == 2
+    assert slept == [0.0, 0.0]  # the BMC's Retry-After: 0 wins over the backoff
+    assert [r[1] for r in bmc.requests("GET")].count(path) == 3
+
+
+def test_connection_errors_back_off_exponentially() -> None:
+    rc = rf.RedfishClient(f"http://127.0.0.1:{free_port()}", USER, PASSWORD, retries=3, retry_delay=0.5)
+    slept: list[float] = []
+    rc._sleep = slept.append
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert err.value.kind == "connection"
+    assert "connection refused" in str(err.value) and "3 retries" in str(err.value)
+    assert slept == [0.5, 1.0, 2.0]
+    assert PASSWORD not in str(err.value)
+
+
+def test_503_that_persists_gives_up(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    bmc.faults["/redfish/v1/Chassis"] = [503] * 10
+    rc, slept = client(bmc, tls[0], retries=2)
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert (err.value.kind, err.value.status) == ("http", 503)
+    assert "HTTP 503 after 2 retries" in str(err.value)
+    assert len(slept) == 2
+    assert len(bmc.deleted) == 1  # the session opened before the failure is still closed
+
+
+def test_404_names_the_missing_resource(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    del bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors"]
+    rc, slept = client(bmc, tls[0])
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert (err.value.kind, err.value.status) == ("not_found", 404)
+    assert "/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors (HTTP 404)" in str(err.value)
+    assert slept == []
+
+
+def test_unknown_chassis_is_named(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    rc, _ = client(bmc, tls[0])
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant(chassis_ids=["GPU_Board_0"])
+    assert err.value.kind == "not_found"
+    assert "no chassis GPU_Board_0 with a ThermalSubsystem; it has: none" in str(err.value)
+
+
+def test_tls_is_verified_by_default(bmc: FakeBmc) -> None:
+    rc, slept = client(bmc, None)
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert err.value.kind == "tls"
+    assert "set ca_path" in str(err.value)
+    assert slept == []  # a certificate problem does not go away on retry
+    # validate_certs false reads it (a lab's escape hatch).
+    rc, _ = client(bmc, None, validate_certs=False)
+    with rc:
+        assert len(rc.read_coolant(cdus=False)["connectors"]) == 2
+
+
+def test_timeout_is_a_connection_error(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    bmc.faults["/redfish/v1"] = ["hang"]
+    rc, _ = client(bmc, tls[0], timeout=1, retries=0)
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert err.value.kind == "connection"
+    assert "timed out after 1s" in str(err.value)
+
+
+def test_sessions_not_supported_suggests_basic(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    bmc.faults[SESSIONS] = [405]
+    rc, _ = client(bmc, tls[0])
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert "does not accept Redfish sessions" in str(err.value) and "auth: basic" in str(err.value)
+
+
+def test_leak_detectors_linked_from_a_chassis(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    """A node chassis with LeakDetection under its ThermalSubsystem: connectors inherit its state."""
+    sub = bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem"]
+    sub["LeakDetection"] = {"@odata.id": "/redfish/v1/Chassis/1U/ThermalSubsystem/LeakDetection"}
+    leak = copy.deepcopy(bmc.tree["/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection"])
+    leak["LeakDetectorGroups"][0]["Detectors"][0]["DetectorState"] = "Critical"
+    bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/LeakDetection"] = leak
+    rc, _ = client(bmc, tls[0])
+    with rc:
+        report = rc.read_coolant(cdus=False)
+    assert report["chassis"][0]["leak"] == "Critical"
+    assert [c["leak"] for c in report["connectors"]] == ["Critical", "Critical"]
+
+
+def test_collections_follow_next_link(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    coll = bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors"]
+    second = coll["Members"].pop()
+    coll["Members@odata.nextLink"] = "/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors/page2"
+    bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors/page2"] = {"Members": [second]}
+    rc, _ = client(bmc, tls[0])
+    with rc:
+        assert [c["id"] for c in rc.read_coolant(cdus=False)["connectors"]] == ["CPU1", "CPU2"]
+
+
+def test_absent_connectors_are_left_out(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/CoolantConnectors/CPU2"]["Status"]["State"] = "Absent"
+    rc, _ = client(bmc, tls[0])
+    with rc:
+        assert [c["id"] for c in rc.read_coolant(cdus=False)["connectors"]] == ["CPU1"]

@@ -1,0 +1,219 @@
+"""gpufleet.node.burn_in: exact nvidia-smi argv, real load on a local stand-in, failures, check mode.
+
+nvidia-smi answers come from the simulator's fake nvidia-smi on a b300-16 node directory, which a
+test heats between samples; the completions go to FakeVllm on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.node.plugins.modules import burn_in
+
+from gpufleet.sim import build, state
+from gpufleet.sim.tools import nvidia_smi
+from tests.unit.module_utils.test_burn_in import FakeVllm
+
+SMI = "/usr/bin/nvidia-smi"
+QUERY = [
+    SMI,
+    "--query-gpu=uuid,index,temperature.gpu,temperature.memory,temperature.gpu.tlimit,"
+    "clocks_event_reasons.active,utilization.gpu,power.draw,clocks.sm",
+    "--format=csv,noheader,nounits",
+]
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+def _exit_json(self: Any, **kwargs: Any) -> None:
+    raise ExitJson(kwargs)
+
+
+def _fail_json(self: Any, **kwargs: Any) -> None:
+    kwargs["failed"] = True
+    raise FailJson(kwargs)
+
+
+class Node:
+    """A b300-16 node whose fake nvidia-smi answers the module; ``heat`` runs before each sample."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        directory.mkdir()
+        state.save(directory, build.build_node_state("node01", "b300-16", 1))
+        self.calls: list[tuple[list[str], dict[str, Any]]] = []
+        self.heat: Callable[[state.State, int], None] | None = None
+        self.rc_after: int | None = None
+
+    def __call__(self, module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        self.calls.append((list(args), kwargs))
+        n = len(self.calls)
+        if self.rc_after is not None and n > self.rc_after:
+            return 15, "", "Unable to determine the device handle for GPU0000:19:00.0: GPU is lost.\n"
+        if self.heat is not None:
+            node = state.load(self.dir)
+            self.heat(node, n)
+            state.save(self.dir, node)
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = nvidia_smi.main(list(args[1:]), self.dir)
+        return rc, out.getvalue(), ""
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Node:
+    return Node(tmp_path / "node")
+
+
+@pytest.fixture
+def vllm() -> Iterator[FakeVllm]:
+    with FakeVllm() as server:
+        yield server
+
+
+def run_module(args: dict[str, Any], node: Node) -> tuple[dict[str, Any], Any]:
+    with (
+        patch_module_args(args),
+        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
+        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
+        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=node),
+        mock.patch.object(basic.AnsibleModule, "get_bin_path", autospec=True, return_value=SMI) as which,
+        pytest.raises((ExitJson, FailJson)) as outcome,
+    ):
+        burn_in.main()
+    return outcome.value.args[0], which
+
+
+def fast(vllm: FakeVllm, **extra: Any) -> dict[str, Any]:
+    return {
+        "ports": [vllm.port],
+        "seconds": 2,
+        "sample_interval": 0.2,
+        "concurrency": 2,
+        "max_tokens": 4,
+        **extra,
+    }
+
+
+def test_healthy_node_passes(node: Node, vllm: FakeVllm) -> None:
+    result, which = run_module(fast(vllm), node)
+    assert "failed" not in result and result["changed"] is False
+    which.assert_called_once_with(mock.ANY, "nvidia-smi", required=True)
+    assert {tuple(args) for args, _ in node.calls} == {tuple(QUERY)}
+    assert all(kwargs == {"environ_update": {"LC_ALL": "C"}} for _, kwargs in node.calls)
+    assert 8 <= result["samples"]["count"] == len(node.calls) <= 11
+    assert result["first_bad_sample"] is None and result["stopped_early"] is False
+    stats = result["requests"][vllm.url]
+    assert stats["ok"] > 0 and stats["failed"] == 0 and stats["model"] == "GLM-5.2-NVFP4"
+    names = [c["name"] for c in result["checks"]]
+    assert names[0] == "burn_in.samples" and names[-1] == f"burn_in.requests[{vllm.url}]"
+    assert len(names) == 1 + 16 * 4 + 1 and all(c["ok"] for c in result["checks"])
+    assert result["samples"]["gpus"][node_uuid(node, 0)]["max_gpu_c"] == 31
+    assert result["msg"].startswith("burn-in passed: ")
+
+
+def node_uuid(node: Node, index: int) -> str:
+    return str(state.load(node.dir)["gpus"][index]["uuid"])
+
+
+def test_throttling_under_load_fails_with_the_first_bad_sample(node: Node, vllm: FakeVllm) -> None:
+    """GPU 3 warms up sample by sample and starts SW thermal slowdown at its max operating temperature."""
+
+    def heat(node_state: state.State, n: int) -> None:
+        gpu = node_state["gpus"][3]
+        gpu["temperature"]["gpu_c"] = 70 + 4 * n
+        if gpu["temperature"]["gpu_c"] >= 85:
+            gpu["clocks_event_reasons"] = ["sw_thermal_slowdown"]
+
+    node.heat = heat
+    uuid = node_uuid(node, 3)
+    result, _ = run_module(fast(vllm, seconds=30), node)
+    assert result["failed"] is True and result["stopped_early"] is True
+    # Sample 3 reads 82 C (T.Limit 3, at the limit); sample 4 is 86 C: past 83 C, T.Limit -1, throttling.
+    assert len(node.calls) == 4
+    bad = result["first_bad_sample"]
+    assert (bad["uuid"], bad["reading"], bad["value"], bad["limit"]) == (uuid, "temperature.gpu", 86, 83.0)
+    assert 0.5 <= bad["t"] <= 1.5
+    failed = {c["name"]: c for c in result["checks"] if not c["ok"]}
+    assert set(failed) == {
+        f"burn_in.gpu_temp_c[{uuid}]",
+        f"burn_in.tlimit_c[{uuid}]",
+        f"burn_in.clocks_event_reasons[{uuid}]",
+    }
+    assert failed[f"burn_in.clocks_event_reasons[{uuid}]"]["value"] == ["sw_thermal_slowdown"]
+    assert failed[f"burn_in.tlimit_c[{uuid}]"]["value"] == -1
+    assert f"First bad sample at {bad['t']}s: {uuid} temperature.gpu = 86 (limit 83.0)." in result["msg"]
+    assert "Keep the instances stopped" in result["msg"]
+    # The load stopped with the burn-in, well before its 30 s.
+    assert result["duration_s"] < 5
+
+
+def test_per_profile_limits_and_skips(node: Node, vllm: FakeVllm) -> None:
+    result, _ = run_module(fast(vllm, max_gpu_temp_c=30.0, skip_checks=["memory_temp_c", "tlimit_c"]), node)
+    assert result["failed"] is True
+    assert (
+        result["first_bad_sample"]["reading"] == "temperature.gpu"
+        and result["first_bad_sample"]["limit"] == 30.0
+    )
+    assert not any("memory_temp_c" in c["name"] or "tlimit_c" in c["name"] for c in result["checks"])
+
+
+def test_nvidia_smi_failing_mid_run(node: Node, vllm: FakeVllm) -> None:
+    node.rc_after = 2
+    result, _ = run_module(fast(vllm, seconds=30), node)
+    assert result["failed"] is True and result["stopped_early"] is True
+    bad = result["first_bad_sample"]
+    assert bad["reading"] == "nvidia-smi" and "GPU is lost" in bad["value"]
+    assert result["checks"][0]["name"] == "burn_in.samples" and result["checks"][0]["ok"] is False
+
+
+def test_failing_requests_fail_the_burn_in(node: Node, vllm: FakeVllm) -> None:
+    vllm.completion_status = 503
+    result, _ = run_module(fast(vllm), node)
+    assert result["failed"] is True
+    check = result["checks"][-1]
+    assert check["name"] == f"burn_in.requests[{vllm.url}]" and check["ok"] is False
+    assert "last: HTTP 503" in check["message"] and "no load reached it" in check["message"]
+
+
+def test_dead_instance_fails_before_any_load(node: Node) -> None:
+    with FakeVllm() as gone:
+        port = gone.port
+    result, _ = run_module({"ports": [port], "seconds": 2}, node)
+    assert result["failed"] is True and node.calls == []
+    assert f"http://127.0.0.1:{port} did not list its models" in result["msg"]
+
+
+def test_check_mode_sends_nothing(node: Node, vllm: FakeVllm) -> None:
+    result, _ = run_module({**fast(vllm), "_ansible_check_mode": True}, node)
+    assert result["skipped"] is True and result["changed"] is False
+    assert node.calls == [] and vllm.paths == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"urls": ["127.0.0.1:8000"]}, "must be http(s) base URLs"),
+        ({"ports": [8000], "seconds": 0}, "must be 1 or more"),
+        ({"ports": []}, "no instance to load"),
+        ({"ports": [8000], "urls": ["http://x"]}, "mutually exclusive"),
+    ],
+)
+def test_bad_arguments(node: Node, args: dict[str, Any], message: str) -> None:
+    result, _ = run_module(args, node)
+    assert result["failed"] is True and message in result["msg"]
+    assert node.calls == []

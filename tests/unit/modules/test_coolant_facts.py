@@ -1,0 +1,182 @@
+"""gpufleet.node.coolant_facts against a local HTTPS BMC serving DMTF's mockups.
+
+The BMC (FakeBmc from the client's tests) serves the cooling-unit tree merged with the
+liquid-cooled server's chassis over TLS with a CA made for the test. What is asserted: the
+facts, the session closed, and that the password and session token are nowhere in the result.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.node.plugins.modules import coolant_facts
+
+from tests.unit.module_utils.test_redfish_client import (
+    PASSWORD,
+    USER,
+    FakeBmc,
+    free_port,
+    load_tree,
+    make_tls,
+)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+def _exit_json(self: Any, **kwargs: Any) -> None:
+    raise ExitJson(kwargs)
+
+
+def _fail_json(self: Any, **kwargs: Any) -> None:
+    kwargs["failed"] = True
+    raise FailJson(kwargs)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ssl.SSLContext]:
+    return make_tls(tmp_path_factory.mktemp("coolant-tls"))
+
+
+@pytest.fixture
+def bmc(fixtures_dir: Path, tls: tuple[Path, ssl.SSLContext]) -> Iterator[FakeBmc]:
+    with FakeBmc(load_tree(fixtures_dir), tls[1]) as server:
+        yield server
+
+
+def run_module(args: dict[str, Any], check_mode: bool = False) -> tuple[dict[str, Any], list[str]]:
+    if check_mode:
+        args = {**args, "_ansible_check_mode": True}
+    with (
+        patch_module_args(args),
+        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
+        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
+        mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
+        pytest.raises((ExitJson, FailJson)) as outcome,
+    ):
+        coolant_facts.main()
+    return outcome.value.args[0], [c.args[1] for c in warn.call_args_list]
+
+
+def base_args(bmc: FakeBmc, ca: Path, **extra: Any) -> dict[str, Any]:
+    return {"baseuri": bmc.url, "username": USER, "password": PASSWORD, "ca_path": str(ca), **extra}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_facts_from_the_mockups(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext], check_mode: bool) -> None:
+    result, warnings = run_module(base_args(bmc, tls[0]), check_mode=check_mode)
+    assert result["changed"] is False and "failed" not in result
+    coolant = result["ansible_facts"]["gpufleet_coolant"]
+    assert [
+        (c["key"], c["supply_c"], c["return_c"], c["delta_c"], c["health"]) for c in coolant["connectors"]
+    ] == [
+        ("1U/CPU1", 14.8, 38.2, 23.4, "OK"),
+        ("1U/CPU2", 22.4, 46.9, 24.5, "OK"),
+    ]
+    assert [c["flow_lpm"] for c in coolant["connectors"]] == [None, None]
+    assert warnings == [
+        "coolant connector 1U/CPU1 reports no flow reading; a gate on flow will block",
+        "coolant connector 1U/CPU2 reports no flow reading; a gate on flow will block",
+    ]
+    assert coolant["cdus"][0]["health"] == "Warning"
+    assert result["checks"] == []
+    assert result["requests"] == len(bmc.log)
+    assert bmc.sessions == {} and len(bmc.deleted) == 1
+    text = json.dumps(result)
+    assert PASSWORD not in text
+    assert all(h.get("X-Auth-Token", "\0") not in text for _, _, h, _ in bmc.log)
+
+
+def test_bad_credentials_fail_with_a_named_check(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    result, _ = run_module(base_args(bmc, tls[0], password="not-the-Pa55word"))
+    assert result["failed"] is True
+    assert result["checks"] == [
+        {
+            "name": f"coolant.bmc[{bmc.url}]",
+            "ok": False,
+            "value": "auth",
+            "limit": None,
+            "unit": "",
+            "message": result["msg"],
+        }
+    ]
+    assert "rejected the credentials" in result["msg"]
+    assert "not-the-Pa55word" not in json.dumps(result)
+
+
+def test_bmc_down_fails_closed() -> None:
+    url = f"https://127.0.0.1:{free_port()}"
+    result, _ = run_module(
+        {"baseuri": url, "username": USER, "password": PASSWORD, "retries": 1, "retry_delay": 0.0}
+    )
+    assert result["failed"] is True
+    assert result["checks"][0]["name"] == f"coolant.bmc[{url}]"
+    assert result["checks"][0]["value"] == "connection"
+    assert "connection refused" in result["msg"]
+    assert result["requests"] == 2  # one try and one retry
+
+
+def test_untrusted_certificate_is_refused(bmc: FakeBmc) -> None:
+    result, _ = run_module({"baseuri": bmc.url, "username": USER, "password": PASSWORD})
+    assert result["failed"] is True
+    assert result["checks"][0]["value"] == "tls"
+    assert "ca_path" in result["msg"]
+
+
+def test_bad_baseuri(bmc: FakeBmc) -> None:
+    result, _ = run_module({"baseuri": "ftp://bmc01", "username": USER, "password": PASSWORD})
+    assert result["failed"] is True
+    assert "not an http(s) address" in result["msg"]
+
+
+def test_password_is_no_log() -> None:
+    """Ansible masks no_log options in results, logs and callbacks (the fleet report included)."""
+    # The module builds its AnsibleModule first; stop it there and read the spec it asked for.
+    with (
+        mock.patch.object(basic.AnsibleModule, "__init__", side_effect=RuntimeError("stop")) as init,
+        pytest.raises(RuntimeError),
+    ):
+        coolant_facts.main()
+    assert init.call_args.kwargs["argument_spec"]["password"]["no_log"] is True
+
+
+@pytest.mark.parametrize("name", ["coolant_facts", "thermal_gate", "burn_in", "service_check"])
+def test_documentation_matches_argument_spec(name: str) -> None:
+    """DOCUMENTATION options and the AnsibleModule argument_spec agree: names, types, defaults, choices."""
+    import importlib
+
+    import yaml
+
+    module = importlib.import_module(f"ansible_collections.gpufleet.node.plugins.modules.{name}")
+    with (
+        mock.patch.object(basic.AnsibleModule, "__init__", side_effect=RuntimeError("stop")) as init,
+        pytest.raises(RuntimeError),
+    ):
+        module.main()
+    spec = init.call_args.kwargs["argument_spec"]
+    assert init.call_args.kwargs["supports_check_mode"] is True
+    options = yaml.safe_load(module.DOCUMENTATION)["options"]
+    assert sorted(options) == sorted(spec)
+    for key, doc in options.items():
+        arg = spec[key]
+        assert doc["type"] == arg.get("type", "str"), key
+        assert doc.get("default") == arg.get("default"), key
+        assert doc.get("choices") == arg.get("choices"), key
+        assert doc.get("elements") == arg.get("elements"), key
+        assert bool(doc.get("required")) == bool(arg.get("required")), key
+        assert doc.get("aliases") == arg.get("aliases"), key
+    for block in ("EXAMPLES", "RETURN"):
+        assert yaml.safe_load(getattr(module, block))

@@ -1,0 +1,305 @@
+"""The simulated BMC: DMTF-shaped resources from node state, and Redfish auth and errors over TLS."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet.sim import build, faults, state, thermal
+from gpufleet.sim.bmc import errors, launch, resources, server, vault
+
+MOCKUPS = "redfish/dmtf"
+SERVER = f"{MOCKUPS}/public-liquid-cooled-server/Chassis/1U"
+CDU = f"{MOCKUPS}/public-cooling-unit"
+
+
+@pytest.fixture
+def node_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "node01"
+    directory.mkdir()
+    state.save(directory, build.build_node_state("node01", "b300-16", 1))
+    return directory
+
+
+def view(node_dir: Path) -> resources.View:
+    current = state.load(node_dir)
+    return resources.View.of(current, float(current["thermal_t"]), {"0A1B": "admin"})
+
+
+def mockup(fixtures_dir: Path, relpath: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((fixtures_dir / relpath / "index.json").read_text(encoding="utf-8"))
+    return data
+
+
+# -- resource shapes --------------------------------------------------------------------------
+def links(resource: Any) -> Iterator[str]:
+    if isinstance(resource, dict):
+        for key, value in resource.items():
+            if key == "@odata.id" and isinstance(value, str):
+                yield value
+            elif key != "DataSourceUri":
+                yield from links(value)
+    elif isinstance(resource, list):
+        for item in resource:
+            yield from links(item)
+
+
+def test_every_link_from_the_service_root_resolves(node_dir: Path) -> None:
+    seen, pending = set(), [resources.ROOT]
+    current = view(node_dir)
+    while pending:
+        path = resources.normalise(pending.pop())
+        if path in seen:
+            continue
+        seen.add(path)
+        found = resources.get(path, current)
+        assert found is not None, f"{path} is linked but not served"
+        assert resources.normalise(found["@odata.id"]) == path
+        pending.extend(links(found))
+    assert f"{resources.THERMAL}/CoolantConnectors/Baseboard2" in seen
+    assert f"{resources.CDU}/LeakDetection/LeakDetectors/Moisture" in seen
+    assert f"{resources.ROOT}/SessionService/Sessions/0A1B" in seen
+
+
+# (our path, mockup path, keys the schema has that this mockup does not show)
+SHAPES = [
+    (resources.ROOT, f"{CDU}", set()),
+    (resources.CHASSIS, SERVER, set()),
+    (resources.THERMAL, f"{SERVER}/ThermalSubsystem", {"LeakDetection"}),
+    (f"{resources.THERMAL}/CoolantConnectors", f"{SERVER}/ThermalSubsystem/CoolantConnectors", set()),
+    (f"{resources.THERMAL}/ThermalMetrics", f"{SERVER}/ThermalSubsystem/ThermalMetrics", set()),
+    (f"{resources.THERMAL}/LeakDetection", f"{CDU}/ThermalEquipment/CDUs/1/LeakDetection", {"LeakDetectors"}),
+    (f"{resources.ROOT}/ThermalEquipment", f"{CDU}/ThermalEquipment", set()),
+    (resources.CDU, f"{CDU}/ThermalEquipment/CDUs/1", set()),
+    (f"{resources.CDU}/LeakDetection", f"{CDU}/ThermalEquipment/CDUs/1/LeakDetection", {"LeakDetectors"}),
+    (
+        f"{resources.CDU}/LeakDetection/LeakDetectors/Moisture",
+        f"{CDU}/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Moisture",
+        set(),
+    ),
+    (f"{resources.ROOT}/SessionService", f"{CDU}/SessionService", set()),
+    (
+        f"{resources.ROOT}/SessionService/Sessions/0A1B",
+        f"{CDU}/SessionService/Sessions/1234567890ABCDEF",
+        set(),
+    ),
+]
+
+
+@pytest.mark.parametrize(("path", "reference", "extra"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_resources_are_shaped_like_the_dmtf_mockups(
+    node_dir: Path, fixtures_dir: Path, path: str, reference: str, extra: set[str]
+) -> None:
+    ours, theirs = resources.get(path, view(node_dir)), mockup(fixtures_dir, reference)
+    assert ours is not None
+    assert ours["@odata.type"] == theirs["@odata.type"]
+    assert set(ours) - set(theirs) <= extra
+    for key in set(ours) & set(theirs):
+        assert type(ours[key]) is type(theirs[key]) or {type(ours[key]), type(theirs[key])} <= {int, float}, (
+            key
+        )
+
+
+def test_coolant_connectors_read_like_the_mockups(node_dir: Path, fixtures_dir: Path) -> None:
+    references = [
+        mockup(fixtures_dir, f"{SERVER}/ThermalSubsystem/CoolantConnectors/CPU1"),
+        mockup(fixtures_dir, f"{CDU}/ThermalEquipment/CDUs/1/SecondaryCoolantConnectors/1"),
+    ]
+    known = set().union(*references)
+    current = view(node_dir)
+    for path in (
+        f"{resources.THERMAL}/CoolantConnectors/Baseboard1",
+        f"{resources.CDU}/SecondaryCoolantConnectors/1",
+    ):
+        ours = resources.get(path, current)
+        assert ours is not None and set(ours) <= known
+        assert ours["@odata.type"] == references[0]["@odata.type"]
+        for key in ("FlowLitersPerMinute", "SupplyTemperatureCelsius", "ReturnTemperatureCelsius"):
+            assert set(ours[key]) == {"Reading"} and isinstance(ours[key]["Reading"], float)
+        delta = ours["DeltaTemperatureCelsius"]["Reading"]
+        supply, ret = ours["SupplyTemperatureCelsius"]["Reading"], ours["ReturnTemperatureCelsius"]["Reading"]
+        assert delta == pytest.approx(ret - supply, abs=0.11) and ours["Status"]["Health"] == "OK"
+
+
+def test_readings_follow_the_thermal_model_and_faults(node_dir: Path) -> None:
+    path = f"{resources.THERMAL}/CoolantConnectors/Baseboard1"
+    healthy = resources.get(path, view(node_dir))
+    faults.inject(node_dir, "low-coolant-flow")
+    low = resources.get(path, view(node_dir))
+    assert healthy is not None and low is not None
+    assert low["FlowLitersPerMinute"]["Reading"] == pytest.approx(
+        healthy["FlowLitersPerMinute"]["Reading"] / 4, abs=0.1
+    )
+    assert low["DeltaTemperatureCelsius"]["Reading"] > 3 * healthy["DeltaTemperatureCelsius"]["Reading"]
+    assert low["Status"]["Health"] == "Critical"
+    subsystem = resources.get(resources.THERMAL, view(node_dir))
+    assert subsystem is not None and subsystem["Status"]["Health"] == "Critical"
+    faults.inject(node_dir, "hot-gpu")
+    metrics = resources.get(f"{resources.THERMAL}/ThermalMetrics", view(node_dir))
+    assert metrics is not None
+    assert {r["DeviceName"]: r["Reading"] for r in metrics["TemperatureReadingsCelsius"]}["GPU5"] >= 84
+    assert metrics["TemperatureSummaryCelsius"]["Internal"]["Reading"] >= 84
+
+
+def test_load_raises_the_loaded_boards_return_temperature(node_dir: Path) -> None:
+    with state.locked(node_dir) as current:
+        t0 = float(current["thermal_t"])
+        uuids = [g["uuid"] for g in current["gpus"] if g["nvlink_domain"] == 1]
+        thermal.change_load(current, uuids, 4, t0)
+    current = state.load(node_dir)
+    later = resources.View.of(current, t0 + 120, {})
+    one, two = (resources.get(f"{resources.THERMAL}/CoolantConnectors/Baseboard{i}", later) for i in (1, 2))
+    assert one is not None and two is not None
+    assert two["DeltaTemperatureCelsius"]["Reading"] > 2.5 * one["DeltaTemperatureCelsius"]["Reading"]
+    assert two["HeatRemovedkW"]["Reading"] > 9
+
+
+def test_error_bodies_carry_the_base_registry_message() -> None:
+    body = errors.body("ResourceMissingAtURI", "/redfish/v1/Nope")
+    assert body["error"]["code"] == "Base.1.18.ResourceMissingAtURI"
+    info = body["error"]["@Message.ExtendedInfo"][0]
+    assert info["Message"] == "The resource at the URI '/redfish/v1/Nope' was not found."
+    assert info["MessageArgs"] == ["/redfish/v1/Nope"] and info["MessageSeverity"] == "Critical"
+
+
+# -- the service over TLS ---------------------------------------------------------------------
+class Client:
+    def __init__(self, port: int, ca: Path) -> None:
+        self.port, self.context = port, ssl.create_default_context(cafile=str(ca))
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], Any]:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=5)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data, headers=headers or {})
+            response = conn.getresponse()
+            raw = response.read()
+            return response.status, dict(response.headers), json.loads(raw) if raw else None
+        finally:
+            conn.close()
+
+
+def basic(user: str, password: str) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+@pytest.fixture
+def bmc(node_dir: Path, tmp_path: Path) -> Iterator[tuple[Client, str, server.Listener]]:
+    bmc_dir = tmp_path / "bmc"
+    password = launch.prepare(bmc_dir, "node01", "127.0.0.1", node_dir)
+    context = server.context_for(bmc_dir / "node01.pem", bmc_dir / "node01-key.pem")
+    listener = server.Listener(server.Bmc(node_dir), ("127.0.0.1", 0), context)
+    listener.follow()
+    assert listener.server is not None
+    try:
+        yield Client(listener.server.server_address[1], bmc_dir / "ca.pem"), password, listener
+    finally:
+        listener.close()
+
+
+def test_service_root_is_public_and_everything_else_needs_credentials(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    status, headers, body = client.request("GET", "/redfish/v1/")
+    assert status == 200 and headers["OData-Version"] == "4.0" and body["SessionService"]
+    assert client.request("GET", "/redfish")[2] == {"v1": "/redfish/v1/"}
+    status, headers, body = client.request("GET", resources.CHASSIS)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert body["error"]["code"] == "Base.1.18.NoValidSession"
+    status, _, body = client.request("GET", resources.CHASSIS, headers=basic("admin", password + "x"))
+    assert status == 401 and body["error"]["code"] == "Base.1.18.ResourceAtUriUnauthorized"
+    status, headers, body = client.request("GET", resources.CHASSIS, headers=basic("admin", password))
+    assert status == 200 and body["Id"] == "1" and headers["Allow"] == "GET, HEAD"
+    # credentials are checked before existence, as real BMCs do
+    assert client.request("GET", f"{resources.ROOT}/Nope")[0] == 401
+
+
+def test_sessions_log_in_and_out(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    sessions = f"{resources.ROOT}/SessionService/Sessions"
+    status, headers, body = client.request("POST", sessions, {"UserName": "admin", "Password": password})
+    assert status == 201 and headers["Location"] == f"{sessions}/{body['Id']}" and body["UserName"] == "admin"
+    token = {"X-Auth-Token": headers["X-Auth-Token"]}
+    status, _, listed = client.request("GET", sessions, headers=token)
+    assert status == 200 and listed["Members"] == [{"@odata.id": headers["Location"]}]
+    assert client.request("GET", f"{resources.THERMAL}/CoolantConnectors", headers=token)[0] == 200
+    assert client.request("DELETE", headers["Location"], headers=token)[0] == 204
+    status, _, body = client.request("GET", resources.CHASSIS, headers=token)
+    assert status == 401 and body["error"]["code"] == "Base.1.18.NoValidSession"
+    status, _, body = client.request("POST", sessions, {"UserName": "admin", "Password": "wrong"})
+    assert status == 401
+    status, _, body = client.request("POST", sessions, {"UserName": "admin"})
+    assert status == 400 and body["error"]["@Message.ExtendedInfo"][0]["MessageArgs"] == ["Password"]
+
+
+def test_session_limit_answers_503(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    sessions = f"{resources.ROOT}/SessionService/Sessions"
+    for _ in range(server.MAX_SESSIONS):
+        assert client.request("POST", sessions, {"UserName": "admin", "Password": password})[0] == 201
+    status, headers, body = client.request("POST", sessions, {"UserName": "admin", "Password": password})
+    assert status == 503 and headers["Retry-After"] == "30"
+    assert body["error"]["code"] == "Base.1.18.SessionLimitExceeded"
+
+
+def test_not_found_and_not_allowed(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    auth = basic("admin", password)
+    status, _, body = client.request("GET", f"{resources.THERMAL}/CoolantConnectors/Baseboard9", headers=auth)
+    assert status == 404 and body["error"]["code"] == "Base.1.18.ResourceMissingAtURI"
+    status, headers, body = client.request("PATCH", resources.CHASSIS, {"AssetTag": "x"}, headers=auth)
+    assert status == 405 and headers["Allow"] == "GET, HEAD"
+    assert body["error"]["code"] == "Base.1.18.OperationNotAllowed"
+
+
+def test_faults_take_the_bmc_down_and_change_its_password(
+    bmc: tuple[Client, str, Any], node_dir: Path
+) -> None:
+    client, password, listener = bmc
+    auth = basic("admin", password)
+    faults.inject(node_dir, "bmc-bad-credentials")
+    assert client.request("GET", resources.CHASSIS, headers=auth)[0] == 401
+    faults.clear(node_dir, "bmc-bad-credentials")
+    assert client.request("GET", resources.CHASSIS, headers=auth)[0] == 200
+    faults.inject(node_dir, "bmc-down")
+    listener.follow()
+    with pytest.raises(ConnectionRefusedError):
+        client.request("GET", "/redfish/v1/")
+    faults.clear(node_dir, "bmc-down")
+    listener.follow()
+    assert listener.server is not None
+    client.port = listener.server.server_address[1]  # this test's listener takes any free port
+    assert client.request("GET", resources.CHASSIS, headers=auth)[0] == 200
+
+
+def test_tls_is_verified_against_the_fleet_ca(bmc: tuple[Client, str, Any], tmp_path: Path) -> None:
+    client, _, _ = bmc
+    other = ssl.create_default_context()  # the system CAs do not know the fleet's
+    conn = http.client.HTTPSConnection("127.0.0.1", client.port, context=other, timeout=5)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        conn.request("GET", "/redfish/v1/")
+    conn.close()
+
+
+def test_inventory_passwords_are_ansible_vault_values(tmp_path: Path) -> None:
+    from ansible.parsing.utils.yaml import from_yaml
+
+    password_file = vault.ensure_password_file(tmp_path / "vault-password")
+    assert password_file.stat().st_mode & 0o077 == 0
+    text = yaml.dump(
+        {"pw": vault.Vaulted(vault.encrypt("s3cret", password_file))}, Dumper=vault.InventoryDumper
+    )
+    assert text.startswith("pw: !vault |\n  $ANSIBLE_VAULT;1.1;AES256\n") and "s3cret" not in text
+    loaded = yaml.load(text, Loader=vault.InventoryLoader)
+    assert vault.decrypt(loaded["pw"], password_file) == "s3cret"
+    # Ansible's own loader sees an encrypted value, not a string
+    assert "s3cret" not in repr(from_yaml(text, json_only=False))
