@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         help="stop the rollout when a batch fails more than P %",
     )
 
-    demo = sub.add_parser("demo", help="2 simulated nodes, one faulted, `gpufleet facts`, the report")
+    demo = sub.add_parser("demo", help="3 simulated nodes, two faulted: provision, the gate, the reports")
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
 
     sim = sub.add_parser("sim", help="the simulated fleet")
@@ -151,29 +151,39 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _demo_run(args: argparse.Namespace) -> int:
+    """3 simulated nodes: one PDU-capped (provision fixes it), one with its coolant flow not
+    restored after maintenance (the gate keeps it out of service)."""
     fleet = Fleet()
     control.down(fleet)
-    described = control.up(fleet, FleetConfig(nodes=2, profile="b300-16"))
+    described = control.up(fleet, FleetConfig(nodes=3, profile="b300-16"))
     print(f"simulated fleet up: {', '.join(described['nodes'])}")
     try:
         control.fault(fleet, "node02", "power-capped", clear=False)
-        print("injected fault power-capped on node02 (a PDU protection lowering every GPU's limit)")
-        options = commands.CommonOptions(fleet.inventory_path, None, args.report_dir)
-        report = commands.facts(options)
-        print((args.report_dir / "report.md").read_text(encoding="utf-8"))
-        code = _print_report(report, args.report_dir)
+        print("fault: node02 power-capped (a PDU protection lowered every GPU's limit by 300 W)")
+        control.fault(fleet, "node03", "low-coolant-flow", clear=False)
+        print("fault: node03 low-coolant-flow (a valve left part-closed after work on the water loop)")
+        base = args.report_dir
+        vault = fleet.vault_password_file
+        provision = commands.provision(
+            commands.CommonOptions(fleet.inventory_path, None, base / "provision", vault_password_file=vault)
+        )
+        print((base / "provision" / "report.md").read_text(encoding="utf-8"))
+        gate = commands.gate(
+            commands.CommonOptions(fleet.inventory_path, None, base / "gate", vault_password_file=vault),
+            burn_in_seconds=20,
+        )
+        print((base / "gate" / "report.md").read_text(encoding="utf-8"))
+        _print_report(gate, base / "gate")
     finally:
         control.down(fleet)
         print("simulated fleet stopped")
-    # The demo succeeds when the injected fault was found, and only on the faulted node.
-    statuses = {name: host.status for name, host in report.hosts.items()}
-    found = statuses == {"node01": "ok", "node02": "failed"}
-    print(
-        "demo: the fault was found on node02 only"
-        if found
-        else f"demo: unexpected result {json.dumps(statuses)}"
-    )
-    return EXIT_OK if found and code == EXIT_NOT_OK else EXIT_NOT_OK
+    # The demo succeeds when provision fixed node02 and the gate admitted node01/node02 only.
+    provisioned = {name: host.status for name, host in provision.hosts.items()}
+    gated = {name: host.status for name, host in gate.hosts.items()}
+    fixed = provisioned.get("node02") == "changed" and provision.all_ok()
+    admitted = gated == {"node01": "ok", "node02": "ok", "node03": "blocked"}
+    print(f"demo: provision {json.dumps(provisioned)}; gate {json.dumps(gated)}")
+    return EXIT_OK if fixed and admitted else EXIT_NOT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
