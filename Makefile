@@ -7,7 +7,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 
-.PHONY: setup demo test lint unit integration molecule bench clean sim-down
+.PHONY: setup demo test lint unit integration molecule clean sim-down
 
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
@@ -49,9 +49,6 @@ integration: setup
 
 molecule: setup
 	cd . && $(BIN)/molecule test -s default
-
-bench: setup
-	$(BIN)/python bench/fleet_speed.py
 
 sim-down:
 	-$(BIN)/gpufleet sim down
