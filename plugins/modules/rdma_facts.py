@@ -221,9 +221,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     read_roce_tos,
     read_traffic_class,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import run_tool
 
-# Tool messages and number formats are only stable in the C locale.
-_ENV = {"LC_ALL": "C"}
 _MLXLINK_KEYS = (
     "state",
     "physical_state",
@@ -236,36 +235,9 @@ _MLXLINK_KEYS = (
 )
 
 
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
 def _run(module, cmd, parser, hint):
-    """Run a tool and parse its output; fail with the command and its output on either error."""
-    rc, out, err = module.run_command(cmd, environ_update=_ENV)
-    if rc != 0:
-        module.fail_json(
-            msg="%s failed (rc=%d): %s. %s" % (" ".join(cmd), rc, _first_line(out, err), hint),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    try:
-        return parser(out)
-    except ParseError as exc:
-        module.fail_json(
-            msg="Could not read the output of %s: %s. Run it by hand on this node to see what it prints."
-            % (" ".join(cmd), exc),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
+    """Run a tool and parse its output (the collection's one tool runner)."""
+    return run_tool(module, cmd, parser, hint)
 
 
 def _netdevs(module, ibdevs):
