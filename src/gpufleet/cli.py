@@ -10,11 +10,13 @@ from pathlib import Path
 
 from gpufleet import commands, procs, runner
 from gpufleet import drift as drift_mod
+from gpufleet import report as report_mod
 from gpufleet.report import Report
 from gpufleet.sim import build, control, faults
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
 
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+DEFAULT_REPORT_DIR = Path("reports/latest")
 
 
 class UsageError(Exception):
@@ -24,7 +26,7 @@ class UsageError(Exception):
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inventory", "-i", type=Path, help="inventory (default: the simulated fleet)")
     parser.add_argument("--limit", "-l", help="Ansible host pattern to limit the run to")
-    parser.add_argument("--report-dir", type=Path, default=Path("reports/latest"), help="where reports go")
+    parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where reports go")
     parser.add_argument("--vault-password-file", type=Path, help="decrypts vaulted inventory (BMC passwords)")
 
 
@@ -42,6 +44,14 @@ def _parser() -> argparse.ArgumentParser:
     provision.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
     provision.add_argument("--check", action="store_true", help="report what would change; change nothing")
     provision.add_argument("--diff", action="store_true", help="show file and setting differences")
+
+    # `check` is provision's check mode with diff: the same run, report and exit statuses.
+    check = sub.add_parser(
+        "check", help="what provision would change on every node (check mode, diff); changes nothing"
+    )
+    _common(check)
+    check.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
+    check.set_defaults(check=True, diff=True)
 
     gate = sub.add_parser(
         "gate", help="post-maintenance gate: thermal, coolant, start, burn-in, prefix cache"
@@ -61,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
         default=0.0,
         help="stop the rollout when a batch fails more than P %",
     )
+
+    show = sub.add_parser(
+        "report", help="print the report in DIR/report.json again; rebuild report.md and gpufleet.prom"
+    )
+    show.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where the report is")
+    show.add_argument("--format", choices=report_mod.FORMATS, default="md", help="what to print")
 
     demo = sub.add_parser("demo", help="3 simulated nodes, two faulted: provision, the gate, the reports")
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
@@ -109,6 +125,18 @@ def _print_report(report: Report, report_dir: Path) -> int:
     summary = report.summary()
     print(f"report: {report_dir / 'report.json'}, {report_dir / 'report.md'}, {report_dir / 'gpufleet.prom'}")
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
+    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
+
+
+def _report(report_dir: Path, fmt: str) -> int:
+    """An existing report again: printed in one format, report.md and gpufleet.prom rebuilt from
+    report.json; the exit status is the one the command that wrote it returned."""
+    report = report_mod.load(report_dir / report_mod.FILES["json"])
+    try:
+        report_mod.write(report, report_dir, kinds=("md", "prom"))
+    except OSError as exc:
+        raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
+    sys.stdout.write(report_mod.render(report, fmt))
     return EXIT_OK if report.all_ok() else EXIT_NOT_OK
 
 
@@ -193,9 +221,11 @@ def main(argv: list[str] | None = None) -> int:
             return _sim(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "report":
+            return _report(args.report_dir, args.format)
         inventory = _inventory(args.inventory)
         vault = _vault_file(args.vault_password_file, args.inventory)
-        if args.command == "provision":
+        if args.command in ("provision", "check"):
             options = commands.CommonOptions(
                 inventory,
                 args.limit,
@@ -223,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
         report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
         return _print_report(report, args.report_dir)
-    except (UsageError, SimError, faults.FaultError, ValueError) as exc:
+    except (UsageError, SimError, faults.FaultError, report_mod.ReportError, ValueError) as exc:
         print(f"gpufleet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except runner.RunnerError as exc:

@@ -12,10 +12,17 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable")
+FORMATS = ("md", "json", "prom")
+FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom"}
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class ReportError(Exception):
+    """A report.json that cannot be read back: missing, unreadable, or not this contract."""
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime(_TIME_FORMAT)
 
 
 @dataclass
@@ -151,7 +158,7 @@ def render_prometheus(report: Report) -> str:
     ]
     for name in sorted(report.hosts):
         ok = int(report.hosts[name].status in ("ok", "changed"))
-        lines.append(f'gpufleet_host_ok{{host="{_label(name)}",command="{report.command}"}} {ok}')
+        lines.append(f'gpufleet_host_ok{{host="{_label(name)}",command="{_label(report.command)}"}} {ok}')
     lines += [
         "# HELP gpufleet_check_ok 1 when the named check passed.",
         "# TYPE gpufleet_check_ok gauge",
@@ -174,21 +181,114 @@ def render_prometheus(report: Report) -> str:
     lines += [
         "# HELP gpufleet_report_finished_timestamp_seconds When the run finished.",
         "# TYPE gpufleet_report_finished_timestamp_seconds gauge",
-        f"gpufleet_report_finished_timestamp_seconds {datetime.now(UTC).timestamp():.0f}",
+        f"gpufleet_report_finished_timestamp_seconds {_finished_timestamp(report):.0f}",
     ]
     return "\n".join(lines) + "\n"
 
 
-def write(report: Report, directory: Path) -> dict[str, Path]:
-    """Writes the three files atomically (a textfile collector must never read half a file)."""
+def _finished_timestamp(report: Report) -> float:
+    """The run's own end, so a report rendered again later still says when its run finished."""
+    try:
+        return datetime.strptime(report.finished, _TIME_FORMAT).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return datetime.now(UTC).timestamp()
+
+
+def render(report: Report, kind: str) -> str:
+    """One of FORMATS: report.json's text, report.md's or gpufleet.prom's."""
+    if kind == "json":
+        return json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"
+    if kind == "md":
+        return render_markdown(report)
+    if kind == "prom":
+        return render_prometheus(report)
+    raise ValueError(f"unknown report format {kind!r}, expected one of {', '.join(FORMATS)}")
+
+
+def write(
+    report: Report, directory: Path, kinds: tuple[str, ...] = ("json", "md", "prom")
+) -> dict[str, Path]:
+    """Writes the files atomically (a textfile collector must never read half a file)."""
     directory.mkdir(parents=True, exist_ok=True)
-    outputs = {
-        "json": (directory / "report.json", json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"),
-        "md": (directory / "report.md", render_markdown(report)),
-        "prom": (directory / "gpufleet.prom", render_prometheus(report)),
-    }
+    outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}
     for path, text in outputs.values():
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     return {kind: path for kind, (path, _) in outputs.items()}
+
+
+def _require(ok: bool, where: str, what: str) -> None:
+    if not ok:
+        raise ReportError(f"{where}: {what}")
+
+
+def _host_from_dict(data: Any, where: str) -> HostReport:
+    """The host entry, checked as far as the renderers read it."""
+    _require(isinstance(data, dict), where, "not an object")
+    status = data.get("status")
+    _require(status in STATUSES, f"{where}.status", f"{status!r} is not one of {', '.join(STATUSES)}")
+    for key, kind in (("checks", list), ("changes", list), ("facts", dict), ("message", str)):
+        _require(isinstance(data.get(key, kind()), kind), f"{where}.{key}", f"not a {kind.__name__}")
+    fields = {
+        "checks": ("name", "ok", "value", "limit", "unit", "message"),
+        "changes": ("setting", "from", "to"),
+    }
+    for key, needed in fields.items():
+        for i, entry in enumerate(data.get(key, [])):
+            missing = [k for k in needed if not isinstance(entry, dict) or k not in entry]
+            _require(not missing, f"{where}.{key}[{i}]", f"missing {', '.join(missing)}")
+            if key == "checks":
+                typed = isinstance(entry["name"], str) and isinstance(entry["ok"], bool)
+                _require(typed, f"{where}.{key}[{i}]", "name must be a string and ok a boolean")
+    facts = data.get("facts", {})
+    gpus = facts.get("gpufleet_gpus")
+    if gpus is not None:
+        _require(isinstance(gpus, list), f"{where}.facts.gpufleet_gpus", "not a list")
+        for i, gpu in enumerate(gpus):
+            ok = isinstance(gpu, dict) and isinstance(gpu.get("power") or {}, dict)
+            ok = ok and ((gpu.get("power") or {}).get("enforced_limit_w") is None or "uuid" in gpu)
+            _require(ok, f"{where}.facts.gpufleet_gpus[{i}]", "not a GPU (power and uuid)")
+    return HostReport(
+        status=status,
+        checks=list(data.get("checks", [])),
+        changes=list(data.get("changes", [])),
+        facts=dict(facts),
+        message=data.get("message", ""),
+    )
+
+
+def from_dict(data: Any, where: str = "report") -> Report:
+    """A Report from report.json's content; ReportError names the first thing that does not fit."""
+    _require(isinstance(data, dict), where, "not a JSON object")
+    version = data.get("gpufleet_report")
+    _require(
+        type(version) is int and version == SCHEMA_VERSION,
+        where,
+        f"not a gpufleet report (gpufleet_report is {version!r}, this gpufleet reads {SCHEMA_VERSION})",
+    )
+    for key in ("command", "started", "finished"):
+        _require(isinstance(data.get(key), str), f"{where}: {key}", "missing or not a string")
+    hosts = data.get("hosts")
+    _require(isinstance(hosts, dict), f"{where}: hosts", "missing or not an object")
+    report = Report(command=data["command"], started=data["started"], finished=data["finished"])
+    for name, host in hosts.items():
+        report.hosts[name] = _host_from_dict(host, f"{where}: hosts.{name}")
+    return report
+
+
+def load(path: Path) -> Report:
+    """Reads a report.json back; every error names the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportError(
+            f"{path}: no report there (a gpufleet command writes one with --report-dir)"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportError(f"{path}: cannot be read: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(f"{path}: not JSON: {exc}") from None
+    return from_dict(data, str(path))
