@@ -7,7 +7,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 
-.PHONY: setup demo test lint unit integration molecule clean sim-down
+.PHONY: setup demo test lint unit integration molecule bench clean sim-down
 
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
@@ -30,8 +30,8 @@ demo: setup
 test: setup lint unit integration
 
 lint: setup
-	$(BIN)/ruff check src plugins tests
-	$(BIN)/ruff format --check src plugins tests
+	$(BIN)/ruff check src plugins tests bench
+	$(BIN)/ruff format --check src plugins tests bench
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
 	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
@@ -46,6 +46,11 @@ unit: setup
 
 integration: setup
 	$(BIN)/pytest tests/integration
+
+# Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores).
+bench: setup
+	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[bench]'
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 molecule: setup
 	cd . && $(BIN)/molecule test -s default

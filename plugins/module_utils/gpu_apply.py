@@ -20,8 +20,10 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
     watts_arg,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    GPU_LIST_FIELDS,
     ParseError,
     build_topology,
+    gpu_list_query,
     parse_query_csv,
     parse_query_xml,
     parse_topo_matrix,
@@ -288,9 +290,6 @@ class GpuPower:
 
 # ---------------------------------------------------------------- gpu_pinning (and node_facts)
 
-_PINNING_FIELDS = ["index", "uuid", "pci.bus_id"]
-
-
 def _pinning_first_line(*texts):
     for text in texts:
         for line in (text or "").splitlines():
@@ -317,10 +316,10 @@ def pinning_gpus(module, smi, need_domains):
 
     Fails the module on a tool error.
     """
-    query = [smi, "--query-gpu=" + ",".join(_PINNING_FIELDS), "--format=csv,noheader"]
+    query = gpu_list_query(smi)
     out = _pinning_run(module, query)
     try:
-        rows = parse_query_csv(out, fields=_PINNING_FIELDS)
+        rows = parse_query_csv(out, fields=GPU_LIST_FIELDS)
     except ParseError as exc:
         module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
     gpus = [{"index": r["index"], "uuid": r["uuid"], "pci_bus_id": r["pci.bus_id"]} for r in rows]

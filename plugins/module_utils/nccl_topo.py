@@ -648,7 +648,6 @@ def read_node(sys_root, cpuinfo, machine, gpus, matrix, gdr=True):
 
 SYS_ROOT = "/sys"
 CPUINFO = "/proc/cpuinfo"
-_SMI_FIELDS = ["index", "pci.bus_id", "compute_cap"]
 
 
 def _first_line(*texts):
@@ -662,18 +661,20 @@ def _first_line(*texts):
 def node_topology(module, smi, gdr=True):
     """What both modules need from the node: ``(system, rendered_text, parsed, bus_ids, warnings)``.
 
-    Runs ``nvidia-smi --query-gpu=index,pci.bus_id,compute_cap --format=csv,noheader`` and
+    Runs ``nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap --format=csv,noheader`` and
     ``nvidia-smi topo -m`` (LC_ALL=C), reads SYS_ROOT and CPUINFO. Fails the module on a
     tool error; a topo -m it cannot read only costs the NVLink edges (with a warning).
     """
     from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+        GPU_LIST_FIELDS,
         ParseError,
+        gpu_list_query,
         parse_query_csv,
         parse_topo_matrix,
     )
 
     env = {"LC_ALL": "C"}
-    query = [smi, "--query-gpu=" + ",".join(_SMI_FIELDS), "--format=csv,noheader"]
+    query = gpu_list_query(smi)
     rc, out, err = module.run_command(query, environ_update=env)
     if rc != 0:
         module.fail_json(
@@ -684,7 +685,7 @@ def node_topology(module, smi, gdr=True):
             stderr=err,
         )
     try:
-        gpus = parse_query_csv(out, fields=_SMI_FIELDS)
+        gpus = parse_query_csv(out, fields=GPU_LIST_FIELDS)
     except ParseError as exc:
         module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
     gpus = [

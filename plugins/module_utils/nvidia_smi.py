@@ -576,6 +576,16 @@ def _csv_value(field, raw):
     return value if number is None else number
 
 
+# The GPU list gpu_pinning and nccl_topology both read: one query, so a module that compares both
+# roles (node_facts) runs nvidia-smi once for it. compute_cap needs driver >= 510.
+GPU_LIST_FIELDS = ["index", "uuid", "pci.bus_id", "compute_cap"]
+
+
+def gpu_list_query(smi):
+    """argv of the GPU list query (``--format=csv,noheader``; parse with fields=GPU_LIST_FIELDS)."""
+    return [smi, "--query-gpu=" + ",".join(GPU_LIST_FIELDS), "--format=csv,noheader"]
+
+
 @_guard(_CSV_TOOL)
 def parse_query_csv(text, fields=None):
     """Parse ``--query-gpu=... --format=csv[,noheader][,nounits]`` into one dict per GPU row.

@@ -74,7 +74,7 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader) and C(nvidia-smi topo -m)
+  - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap --format=csv,noheader) and C(nvidia-smi topo -m)
     with C(LC_ALL=C).
 seealso:
   - name: CUDA environment variables

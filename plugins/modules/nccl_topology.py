@@ -17,7 +17,7 @@ description:
   - The PCI tree from C(/sys) as NCCL builds it (switch upstream ports and endpoints, a switch's
     downstream ports folded away), each C(<pci>) with C(busid), C(class), vendor/device/subsystem ids,
     C(link_speed) and C(link_width) (the lower of the device's and its port's maximum).
-  - C(<gpu dev sm rank gdr>) from C(nvidia-smi --query-gpu=index,pci.bus_id,compute_cap), with
+  - C(<gpu dev sm rank gdr>) from C(nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap), with
     C(<nvlink>) edges from the NV# cells of C(nvidia-smi topo -m). A GPU whose NV# counts add up to more
     links than it has is on NVSwitches, written as one edge to C(fffffff:ffff:ff) with tclass
     C(0x068000) as NCCL does for switches it cannot see.

@@ -10,7 +10,7 @@ from ansible_collections.gpufleet.node.plugins.modules import gpu_pinning
 from gpufleet.sim import faults_gpu, state
 from tests.unit.modules.simnode import SMI, SimNode, run_module
 
-QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"]
+QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
 TOPO = [SMI, "topo", "-m"]
 INSTANCES = [{"name": "glm52", "nvlink_domain": 0}, {"name": "kimik3", "nvlink_domain": 1}]
 

@@ -13,7 +13,7 @@ from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, ncc
 from gpufleet.sim import faults_gpu, faults_topo
 from tests.unit.modules.simnode import SMI, SimNode, run_module
 
-QUERY = [SMI, "--query-gpu=index,pci.bus_id,compute_cap", "--format=csv,noheader"]
+QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
 TOPO = [SMI, "topo", "-m"]
 CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
 GRAPH = (

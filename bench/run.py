@@ -1,0 +1,375 @@
+"""Fleet-scale timing: `gpufleet drift` against `ansible -m ping`, a naive playbook and clush.
+
+Brings up simulated fleets (8 and 32 nodes by default), puts a different fault on two nodes,
+then times each method side by side, in rotating order, several rounds. Every run starts with
+cold SSH connections (its own ControlPath directory, masters closed after it), and every run's
+result is checked before it counts: each method must find the same two faults and nothing on
+a clean node. Prints the medians and the ratios; `--json FILE` keeps every sample.
+
+Wall time is what an operator waits. Controller CPU (ansible, its forks and ssh clients) is
+what grows with the fleet on a real controller; node CPU is what the commands cost on the nodes,
+which a real fleet spends in parallel on each node's own cores but which the simulated nodes
+here spend on the controller's.
+
+    .venv/bin/python bench/run.py [--sizes 8,32] [--rounds 3] [--subnet 127.0.90] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import checks  # noqa: E402  (bench/checks.py, beside this file)
+
+import gpufleet.procs as procs  # noqa: E402
+import gpufleet.sim.control as control  # noqa: E402
+from gpufleet.sim.fleet import Fleet, FleetConfig  # noqa: E402
+
+BIN = Path(sys.executable).parent
+# Two faults on two nodes; node01 stays clean. Each method must see exactly these.
+FAULTS = {"node02": "pfc-off", "node03": "power-capped"}
+EXPECTED = {"node02": "pfc", "node03": "power"}
+METHODS = ("ansible -m ping", "gpufleet drift", "naive playbook", "clush probe")
+
+
+class BenchError(RuntimeError):
+    """A method's run did not do the work it is timed for; its time would mean nothing."""
+
+
+@dataclass
+class Sample:
+    wall_s: float
+    controller_cpu_s: float
+    node_cpu_s: float
+
+
+@dataclass
+class Context:
+    fleet: Fleet
+    nodes: int
+    work: Path
+    addresses: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def inventory(self) -> Path:
+        return self.fleet.inventory_path
+
+
+# -- the methods ---------------------------------------------------------------------------------
+def _ansible_env(control_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{BIN}:{env.get('PATH', '')}",
+        ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+        ANSIBLE_COLLECTIONS_PATH=str(REPO / ".gpufleet" / "collections"),
+        ANSIBLE_ROLES_PATH=str(REPO / "roles"),
+        ANSIBLE_SSH_CONTROL_PATH_DIR=str(control_dir),
+        ANSIBLE_NOCOLOR="1",
+    )
+    return env
+
+
+def _run(argv: list[str], env: dict[str, str], timeout: float = 900.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def ping(ctx: Context, control_dir: Path) -> None:
+    proc = _run(
+        [
+            str(BIN / "ansible"),
+            "gpu_nodes",
+            "-i",
+            str(ctx.inventory),
+            "-m",
+            "ansible.builtin.ping",
+            "-f",
+            str(ctx.nodes),
+            "--vault-password-file",
+            str(ctx.fleet.vault_password_file),
+        ],
+        _ansible_env(control_dir),
+    )
+    pongs = len(re.findall(r"^node\d+ \| SUCCESS", proc.stdout, re.MULTILINE))
+    if proc.returncode != 0 or pongs != ctx.nodes:
+        tail = proc.stdout[-600:] + proc.stderr[-600:]
+        raise BenchError(f"ping: rc {proc.returncode}, {pongs}/{ctx.nodes} pongs: {tail}")
+
+
+def drift(ctx: Context, control_dir: Path) -> None:
+    report_dir = ctx.work / "drift-report"
+    shutil.rmtree(report_dir, ignore_errors=True)
+    proc = _run(
+        [
+            str(BIN / "gpufleet"),
+            "drift",
+            "--inventory",
+            str(ctx.inventory),
+            "--report-dir",
+            str(report_dir),
+            "--vault-password-file",
+            str(ctx.fleet.vault_password_file),
+        ],
+        _ansible_env(control_dir),
+    )
+    if proc.returncode != 1 or not (report_dir / "report.json").exists():
+        tail = proc.stdout[-600:] + proc.stderr[-600:]
+        raise BenchError(f"gpufleet drift: rc {proc.returncode} (1 expected): {tail}")
+    hosts = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["hosts"]
+    found = {name: " ".join(c["setting"] for c in host.get("changes") or []) for name, host in hosts.items()}
+    _expect("gpufleet drift", ctx, found, {"pfc": "rdma_qos.pfc", "power": "gpu_power.enforced_limit_w"})
+
+
+def naive(ctx: Context, control_dir: Path) -> None:
+    playbook = ctx.work / "naive_drift.yml"
+    playbook.write_text(checks.naive_playbook(), encoding="utf-8")
+    proc = _run(
+        [
+            str(BIN / "ansible-playbook"),
+            "-i",
+            str(ctx.inventory),
+            str(playbook),
+            "-f",
+            str(ctx.nodes),
+            "--vault-password-file",
+            str(ctx.fleet.vault_password_file),
+        ],
+        _ansible_env(control_dir),
+    )
+    recap = {
+        m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        for m in re.finditer(r"^(node\d+)\s+:\s+(.*)$", proc.stdout, re.MULTILINE)
+    }
+    if (
+        proc.returncode != 0
+        or len(recap) != ctx.nodes
+        or any(
+            r.get("failed") or r.get("unreachable") or r.get("ok") != len(checks.CHECKS)
+            for r in recap.values()
+        )
+    ):
+        raise BenchError(f"naive playbook: rc {proc.returncode}: {proc.stdout[-800:]}{proc.stderr[-400:]}")
+    # A drifted setting is a changed task: the faulted nodes have one more than the clean node01.
+    clean = recap["node01"]["changed"]
+    for name, what in EXPECTED.items():
+        if recap[name]["changed"] != clean + 1:
+            raise BenchError(
+                f"naive playbook: {name} ({what}) changed={recap[name]['changed']}, node01 {clean}"
+            )
+
+
+def clush(ctx: Context, control_dir: Path) -> None:
+    by_address = {address: name for name, address in ctx.addresses.items()}
+    ssh_options = (
+        f"-p 2222 -l root -i {ctx.fleet.client_key} -o UserKnownHostsFile={ctx.fleet.known_hosts} "
+        "-o StrictHostKeyChecking=yes -o BatchMode=yes"
+    )
+    proc = _run(
+        [
+            str(BIN / "clush"),
+            "-w",
+            ",".join(by_address),
+            "-f",
+            str(ctx.nodes),
+            "-o",
+            ssh_options,
+            checks.script(),
+        ],
+        dict(os.environ),
+    )
+    found: dict[str, str] = {}
+    for line in proc.stdout.splitlines():
+        address, _, text = line.partition(": ")
+        found[by_address.get(address, address)] = found.get(by_address.get(address, address), "") + " " + text
+    if proc.returncode != 0 or set(found) - set(ctx.addresses):
+        raise BenchError(f"clush: rc {proc.returncode}: {proc.stdout[-600:]}{proc.stderr[-600:]}")
+    _expect("clush", ctx, found, {"pfc": "DRIFT pfc[", "power": "DRIFT power_limit["})
+
+
+def _expect(method: str, ctx: Context, found: dict[str, str], marks: dict[str, str]) -> None:
+    for name, what in EXPECTED.items():
+        if marks[what] not in found.get(name, ""):
+            raise BenchError(f"{method}: {name} ({FAULTS[name]}) not found: {found.get(name, '')[:300]}")
+    clean = found.get("node01", "")
+    if any(mark in clean for mark in marks.values()):
+        raise BenchError(f"{method}: the clean node01 reported {clean[:300]}")
+
+
+RUNNERS: dict[str, Callable[[Context, Path], None]] = dict(
+    zip(METHODS, (ping, drift, naive, clush), strict=True)
+)
+
+
+# -- measuring -------------------------------------------------------------------------------------
+def _tree_cpu_s(roots: list[int]) -> float:
+    """CPU seconds of these processes and every descendant, live or reaped (utime+stime+cutime+cstime)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parent[pid] = int(fields[1])
+        ticks[pid] = sum(int(v) for v in fields[11:15])
+    wanted = set(roots)
+    total = 0
+    for pid in ticks:
+        walk = pid
+        while walk > 1 and walk not in wanted:
+            walk = parent.get(walk, 0)
+        if walk in wanted:
+            total += ticks[pid]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _close_masters(control_dir: Path) -> None:
+    for socket in control_dir.iterdir():
+        subprocess.run(
+            ["ssh", "-o", f"ControlPath={socket}", "-O", "exit", "bench"],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+
+
+def measure(ctx: Context, method: str) -> Sample:
+    node_roots = [p.pid for p in ctx.fleet.processes.values()]
+    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ctx.work))
+    procs.reap_children()
+    before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before_nodes = _tree_cpu_s(node_roots)
+    start = time.perf_counter()
+    try:
+        RUNNERS[method](ctx, control_dir)
+    finally:
+        wall = time.perf_counter() - start
+        _close_masters(control_dir)
+        time.sleep(0.5)  # sessions end on the nodes; their sshd reaps them
+        procs.reap_children(timeout=1.0)
+        shutil.rmtree(control_dir, ignore_errors=True)
+    after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    controller = (after_children.ru_utime - before_children.ru_utime) + (
+        after_children.ru_stime - before_children.ru_stime
+    )
+    return Sample(wall, controller, _tree_cpu_s(node_roots) - before_nodes)
+
+
+def bench_size(nodes: int, rounds: int, subnet: str, work: Path) -> dict[str, list[Sample]]:
+    fleet = Fleet(work / f"sim-{nodes}")
+    print(f"== {nodes} nodes: starting the simulated fleet on {subnet}.0/24 ...", flush=True)
+    fleet.up(FleetConfig(nodes=nodes, subnet=subnet), timeout=120.0)
+    try:
+        for name, fault in FAULTS.items():
+            control.fault(fleet, name, fault, clear=False)
+        ctx = Context(fleet, nodes, work)
+        ctx.addresses = {f"node{i:02d}": f"{subnet}.{i + 1}" for i in range(1, nodes + 1)}
+        samples: dict[str, list[Sample]] = {m: [] for m in METHODS}
+        for round_no in range(rounds):
+            order = METHODS[round_no % len(METHODS) :] + METHODS[: round_no % len(METHODS)]
+            for method in order:
+                sample = measure(ctx, method)
+                samples[method].append(sample)
+                print(
+                    f"   round {round_no + 1}: {method:<16} {sample.wall_s:6.1f} s wall, "
+                    f"{sample.controller_cpu_s:6.1f} s controller CPU, {sample.node_cpu_s:6.1f} s node CPU",
+                    flush=True,
+                )
+        return samples
+    finally:
+        fleet.stop()
+
+
+def table(results: dict[int, dict[str, list[Sample]]]) -> str:
+    rows = [
+        "| nodes | method | wall s (median) | controller CPU s | node CPU s | wall vs ping |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    ratios = []
+    for nodes, samples in results.items():
+        med = {
+            m: Sample(
+                statistics.median(s.wall_s for s in v),
+                statistics.median(s.controller_cpu_s for s in v),
+                statistics.median(s.node_cpu_s for s in v),
+            )
+            for m, v in samples.items()
+        }
+        ping_wall = med["ansible -m ping"].wall_s
+        for method in METHODS:
+            m = med[method]
+            rows.append(
+                f"| {nodes} | {method} | {m.wall_s:.1f} | {m.controller_cpu_s:.1f} | {m.node_cpu_s:.1f} "
+                f"| {m.wall_s / ping_wall:.2f} |"
+            )
+        d, n = med["gpufleet drift"], med["naive playbook"]
+        ratios.append(
+            f"{nodes} nodes: drift / ping = {d.wall_s / ping_wall:.2f} (target <= 1.5); "
+            f"naive / drift = {n.wall_s / d.wall_s:.2f} (target >= 5); "
+            f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}; "
+            "controller CPU drift / ping = "
+            f"{d.controller_cpu_s / med['ansible -m ping'].controller_cpu_s:.2f}"
+        )
+    return "\n".join([*rows, "", *ratios])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="8,32", help="fleet sizes, comma-separated (default 8,32)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each method per size (default 3)")
+    parser.add_argument("--subnet", default="127.0.90", help="loopback /24 for the bench fleets")
+    parser.add_argument("--json", type=Path, help="also write every sample here")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    if os.geteuid() != 0:
+        print("bench: simulated nodes need namespaces: run as root", file=sys.stderr)
+        return 2
+    if shutil.which("clush", path=str(BIN)) is None:
+        print(f"bench: clush is not in {BIN}: pip install clustershell (make bench does)", file=sys.stderr)
+        return 2
+    procs.become_subreaper()
+    results: dict[int, dict[str, list[Sample]]] = {}
+    with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
+        try:
+            for nodes in sizes:
+                results[nodes] = bench_size(nodes, args.rounds, args.subnet, Path(tmp))
+        except BenchError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            procs.reap_children(timeout=5.0)
+    print()
+    print(f"machine: {os.cpu_count()} CPUs, {os.uname().machine}, Python {sys.version.split()[0]}")
+    print(table(results))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {n: {m: [s.__dict__ for s in v] for m, v in r.items()} for n, r in results.items()}, indent=1
+            ),
+            encoding="utf-8",
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

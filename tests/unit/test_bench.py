@@ -1,0 +1,44 @@
+"""bench/: the naive playbook has one task per check, and the table's ratios come from medians."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import checks
+import run
+
+
+def test_naive_playbook_runs_each_check_as_its_own_task() -> None:
+    (play,) = yaml.safe_load(checks.naive_playbook())
+    commands = [task["ansible.builtin.shell"]["cmd"].strip() for task in play["tasks"]]
+    assert commands == [c.strip() for c in checks.CHECKS.values()]
+    assert all(task["changed_when"] == "'DRIFT' in check.stdout" for task in play["tasks"])
+
+
+def test_clush_script_runs_every_check_once() -> None:
+    assert checks.script().splitlines() == list(checks.CHECKS.values())
+
+
+def test_table_ratios_use_medians() -> None:
+    def samples(*walls: float) -> list[run.Sample]:
+        return [run.Sample(w, w / 2, w * 2) for w in walls]
+
+    results = {
+        32: {
+            "ansible -m ping": samples(10.0, 4.0, 5.0),
+            "gpufleet drift": samples(7.5, 100.0, 6.0),
+            "naive playbook": samples(60.0, 75.0, 1.0),
+            "clush probe": samples(3.0, 3.0, 3.0),
+        }
+    }
+    text = run.table(results)
+    assert "| 32 | gpufleet drift | 7.5 | 3.8 | 15.0 | 1.50 |" in text
+    assert (
+        "drift / ping = 1.50 (target <= 1.5); naive / drift = 8.00 (target >= 5); drift / clush = 2.50"
+        in text
+    )
