@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,9 @@ from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
 
 BURN_IN_SECONDS = "20"
+# how the gate drains a Slurm node (scontrol argv after the node name)
+DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
+RUN_A = {"node01": "127.0.33.2", "node02": "127.0.33.3", "node03": "127.0.33.4", "node04": "127.0.33.5"}
 
 
 def _gate(fleet: Fleet, report_dir: Path) -> tuple[int, dict[str, Any]]:
@@ -47,10 +51,30 @@ def _answers(url: str) -> int:
         return int(response.status)
 
 
+def _scheduler_calls(fleet: Fleet, name: str) -> list[dict[str, Any]]:
+    """What the node's stand-in `scontrol` was asked, in order: argv and time."""
+    calls: list[dict[str, Any]] = state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])
+    return calls
+
+
+def _mtime(fleet: Fleet, name: str, path: str) -> float:
+    """When a file on the node was last written (its own /run), read over the node's ssh."""
+    argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
+    argv += ["-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", "2222", f"root@{RUN_A[name]}"]
+    out = subprocess.run([*argv, "stat", "-c", "%.6Y", path], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return float(out.stdout)
+
+
 @pytest.fixture(scope="module")
 def run_a(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any], Path]:
-    """healthy, low coolant flow, a hot GPU, a BMC that is down: one gate run."""
+    """healthy, low coolant flow, a hot GPU, a BMC that is down: one gate run, the nodes in Slurm."""
     fleet: Fleet = fleet_factory(nodes=4, subnet="127.0.33")
+    # the nodes are Slurm nodes: drained before the gate, resumed only when they pass it
+    host_vars = fleet.root / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    for name in RUN_A:
+        (host_vars / f"{name}.yml").write_text("gpufleet_drain_method: slurm\n")
     control.fault(fleet, "node02", "low-coolant-flow", clear=False)
     control.fault(fleet, "node03", "hot-gpu", clear=False)
     control.fault(fleet, "node04", "bmc-down", clear=False)
@@ -70,6 +94,32 @@ def test_healthy_node_passes_and_serves(run_a) -> None:
         _answers("http://127.0.33.2:8000/health") == 200 and _answers("http://127.0.33.2:8001/health") == 200
     )
     assert code == 1  # the other nodes are blocked
+
+
+def test_healthy_node_is_drained_first_and_resumed_only_after_passing(run_a) -> None:
+    fleet, _, report, _ = run_a
+    calls = _scheduler_calls(fleet, "node01")
+    assert [c["argv"] for c in calls] == [
+        ["update", "nodename=node01", *DRAIN],
+        ["update", "nodename=node01", "state=resume"],
+    ]
+    drained, resumed = calls[0]["time"], calls[1]["time"]
+    # the instances may start only after the thermal gate; the node passed only after the burn-in
+    started = _mtime(fleet, "node01", "/run/gpufleet/thermal-gate-passed")
+    passed = _mtime(fleet, "node01", "/run/gpufleet/gate-passed")
+    assert drained < started < passed < resumed
+    assert state.load(fleet.root / "nodes" / "node01")["slurm_state"] == "IDLE"
+    assert "drained" not in report["hosts"]["node01"].get("message", "")
+
+
+def test_blocked_nodes_are_drained_and_never_resumed(run_a) -> None:
+    fleet, _, report, _ = run_a
+    for name in ("node02", "node03", "node04"):
+        argv = [c["argv"] for c in _scheduler_calls(fleet, name)]
+        assert argv == [["update", f"nodename={name}", *DRAIN]], name
+        assert state.load(fleet.root / "nodes" / name)["slurm_state"] == "IDLE+DRAIN"
+        host = report["hosts"][name]
+        assert host["status"] == "blocked" and host["message"].endswith("; left drained"), host["message"]
 
 
 def test_low_flow_blocks_before_start_naming_reading_and_limit(run_a) -> None:
