@@ -74,8 +74,8 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap --format=csv,noheader) and C(nvidia-smi topo -m)
-    with C(LC_ALL=C).
+  - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap --format=csv,noheader) and
+    C(nvidia-smi topo -m) with C(LC_ALL=C).
 seealso:
   - name: CUDA environment variables
     description: CUDA_VISIBLE_DEVICES by UUID and CUDA_DEVICE_ORDER.
