@@ -290,6 +290,7 @@ class GpuPower:
 
 # ---------------------------------------------------------------- gpu_pinning (and node_facts)
 
+
 def _pinning_first_line(*texts):
     for text in texts:
         for line in (text or "").splitlines():
