@@ -1,0 +1,66 @@
+"""`gpufleet gate` refuses a node whose role inputs are bad before it is drained (subnet 127.0.35).
+
+post_maintenance.yml's first play runs every role's preflight (and the drain role's argument spec), so
+a typo in group_vars stops the node while it is still in service, instead of after the drain play
+has taken it out of its scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet import cli
+from gpufleet.sim import state
+from gpufleet.sim.fleet import Fleet
+
+# The last role the first play checks, so every earlier check has passed when it refuses the node.
+BAD_SETTING = "thermal_gate_min_prefix_cache_hit_rate"
+
+
+@pytest.fixture(scope="module")
+def refused(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]]:
+    """One Slurm node whose prefix-cache floor is out of range: one gate run."""
+    fleet: Fleet = fleet_factory(nodes=1, subnet="127.0.35")
+    host_vars = fleet.root / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    (host_vars / "node01.yml").write_text(f"gpufleet_drain_method: slurm\n{BAD_SETTING}: 1.5\n")
+    report_dir: Path = tmp_path_factory.mktemp("gate-preflight")
+    code = cli.main(
+        [
+            "gate",
+            "--inventory",
+            str(fleet.inventory_path),
+            "--vault-password-file",
+            str(fleet.vault_password_file),
+            "--burn-in-seconds",
+            "5",
+            "--report-dir",
+            str(report_dir),
+        ]
+    )
+    return fleet, code, json.loads((report_dir / "report.json").read_text())
+
+
+def test_bad_input_blocks_the_node_naming_the_setting_and_range(refused) -> None:
+    _, code, report = refused
+    assert code == cli.EXIT_NOT_OK
+    host = report["hosts"]["node01"]
+    assert host["status"] == "blocked"
+    assert BAD_SETTING in host["message"] and "between 0 and 1" in host["message"], host["message"]
+    # refused before the drain play: the report does not say it was left drained
+    assert "drained" not in host["message"], host["message"]
+
+
+def test_refused_node_is_never_drained_and_nothing_changes_or_starts(refused) -> None:
+    fleet, _, report = refused
+    node = state.load(fleet.root / "nodes" / "node01")
+    assert node.get("scheduler_calls", []) == []  # scontrol was never called
+    assert "DRAIN" not in node.get("slurm_state", "IDLE")
+    host = report["hosts"]["node01"]
+    assert host["changes"] == [] and host["checks"] == []
+    units = node.get("units", {})
+    assert [n for n, u in units.items() if n.startswith("vllm-") and u.get("active")] == []
