@@ -117,12 +117,20 @@ def _serve_one(conn: socket.socket, node_dir: Path) -> int:
             sys.stderr.flush()
 
 
+def _reap(signum: int, frame: object) -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
 def serve(node_dir: Path) -> None:
     """Listen on the node's socket and fork a child per call; never returns."""
     os.environ["GPUFLEET_SIM_NODE_DIR"] = str(node_dir)
     for command in SERVED:
         importlib.import_module(f"gpufleet.sim.tools.{TOOLS[command]}")
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    # Reap each call's child as it exits (not SIG_IGN: reaped children's CPU time then counts in
+    # the server's, so the node's CPU can be measured from its process tree).
+    signal.signal(signal.SIGCHLD, _reap)
     path = socket_path(node_dir)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
