@@ -1,0 +1,93 @@
+"""node_facts' comparison runs roles and ports concurrently, yet each command once and in a
+deterministic order of results."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import drift
+
+
+class FakeModule:
+    def __init__(self, delay: float = 0.0) -> None:
+        self.calls: list[tuple[str, ...]] = []
+        self.delay = delay
+        self.lock = threading.Lock()
+
+    def run_command(self, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        with self.lock:
+            self.calls.append(tuple(args))
+        time.sleep(self.delay)
+        if args[0] == "boom":
+            raise OSError("boom failed")
+        return 0, " ".join(args), ""
+
+
+def test_a_command_asked_for_by_many_threads_runs_once() -> None:
+    module = FakeModule(delay=0.2)
+    commands = drift.Commands(module)
+    answers: list[tuple[int, str, str]] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(commands.run(["nvidia-smi", "topo", "-m"], {})))
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert module.calls == [("nvidia-smi", "topo", "-m")]
+    assert answers == [(0, "nvidia-smi topo -m", "")] * 6
+    # A different environment is a different command.
+    commands.run(["nvidia-smi", "topo", "-m"], {"environ_update": {"LC_ALL": "C"}})
+    assert len(module.calls) == 2
+
+
+def test_a_failed_command_fails_every_caller() -> None:
+    commands = drift.Commands(FakeModule())
+    for _ in range(2):
+        with pytest.raises(OSError, match="boom failed"):
+            commands.run(["boom"], {})
+
+
+def test_each_keeps_the_order_and_raises_the_first_failure_in_order() -> None:
+    barrier = threading.Barrier(4, timeout=10)
+
+    def work(item: int) -> int:
+        barrier.wait()  # only passes when all four run at once
+        return item * 10
+
+    assert drift._each([1, 2, 3, 4], work) == [10, 20, 30, 40]
+
+    def fails(item: int) -> int:
+        if item in (2, 3):
+            raise drift.RoleFailed(f"port {item}")
+        return item
+
+    with pytest.raises(drift.RoleFailed, match="port 2"):
+        drift._each([1, 2, 3, 4], fails)
+
+
+def test_roles_run_together_share_commands_and_report_in_role_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    roles = list(drift.ROLES)
+    barrier = threading.Barrier(len(roles), timeout=10)
+
+    def compare(role: str):
+        def run(view: drift.RoleView, params: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+            barrier.wait()  # every role is being compared at the same time
+            view.run_command(["nvidia-smi", "--query-gpu=index"], environ_update={"LC_ALL": "C"})
+            if role == "gpu_power":
+                raise drift.RoleFailed("nvidia-smi lists no GPU")
+            return [{"setting": f"{role}.x", "from": params["n"], "to": 1}], []
+
+        return run
+
+    monkeypatch.setattr(drift, "_COMPARE", {role: compare(role) for role in roles})
+    module = FakeModule(delay=0.05)
+    results = drift.compare_roles(module, {role: {"n": i} for i, role in enumerate(roles)})
+    assert list(results) == roles
+    assert module.calls == [("nvidia-smi", "--query-gpu=index")]
+    assert results["gpu_power"] == {"changes": [], "checks": [], "error": "nvidia-smi lists no GPU"}
+    assert results["rdma_qos"]["changes"] == [{"setting": "rdma_qos.x", "from": 1, "to": 1}]
