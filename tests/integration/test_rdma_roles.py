@@ -181,3 +181,43 @@ def test_bad_inputs_are_refused_before_any_change(fleet: Fleet, tmp_path: Path) 
     for name, view in before.items():
         assert hosts[name]["changes"] == []
         assert node_view(fleet, name) == view
+
+
+# Values only a role's argument spec refuses (its preflight asserts let them through). Were they checked
+# only by each role's main entry point, rdma_link (all three nodes) and rdma_qos (node02, node03) would
+# already have changed the node: its boot units, its PFC or RoCE mode.
+SPEC_ONLY = {
+    "node01": ("rdma_qos", "rdma_qos_trust", "lossless", "must be one of: dscp, pcp"),
+    "node02": ("gpu_power", "gpu_power_persistence", "sometimes", "is not a valid boolean"),
+    "node03": ("nccl_topology", "nccl_topology_gdr", "maybe", "is not a valid boolean"),
+}
+
+
+def test_argument_spec_refuses_bad_types_in_the_preflight_play(fleet: Fleet, tmp_path: Path) -> None:
+    """provision.yml's first play includes each role's tasks_from: preflight, so each role's preflight
+    entry point (its argument spec) is validated there: a value of the wrong type or outside its
+    choices stops the node before rdma_link or rdma_qos has fixed anything on it."""
+    for name, fault in (("node01", "pfc-off"), ("node02", "pfc-off"), ("node03", "roce-v1")):
+        control.fault(fleet, name, None, clear=True)
+        control.fault(fleet, name, fault, clear=False)
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(fleet.inventory_path.read_text())
+    (tmp_path / "group_vars").symlink_to(fleet.root / "group_vars")
+    host_vars = tmp_path / "host_vars"
+    host_vars.mkdir()
+    for name, (_, setting, value, _) in SPEC_ONLY.items():
+        (host_vars / f"{name}.yml").write_text(f"{setting}: {value}\n")
+    before = {name: (node_view(fleet, name), units(fleet, name)) for name in SPEC_ONLY}
+
+    code, report = provision(fleet, tmp_path / "report", inventory=inventory)
+    hosts = report["hosts"]
+    assert code == 1
+    for name, (role, setting, value, why) in SPEC_ONLY.items():
+        host = hosts[name]
+        assert host["status"] == "failed", host
+        # the preflight entry point's validation task, not main's (which only runs in a later play)
+        assert f"gpufleet.node.{role} : Validating arguments against arg spec 'preflight'" in host["message"]
+        assert all(s in host["message"] for s in (setting, why, value)), host["message"]
+        assert host["changes"] == [] and host["checks"] == []
+        assert (node_view(fleet, name), units(fleet, name)) == before[name]
+    assert before["node01"][0]["pfc"] == {(0,) * 8} and before["node03"][0]["roce_mode"] == {"v1"}
