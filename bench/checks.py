@@ -14,58 +14,52 @@ _EACH_DEV = "for d in /sys/class/infiniband/*; do dev=${d##*/}; netdev=$(ls $d/d
 _EACH_NETDEV = "for n in /sys/class/infiniband/*/device/net/*; do netdev=${n##*/}; "
 _DRIFT = 'echo "DRIFT %s[$%s] $v -> %s"'
 
+
+def _per_port(setting: str, loop: str, read: str, want: str, test: str = "") -> str:
+    """For every port: v=<read>; print a DRIFT line unless <test> (default: v equals want)."""
+    where = "dev" if loop == _EACH_DEV else "netdev"
+    test = test or f'[ "$v" = "{want}" ]'
+    return f"{loop}v=$({read}); {test} || {_DRIFT % (setting, where, want)}; done"
+
+
+_CONFIGFS = "/sys/kernel/config/rdma_cm/$dev/ports/1"
+_ECN = "/sys/class/net/$netdev/ecn"
+
 CHECKS: dict[str, str] = {
-    "link_type": _EACH_DEV
-    + "v=$(mlxconfig -d $(basename $(readlink -f $d/device)) q LINK_TYPE_P1 | "
-    + "awk '/LINK_TYPE_P1/{print $2}'); "
-    + '[ "$v" = "ETH(2)" ] || '
-    + _DRIFT % ("link_type", "dev", "ETH(2)")
-    + "; done",
-    "roce_mode": _EACH_DEV
-    + "v=$(cat /sys/kernel/config/rdma_cm/$dev/ports/1/default_roce_mode); "
-    + '[ "$v" = "RoCE v2" ] || '
-    + _DRIFT % ("roce_mode", "dev", "RoCE v2")
-    + "; done",
-    "roce_tos": _EACH_DEV
-    + "v=$(cat /sys/kernel/config/rdma_cm/$dev/ports/1/default_roce_tos); "
-    + '[ "$v" = 106 ] || '
-    + _DRIFT % ("roce_tos", "dev", "106")
-    + "; done",
-    "mtu": _EACH_NETDEV
-    + 'v=$(cat /sys/class/net/$netdev/mtu); [ "$v" = 4200 ] || '
-    + _DRIFT % ("mtu", "netdev", "4200")
-    + "; done",
-    "link_state": _EACH_DEV
-    + "v=$(cut -d' ' -f2 $d/ports/1/state)/$(cut -d' ' -f1 $d/ports/1/rate); "
-    + '[ "${v%/*}" = ACTIVE ] && [ "${v#*/}" -ge 400 ] || '
-    + _DRIFT % ("link_state", "dev", "ACTIVE/400")
-    + "; done",
-    "trust": _EACH_NETDEV
-    + "v=$(mlnx_qos -i $netdev | awk '/trust state/{print $NF}'); "
-    + '[ "$v" = dscp ] || '
-    + _DRIFT % ("trust", "netdev", "dscp")
-    + "; done",
-    "pfc": _EACH_NETDEV
-    + "v=$(mlnx_qos -i $netdev | awk '$1==\"enabled\"{$1=\"\"; print}' | tr -d ' '); "
-    + '[ "$v" = 00010000 ] || '
-    + _DRIFT % ("pfc", "netdev", "00010000")
-    + "; done",
-    "ecn": _EACH_NETDEV
-    + "v=; for p in 0 1 2 3 4 5 6 7; do v=$v$(cat /sys/class/net/$netdev/ecn/roce_np/enable/$p)"
-    + "$(cat /sys/class/net/$netdev/ecn/roce_rp/enable/$p); done; "
-    + '[ "$v" = 0000001100000000 ] || '
-    + _DRIFT % ("ecn", "netdev", "0000001100000000")
-    + "; done",
-    "cnp_dscp": _EACH_NETDEV
-    + "v=$(cat /sys/class/net/$netdev/ecn/roce_np/cnp_dscp); "
-    + '[ "$v" = 48 ] || '
-    + _DRIFT % ("cnp_dscp", "netdev", "48")
-    + "; done",
-    "global_pause": _EACH_NETDEV
-    + "v=$(ethtool -a $netdev | awk '/^(RX|TX):/{printf $2}'); "
-    + '[ "$v" = offoff ] || '
-    + _DRIFT % ("global_pause", "netdev", "offoff")
-    + "; done",
+    "link_type": _per_port(
+        "link_type",
+        _EACH_DEV,
+        "mlxconfig -d $(basename $(readlink -f $d/device)) q LINK_TYPE_P1 | awk '/LINK_TYPE_P1/{print $2}'",
+        "ETH(2)",
+    ),
+    "roce_mode": _per_port("roce_mode", _EACH_DEV, f"cat {_CONFIGFS}/default_roce_mode", "RoCE v2"),
+    "roce_tos": _per_port("roce_tos", _EACH_DEV, f"cat {_CONFIGFS}/default_roce_tos", "106"),
+    "mtu": _per_port("mtu", _EACH_NETDEV, "cat /sys/class/net/$netdev/mtu", "4200"),
+    "link_state": _per_port(
+        "link_state",
+        _EACH_DEV,
+        "echo $(cut -d' ' -f2 $d/ports/1/state)/$(cut -d' ' -f1 $d/ports/1/rate)",
+        "ACTIVE/400",
+        test='[ "${v%/*}" = ACTIVE ] && [ "${v#*/}" -ge 400 ]',
+    ),
+    "trust": _per_port("trust", _EACH_NETDEV, "mlnx_qos -i $netdev | awk '/trust state/{print $NF}'", "dscp"),
+    "pfc": _per_port(
+        "pfc",
+        _EACH_NETDEV,
+        "mlnx_qos -i $netdev | awk '$1==\"enabled\"{$1=\"\"; print}' | tr -d ' '",
+        "00010000",
+    ),
+    "ecn": _per_port(
+        "ecn",
+        _EACH_NETDEV,
+        f"for p in 0 1 2 3 4 5 6 7; do cat {_ECN}/roce_np/enable/$p {_ECN}/roce_rp/enable/$p; done"
+        " | tr -d '\\n'",
+        "0000001100000000",
+    ),
+    "cnp_dscp": _per_port("cnp_dscp", _EACH_NETDEV, f"cat {_ECN}/roce_np/cnp_dscp", "48"),
+    "global_pause": _per_port(
+        "global_pause", _EACH_NETDEV, "ethtool -a $netdev | awk '/^(RX|TX):/{printf $2}'", "offoff"
+    ),
     "power_limit": "nvidia-smi --query-gpu=uuid,enforced.power.limit --format=csv,noheader | "
     + "while IFS=', ' read -r uuid v unit; do [ \"$v\" = 1400.00 ] || "
     + _DRIFT % ("power_limit", "uuid", "1400.00")
