@@ -64,3 +64,37 @@ def test_refused_node_is_never_drained_and_nothing_changes_or_starts(refused) ->
     assert host["changes"] == [] and host["checks"] == []
     units = node.get("units", {})
     assert [n for n, u in units.items() if n.startswith("vllm-") and u.get("active")] == []
+
+
+@pytest.fixture(scope="module")
+def fix_refused(refused, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]]:
+    """The same node, drifted (never provisioned), with a bad rdma_qos input: one drift --fix run."""
+    fleet = refused[0]
+    (fleet.root / "host_vars" / "node01.yml").write_text(
+        "gpufleet_drain_method: slurm\nrdma_qos_trust: lossless\n"
+    )
+    report_dir: Path = tmp_path_factory.mktemp("fix-preflight")
+    code = cli.main(
+        [
+            "drift",
+            "--fix",
+            "--inventory",
+            str(fleet.inventory_path),
+            "--vault-password-file",
+            str(fleet.vault_password_file),
+            "--report-dir",
+            str(report_dir),
+        ]
+    )
+    return fleet, code, json.loads((report_dir / "report.json").read_text())
+
+
+def test_drift_fix_refuses_bad_input_before_draining(fix_refused) -> None:
+    fleet, code, report = fix_refused
+    assert code == cli.EXIT_NOT_OK
+    host = report["hosts"]["node01"]
+    assert host["status"] != "ok"
+    assert "rdma_qos_trust" in json.dumps(host), host
+    node = state.load(fleet.root / "nodes" / "node01")
+    assert node.get("scheduler_calls", []) == []  # never drained
+    assert "DRAIN" not in node.get("slurm_state", "IDLE")
