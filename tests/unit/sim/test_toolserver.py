@@ -17,7 +17,7 @@ from gpufleet.sim import node, toolserver
 
 CALLS = [
     ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"],
-    ["nvidia-smi", "-q", "-x"],
+    ["nvidia-smi", "topo", "-m"],  # (-q prints the time and live temperatures: not comparable)
     ["nvidia-smi", "-i", "99", "-q"],
     ["mlnx_qos", "-i", "ens21np0"],
     ["mlnx_qos", "--no-such-option"],
