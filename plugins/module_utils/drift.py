@@ -8,6 +8,11 @@ module (:class:`RoleView`) that gives those functions the role's options, never 
 command's output once, and turns a role's failure into :class:`RoleFailed` so the other roles are
 still compared.
 
+The roles that write boot files (rdma_link, rdma_qos, gpu_power: module_utils.boot_files) also
+return what their boot templates use of their module's result and what the node has of those files
+and units; the action plugin renders the templates on the controller and compares (node_facts stays
+one module run per node).
+
 The roles are compared concurrently, and so are the ports within the RDMA roles: each of their
 tools (mlxconfig, mlnx_qos, ethtool, nvidia-smi) takes from tens of milliseconds to a second on a
 real node, so a node answers in about the time of its slowest tool instead of the sum of ~30.
@@ -21,7 +26,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files, nccl_topo
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_apply import GpuPower, pinning_gpus
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
     PlanError,
@@ -137,17 +142,26 @@ def _rdma_link(view, params):
         port = LinkPort(view, ibdev, names[ibdev]["port"], names[ibdev]["netdev"])
         plan, port_changes = plan_link_port(view, port, mlxconfig, params["link_type"], want)
         if not plan["runs"]:
-            return port_changes, []
+            return port, plan, port_changes, []
         info, speed_mbps = port.link()
-        return port_changes, link_checks(
-            ibdev, port.netdev, info, speed_mbps, params.get("min_speed_gbps") or 0
+        return (
+            port,
+            plan,
+            port_changes,
+            link_checks(ibdev, port.netdev, info, speed_mbps, params.get("min_speed_gbps") or 0),
         )
 
-    changes, checks = [], []
-    for port_changes, port_checks in _each(chosen, compare):
+    changes, checks, boot = [], [], []
+    compared = _each(chosen, compare)
+    # The boot script's lines, as the module returns them (cma_roce_mode is needed for any RoCE port).
+    roce = any(plan["roce"] for _, plan, _, _ in compared)
+    cma_tool = view.get_bin_path("cma_roce_mode", required=True) if roce else None
+    for port, plan, port_changes, port_checks in compared:
         changes += port_changes
         checks += port_checks
-    return changes, checks
+        if plan["roce"]:
+            boot += port.boot_commands(cma_tool, want)
+    return changes, checks, {"boot_commands": boot}
 
 
 def _rdma_qos(view, params):
@@ -165,10 +179,17 @@ def _rdma_qos(view, params):
             % (", ".join(unknown) or "none", ", ".join(ethernet) or "none")
         )
     desired = qos_desired(params)
-    per_interface = _each(
-        interfaces, lambda netdev: qos_changes(netdev, QosInterface(view, netdev, desired).read(), desired)
-    )
-    return [change for changes in per_interface for change in changes], []
+    ibdevs = {p["netdev"]: i for i, p in names.items()}
+
+    def compare(netdev):
+        port = QosInterface(view, netdev, desired)
+        result = {"interface": netdev, "ibdev": ibdevs[netdev], "boot_commands": port.boot_commands()}
+        return qos_changes(netdev, port.read(), desired), result
+
+    per_interface = _each(interfaces, compare)
+    changes = [change for changes, _ in per_interface for change in changes]
+    # The boot script loops over the role's registered results, one per interface.
+    return changes, [], {"results": [result for _, result in per_interface]}
 
 
 def _gpu_power(view, params):
@@ -176,21 +197,26 @@ def _gpu_power(view, params):
     gpus = power.read_gpus()
     if not gpus:
         raise RoleFailed("nvidia-smi lists no GPU; check the driver before setting power limits")
-    power.plan(gpus)
-    return power.changes, []
+    plan, method, _ = power.plan(gpus)
+    boot = {
+        "limits": dict((e["uuid"], e["target_w"]) for e in plan),
+        "persistence_method": method,
+        "nvidia_smi": power.smi,
+    }
+    return power.changes, [], boot
 
 
 def _nccl_topology(view, params):
     smi = _nvidia_smi(view, params.get("nvidia_smi_path"))
     _, text, _, _, _ = nccl_topo.node_topology(view, smi, params["gdr"])
     change = nccl_topo.file_change(_read(params["path"]), text)
-    return ([change] if change else []), []
+    return ([change] if change else []), [], None
 
 
 def _gpu_pinning(view, params):
     instances = params.get("instances") or []
     if not instances:
-        return [], []
+        return [], [], None
     smi = _nvidia_smi(view, params.get("nvidia_smi_path"))
     gpus, domains = pinning_gpus(view, smi, any(not i.get("gpus") for i in instances))
     try:
@@ -203,7 +229,7 @@ def _gpu_pinning(view, params):
         _, _, change = instance_change(name, entry, params["nccl_topo_file"], _read(path))
         if change:
             changes.append(change)
-    return changes, []
+    return changes, [], None
 
 
 def _each(items, work):
@@ -231,27 +257,52 @@ _COMPARE = {
 }
 
 
-def _compare_role(role, view):
+def _boot_state(view, files):
+    """What the node has of a role's boot files: ``{"files": {path: {sha256, mode} or None},
+    "units": {unit: enabled}}``; a unit is looked up (``systemctl is-enabled``, as the role's
+    ansible.builtin.systemd_service does) only when its file is there."""
+    found = {"files": {}, "units": {}}
+    for entry in files:
+        state = found["files"][entry["path"]] = boot_files.file_state(entry["path"])
+        unit = entry.get("unit")
+        if unit and state is not None:
+            systemctl = view.get_bin_path("systemctl", required=True)
+            rc, out, _ = view.run_command([systemctl, "is-enabled", unit], environ_update={"LC_ALL": "C"})
+            found["units"][unit] = boot_files.unit_enabled(rc, out)
+    return found
+
+
+def _compare_role(role, view, files=None):
     try:
-        changes, checks = _COMPARE[role](view, view.params)
-        return {"changes": changes, "checks": checks, "error": None}
+        changes, checks, boot_vars = _COMPARE[role](view, view.params)
+        result = {"changes": changes, "checks": checks, "error": None}
+        if files:
+            result["boot"] = {"vars": boot_vars, "found": _boot_state(view, files)}
+        return result
     except RoleFailed as exc:
         return {"changes": [], "checks": [], "error": str(exc)}
     except (ParseError, nccl_topo.TopologyError, OSError) as exc:
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 
 
-def compare_roles(module, desired):
+def compare_roles(module, desired, boot=None):
     """``{role: {changes, checks, error}}`` per role in ``desired`` ({role: its options}), in ROLES order.
 
     The roles run concurrently and share one :class:`Commands`, so a command two roles need
     (nvidia-smi's GPU list, topo -m) runs once.
+
+    ``boot`` (``{role: [{path, unit}]}``) names the boot files of a role to read: its result then has
+    ``boot``, ``{"vars": what the role's boot templates use of its module's result, "found": what the
+    node has}`` (see :func:`_boot_state`), for the action plugin to render and compare
+    (:func:`boot_files.compare`). Not for a role whose comparison failed.
     """
     commands = Commands(module)
+    boot = boot or {}
     roles = [role for role in ROLES if desired.get(role) is not None]
     with ThreadPoolExecutor(max_workers=max(len(roles), 1)) as pool:
         futures = [
-            pool.submit(_compare_role, role, RoleView(module, desired[role], commands)) for role in roles
+            pool.submit(_compare_role, role, RoleView(module, desired[role], commands), boot.get(role))
+            for role in roles
         ]
         return {role: future.result() for role, future in zip(roles, futures, strict=True)}
 

@@ -22,6 +22,15 @@ description:
   - A role whose comparison cannot be made (no GPUs, a GPU missing for an instance, an interface that is
     not there) is reported in RV(roles) with its error and the module fails after comparing the others.
     A link that is down is a failed check in RV(checks), not a change.
+  - The boot files of C(rdma_link), C(rdma_qos) and C(gpu_power) (the scripts, confs and systemd units that
+    re-apply their settings at every boot) are compared too - content, mode, and whether the unit is
+    enabled - because one edited by hand re-applies the wrong setting at the next boot. Their content
+    depends on the node (ports, GPU UUIDs, tool paths), so the module returns what the role's templates use
+    and what the node has, and the action plugin renders the templates on the controller as the role's
+    template tasks do and compares, in the same module run. They are reported as
+    C(<role>.boot_file[<path>]) (from C(sha256:<16 hex>) of the node's file, or null when there is none,
+    to that of the rendered file), C(<role>.boot_file_mode[<path>]) (only when the content is right) and
+    C(<role>.boot_unit_enabled[<unit>]) (only when the unit file is right, as the role's check mode).
 options:
   roles:
     description:
@@ -52,6 +61,13 @@ options:
       - The options of M(gpufleet.node.gpu_pinning) (instances, gpu_count, env_dir,
         nccl_topo_file, nvidia_smi_path).
     type: dict
+  boot_files:
+    description:
+      - Per role, the boot files to read, each C({path, unit}) (C(unit) the name the role enables, or null).
+      - The action plugin fills it from the roles (as their tasks write them) and compares what comes back;
+        set O(boot_files={}) to leave the boot files out.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.flow
@@ -71,7 +87,7 @@ attributes:
 notes:
   - Runs the same commands as the role modules, each once (C(nvidia-smi -q -x), C(nvidia-smi topo -m),
     C(mlxconfig -d <pci> q), C(mlnx_qos -i <if>), C(ethtool -a <if>),
-    C(systemctl show <unit>)), with C(LC_ALL=C).
+    C(systemctl show <unit>), C(systemctl is-enabled <boot unit>)), with C(LC_ALL=C).
   - Like M(gpufleet.node.rdma_link) in check mode, creates a missing rdma_cm configfs group to read the RoCE
     defaults (a view; no setting changes).
 seealso:
@@ -96,11 +112,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 changes:
-  description: Every drifted setting of every role, in role order, as the role modules name them.
+  description:
+    - Every drifted setting of every role, in role order, as the role modules name them; then, per role,
+      its boot files as provision's report names them.
   returned: always
   type: list
   elements: dict
-  sample: [{"setting": "rdma_qos.pfc[ens21np0]", "from": [], "to": [3]}]
+  sample: [{"setting": "rdma_qos.pfc[ens21np0]", "from": [], "to": [3]},
+           {"setting": "gpu_power.boot_file[/etc/gpufleet/gpu-power.conf]", "from": "sha256:3b1f0c9a2d4e5f60",
+            "to": "sha256:9e8d7c6b5a493827"}]
 checks:
   description: Verifications that configuration cannot fix (RDMA link state and speed).
   returned: always
@@ -133,6 +153,7 @@ def main():
             gpu_power=dict(type="dict"),
             nccl_topology=dict(type="dict"),
             gpu_pinning=dict(type="dict"),
+            boot_files=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -143,7 +164,7 @@ def main():
             msg="no options for %s: run node_facts through its action plugin (gpufleet.node.node_facts), "
             "which fills them from the host's variables, or give them" % ", ".join(missing)
         )
-    results = compare_roles(module, desired)
+    results = compare_roles(module, desired, module.params["boot_files"])
     changes = [c for r in results.values() for c in r["changes"]]
     checks = [c for r in results.values() for c in r["checks"]]
     status = host_status(results)

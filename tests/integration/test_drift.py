@@ -1,13 +1,16 @@
 """`gpufleet drift [--fix]` on a simulated fleet of four b300-16 nodes (subnet 127.0.51).
 
-Provisioned once; then: clean drift (and a dead node listed as unreachable), faults on some nodes
-give exactly their settings and match `provision --check`, a batched --fix drains, fixes and
-undrains only the drifted nodes, a second drift is clean, and a batch over the failure limit stops
-the rollout with the remaining nodes reported as not reached.
+Provisioned once; then: clean drift (and a dead node listed as unreachable; clean also says that
+drift renders the boot files byte for byte as provision wrote them), a boot file edited by hand is
+named on its node only, faults on some nodes give exactly their settings and match
+`provision --check` (the edited boot file too), a batched --fix drains, fixes and undrains only the
+drifted nodes and restores the boot file, a second drift is clean, and a batch over the failure
+limit stops the rollout with the remaining nodes reported as not reached.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -81,8 +84,43 @@ def test_clean_fleet_and_an_unreachable_node(fleet: Fleet, provisioned: Path, tm
     assert all(report["hosts"][n]["changes"] == [] for n in NODES)
 
 
+CONF = "gpufleet/gpu-power.conf"  # under the node's /etc
+CONF_SETTING = f"gpu_power.boot_file[/etc/{CONF}]"
+
+
+def digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()[:16]
+
+
+@pytest.fixture(scope="module")
+def edited_conf(fleet: Fleet, provisioned: Path) -> tuple[bytes, bytes]:
+    """node04's boot-time power limits lowered to 1100 W by hand (in its /etc's overlay upper dir):
+    the limit the next boot would apply. (as provisioned, as edited)."""
+    path = fleet.root / "nodes" / "node04" / "etc-upper" / CONF
+    written = path.read_bytes()
+    lines = written.decode().splitlines(keepends=True)
+    edited = "".join(x if x.startswith("#") else x.split()[0] + " 1100\n" for x in lines).encode()
+    assert edited != written
+    path.write_bytes(edited)
+    return written, edited
+
+
+def test_an_edited_boot_file_is_named_on_its_node_only(
+    fleet: Fleet, edited_conf: tuple[bytes, bytes], tmp_path: Path
+) -> None:
+    written, edited = edited_conf
+    code, report = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path)
+    assert code == 1
+    assert report["hosts"]["node04"]["status"] == "drifted"
+    assert report["hosts"]["node04"]["changes"] == [
+        {"setting": CONF_SETTING, "from": digest(edited), "to": digest(written)}
+    ]
+    for name in NODES[:3]:
+        assert (report["hosts"][name]["status"], report["hosts"][name]["changes"]) == ("ok", []), name
+
+
 def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
-    fleet: Fleet, provisioned: Path, tmp_path: Path
+    fleet: Fleet, provisioned: Path, edited_conf: tuple[bytes, bytes], tmp_path: Path
 ) -> None:
     control.fault(fleet, "node02", "pfc-off", clear=False)
     control.fault(fleet, "node03", "power-capped", clear=False)
@@ -101,12 +139,19 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
         "gpu_power.enforced_limit_w",
         "nccl_topology.file",
     }
-    assert {c[0].split("[")[0] for c in changes(drift, "node04")} == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
+    assert {c[0].split("[")[0] for c in changes(drift, "node04")} == {
+        "rdma_qos.ecn_np",
+        "rdma_qos.ecn_rp",
+        "gpu_power.boot_file",
+    }
+    written, edited = edited_conf
+    assert (CONF_SETTING, json.dumps(digest(edited)), json.dumps(digest(written))) in changes(drift, "node04")
     markdown = (tmp_path / "drift" / "report.md").read_text()
     setting = drift["hosts"]["node02"]["changes"][0]["setting"]
     assert f"| {setting} | 1 node |" in markdown
 
-    # The anchor: provision --check finds the same settings, from and to, on the same nodes.
+    # The anchor: provision --check finds the same settings, from and to, on the same nodes (the
+    # boot file too: its template task's change is in provision's report under drift's name).
     code, check = run(
         ["provision", "--check", "--inventory", inventory, "--limit", "node02,node03,node04"],
         tmp_path / "check",
@@ -133,6 +178,8 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     first = [state.load(fleet.root / "nodes" / n)["scheduler_calls"] for n in ("node02", "node03")]
     node04 = state.load(fleet.root / "nodes" / "node04")["scheduler_calls"]
     assert max(c[1]["time"] for c in first) <= node04[0]["time"], "batch 2 started before batch 1 ended"
+
+    assert (fleet.root / "nodes" / "node04" / "etc-upper" / CONF).read_bytes() == written
 
     code, again = run(["drift", "--inventory", inventory], tmp_path / "again")
     assert code == 0, again

@@ -8,6 +8,7 @@ units yet), node03 has a pulled cable (link-down).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,28 @@ def changes(host: dict[str, Any]) -> list[tuple[str, Any, Any]]:
     return sorted((c["setting"], c["from"], c["to"]) for c in host["changes"])
 
 
+BOOT_FILES = {
+    "rdma_link": ("gpufleet/rdma-link.sh", "systemd/system/gpufleet-rdma-link.service"),
+    "rdma_qos": ("gpufleet/rdma-qos.sh", "systemd/system/gpufleet-rdma-qos.service"),
+}
+
+
+def first_boot_files(
+    fleet: Fleet, name: str, roles: tuple[str, ...] = ("rdma_link", "rdma_qos"), enabled: bool = False
+) -> list[tuple[str, Any, Any]]:
+    """A first run's changes to a node's boot files: each from none to what the node now holds, and
+    (a real run; check mode cannot look up a unit it has yet to write) each unit enabled."""
+    upper = fleet.root / "nodes" / name / "etc-upper"
+    found = []
+    for role in roles:
+        for path in BOOT_FILES[role]:
+            digest = "sha256:" + hashlib.sha256((upper / path).read_bytes()).hexdigest()[:16]
+            found.append((f"{role}.boot_file[/etc/{path}]", None, digest))
+        if enabled:
+            found.append((f"{role}.boot_unit_enabled[{Path(BOOT_FILES[role][1]).name}]", False, True))
+    return found
+
+
 def node_view(fleet: Fleet, name: str) -> dict[str, Any]:
     """What the node's NICs run, read from its state and sysfs as its tools and the kernel show them."""
     root = fleet.root / "nodes" / name
@@ -95,13 +118,11 @@ def test_check_apply_apply_check(fleet: Fleet, tmp_path: Path) -> None:
     faulted = node_view(fleet, "node01")
     assert faulted["pfc"] == {(0,) * 8} and faulted["roce_mode"] == {"v1"}
 
-    # check mode: exactly the changes a run makes, nothing written
-    code, report = provision(fleet, tmp_path / "check", "--check", "--diff")
-    hosts = report["hosts"]
+    # check mode: exactly the changes a run makes (its boot files named once written, below), nothing written
+    code, check = provision(fleet, tmp_path / "check", "--check", "--diff")
+    hosts = check["hosts"]
     assert code == 1
-    assert changes(hosts["node01"]) == EXPECTED_CHANGES
     assert hosts["node01"]["status"] == "drifted"
-    assert changes(hosts["node02"]) == []
     assert hosts["node02"]["status"] == "drifted"  # its boot units are missing
     assert node_view(fleet, "node01") == faulted
     assert units(fleet, "node01") == units(fleet, "node02") == {"installed": set(), "enabled": set()}
@@ -111,8 +132,12 @@ def test_check_apply_apply_check(fleet: Fleet, tmp_path: Path) -> None:
     hosts = report["hosts"]
     assert code == 1  # node03 is not ready
     assert hosts["node01"]["status"] == "changed"
-    assert changes(hosts["node01"]) == EXPECTED_CHANGES
-    assert hosts["node02"]["status"] == "changed" and changes(hosts["node02"]) == []
+    written = first_boot_files(fleet, "node01", enabled=True)
+    assert changes(hosts["node01"]) == sorted(EXPECTED_CHANGES + written)
+    assert hosts["node02"]["status"] == "changed"
+    assert changes(hosts["node02"]) == sorted(first_boot_files(fleet, "node02", enabled=True))
+    assert changes(check["hosts"]["node01"]) == sorted(EXPECTED_CHANGES + first_boot_files(fleet, "node01"))
+    assert changes(check["hosts"]["node02"]) == sorted(first_boot_files(fleet, "node02"))
     for name in ("node01", "node02"):
         assert node_view(fleet, name) == TUNED
         assert units(fleet, name) == {"installed": set(UNITS), "enabled": set(UNITS)}
@@ -122,7 +147,8 @@ def test_check_apply_apply_check(fleet: Fleet, tmp_path: Path) -> None:
 
     down = hosts["node03"]
     assert down["status"] == "failed"
-    assert down["changes"] == []
+    # rdma_link wrote its boot files before its link check stopped the node; rdma_qos never ran
+    assert changes(down) == sorted(first_boot_files(fleet, "node03", ("rdma_link",), enabled=True))
     assert [(c["name"], c["value"]) for c in down["checks"] if not c["ok"]] == [
         ("rdma_link.link_state[mlx5_7]", "DOWN")
     ]

@@ -75,12 +75,12 @@ def test_roles_run_together_share_commands_and_report_in_role_order(monkeypatch:
     barrier = threading.Barrier(len(roles), timeout=10)
 
     def compare(role: str):
-        def run(view: drift.RoleView, params: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+        def run(view: drift.RoleView, params: dict[str, Any]) -> tuple[list[Any], list[Any], None]:
             barrier.wait()  # every role is being compared at the same time
             view.run_command(["nvidia-smi", "--query-gpu=index"], environ_update={"LC_ALL": "C"})
             if role == "gpu_power":
                 raise drift.RoleFailed("nvidia-smi lists no GPU")
-            return [{"setting": f"{role}.x", "from": params["n"], "to": 1}], []
+            return [{"setting": f"{role}.x", "from": params["n"], "to": 1}], [], None
 
         return run
 
