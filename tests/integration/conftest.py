@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gpufleet import procs
+from gpufleet import cli, procs
 from gpufleet.sim.fleet import Fleet, FleetConfig
 
 
@@ -23,6 +25,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     procs.reap_children(timeout=5.0)
+
+
+def run_on(fleet: Fleet, report_dir: Path, *command: str) -> tuple[int, dict[str, Any]]:
+    """`gpufleet <command>` against this fleet's inventory and vault: (exit status, report.json)."""
+    code = cli.main(
+        [
+            *command,
+            "--inventory",
+            str(fleet.inventory_path),
+            "--vault-password-file",
+            str(fleet.vault_password_file),
+            "--report-dir",
+            str(report_dir),
+        ]
+    )
+    return code, json.loads((report_dir / "report.json").read_text())
 
 
 def leftovers(root: Path) -> list[str]:

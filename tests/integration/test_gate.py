@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -10,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import run_on
 
 BURN_IN_SECONDS = "20"
 # how the gate drains a Slurm node (scontrol argv after the node name)
@@ -21,20 +20,7 @@ RUN_A = {"node01": "127.0.33.2", "node02": "127.0.33.3", "node03": "127.0.33.4",
 
 
 def _gate(fleet: Fleet, report_dir: Path) -> tuple[int, dict[str, Any]]:
-    code = cli.main(
-        [
-            "gate",
-            "--inventory",
-            str(fleet.inventory_path),
-            "--vault-password-file",
-            str(fleet.vault_password_file),
-            "--burn-in-seconds",
-            BURN_IN_SECONDS,
-            "--report-dir",
-            str(report_dir),
-        ]
-    )
-    return code, json.loads((report_dir / "report.json").read_text())
+    return run_on(fleet, report_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
 
 
 def _failed(host: dict[str, Any], prefix: str) -> list[dict[str, Any]]:

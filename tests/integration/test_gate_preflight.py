@@ -16,6 +16,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import run_on
 
 # The last role the first play checks, so every earlier check has passed when it refuses the node.
 BAD_SETTING = "thermal_gate_min_prefix_cache_hit_rate"
@@ -29,20 +30,8 @@ def refused(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]
     host_vars.mkdir(exist_ok=True)
     (host_vars / "node01.yml").write_text(f"gpufleet_drain_method: slurm\n{BAD_SETTING}: 1.5\n")
     report_dir: Path = tmp_path_factory.mktemp("gate-preflight")
-    code = cli.main(
-        [
-            "gate",
-            "--inventory",
-            str(fleet.inventory_path),
-            "--vault-password-file",
-            str(fleet.vault_password_file),
-            "--burn-in-seconds",
-            "5",
-            "--report-dir",
-            str(report_dir),
-        ]
-    )
-    return fleet, code, json.loads((report_dir / "report.json").read_text())
+    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "5")
+    return fleet, code, report
 
 
 def test_bad_input_blocks_the_node_naming_the_setting_and_range(refused) -> None:
@@ -74,19 +63,8 @@ def fix_refused(refused, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]]:
         "gpufleet_drain_method: slurm\nrdma_qos_trust: lossless\n"
     )
     report_dir: Path = tmp_path_factory.mktemp("fix-preflight")
-    code = cli.main(
-        [
-            "drift",
-            "--fix",
-            "--inventory",
-            str(fleet.inventory_path),
-            "--vault-password-file",
-            str(fleet.vault_password_file),
-            "--report-dir",
-            str(report_dir),
-        ]
-    )
-    return fleet, code, json.loads((report_dir / "report.json").read_text())
+    code, report = run_on(fleet, report_dir, "drift", "--fix")
+    return fleet, code, report
 
 
 def test_drift_fix_refuses_bad_input_before_draining(fix_refused) -> None:
