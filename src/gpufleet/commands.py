@@ -97,19 +97,6 @@ def provision(options: CommonOptions) -> Report:
     return report
 
 
-# How the fleet_report callback names the drain role's tasks (post_maintenance.yml drains, then undrains).
-_DRAIN_ROLE_TASK = "gpufleet.node.drain : "
-
-
-def _drained(result: runner.HostResult) -> bool:
-    """Whether the drain role took the node out of its scheduler in this run (method none does nothing);
-    a blocked node never reaches the undrain play, so it stays that way."""
-    return any(
-        t["outcome"] == "ok" and t.get("changed") and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
-        for t in result.tasks
-    )
-
-
 def _gate_host(result: runner.HostResult) -> HostReport:
     """A node that failed any step is blocked: it stays out of service, its instances stopped."""
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
@@ -119,7 +106,7 @@ def _gate_host(result: runner.HostResult) -> HostReport:
         failed = [t for t in result.tasks if t["outcome"] == "failed"]
         host.status = "blocked"
         host.message = str(failed[-1]["msg"]) if failed else "a check failed"
-        if _drained(result):
+        if result.drained():
             host.message += "; left drained"
     # An operator's override of a failed gate is on the record, with its reason.
     for task in result.tasks:

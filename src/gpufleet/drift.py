@@ -88,7 +88,9 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
     elif result.failed:
         task = _failed_task(result, "failed")
         host.status = "failed"
-        host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}; left drained"
+        host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}"
+        if result.drained():
+            host.message += "; left drained"
     else:
         host.status = "changed"
         host.checks = result.checks

@@ -72,6 +72,18 @@ class HostResult:
             host.reboot_required = host.reboot_required or bool(task.get("reboot_required"))
         return host
 
+    def drained(self) -> bool:
+        """Whether the drain role took the node out of its scheduler in this run (method none changes
+        nothing; a node refused before the drain play was never drained)."""
+        return any(
+            t["outcome"] == "ok" and t.get("changed") and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
+            for t in self.tasks
+        )
+
+
+# How the fleet_report callback names the drain role's tasks.
+_DRAIN_ROLE_TASK = "gpufleet.node.drain : "
+
 
 @dataclass
 class RunResult:

@@ -73,6 +73,7 @@ def test_drift_fix_refuses_bad_input_before_draining(fix_refused) -> None:
     host = report["hosts"]["node01"]
     assert host["status"] != "ok"
     assert "rdma_qos_trust" in json.dumps(host), host
+    assert "drained" not in host["message"], host["message"]
     node = state.load(fleet.root / "nodes" / "node01")
     assert node.get("scheduler_calls", []) == []  # never drained
     assert "DRAIN" not in node.get("slurm_state", "IDLE")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet import drift
+from gpufleet import drift, runner
 from gpufleet.report import HostReport, Report, render_markdown
 
 
@@ -55,3 +55,21 @@ def test_drift_markdown_counts_settings_per_node() -> None:
 def test_other_commands_keep_their_markdown() -> None:
     report = Report(command="provision", started="t0", finished="t1", hosts={"n": HostReport()})
     assert "Drifted settings" not in render_markdown(report)
+
+
+def _failed_run(*tasks: dict[str, object]) -> runner.HostResult:
+    failed = {"task": "gpufleet.node.rdma_qos : Apply", "outcome": "failed", "msg": "mlnx_qos failed"}
+    return runner.HostResult(name="node01", failed=True, tasks=[*tasks, failed])
+
+
+def test_a_failed_fix_says_left_drained_only_when_the_drain_role_drained_it() -> None:
+    drain = {"task": "gpufleet.node.drain : Drain the node (Slurm)", "outcome": "ok", "changed": True}
+    refused = {"task": "gpufleet.node.drain : Check the drain inputs", "outcome": "ok", "changed": False}
+    before = HostReport(status="drifted")
+    drained = drift._fixed_host(before, _failed_run(drain), 2)
+    assert drained.message == "batch 2: gpufleet.node.rdma_qos : Apply: mlnx_qos failed; left drained"
+    never = drift._fixed_host(before, _failed_run(refused), 1)
+    assert (
+        never.status == "failed"
+        and never.message == "batch 1: gpufleet.node.rdma_qos : Apply: mlnx_qos failed"
+    )
