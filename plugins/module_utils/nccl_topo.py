@@ -16,11 +16,12 @@ tree of their own. Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import quoteattr
+
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
 
 __all__ = [
     "NVSWITCH_TARGET",
@@ -183,8 +184,8 @@ def max_nvlinks(sm):
 
 
 def digest(text):
-    """'sha256:' and the first 16 hex digits: how a file's content is named in a change."""
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    """How a file's content is named in a change (boot_files.digest: 'sha256:' and 16 hex digits)."""
+    return boot_files.digest(boot_files.sha256_hex(text.encode("utf-8")))
 
 
 def file_change(current, text):
