@@ -98,7 +98,7 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
     return host
 
 
-def check(options: DriftOptions) -> Report:
+def check(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
     result = runner.run_playbook(
         runner.RunOptions(
             playbook="drift.yml",
@@ -106,7 +106,8 @@ def check(options: DriftOptions) -> Report:
             limit=options.limit,
             forks=DRIFT_FORKS,
             vault_password_file=options.vault_password_file,
-        )
+        ),
+        progress=progress,
     )
     report = Report(command="drift", started=now())
     for name in sorted(result.hosts):
@@ -158,7 +159,7 @@ def fix(options: DriftOptions, report: Report, progress: runner.Progress | None 
 
 def drift(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
     started = now()
-    report = check(options)
+    report = check(options, progress)
     report.started = started
     if options.fix:
         report = fix(options, report, progress)

@@ -113,10 +113,27 @@ class _ProgressPrinter:
         if self.progress is None or not name or kind not in _OUTCOMES:
             return True
         res = data.get("res", {}) or {}
-        label = "changed" if kind == "runner_on_ok" and res.get("changed") else _OUTCOMES[kind]
-        message = res.get("msg", "") if label in ("failed", "unreachable") else ""
+        label = _OUTCOMES[kind]
+        if kind == "runner_on_ok" and res.get("changed"):
+            label = "changed"
+        elif kind == "runner_on_ok" and res.get("changes"):
+            # A read-only comparison (drift) found settings that differ: it changed nothing.
+            label = "drifted"
+        message = res.get("msg", "") if label in ("failed", "unreachable") else _tally(res)
         self.progress(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
         return True
+
+
+def _tally(res: dict[str, Any]) -> str:
+    """'3 settings, 1 failed check' from a gpufleet module's result ('' when it has neither)."""
+    changes = len(res.get("changes") or [])
+    failed = sum(1 for c in res.get("checks") or [] if isinstance(c, dict) and not c.get("ok"))
+    parts = []
+    if changes:
+        parts.append(f"{changes} setting{'s' if changes != 1 else ''}")
+    if failed:
+        parts.append(f"{failed} failed check{'s' if failed != 1 else ''}")
+    return ", ".join(parts)
 
 
 _OUTCOMES = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpufleet import drift, runner
@@ -73,3 +75,54 @@ def test_a_failed_fix_says_left_drained_only_when_the_drain_role_drained_it() ->
         never.status == "failed"
         and never.message == "batch 1: gpufleet.node.rdma_qos : Apply: mlnx_qos failed"
     )
+
+
+def _event(kind: str, res: dict[str, object]) -> dict[str, object]:
+    return {"event": kind, "event_data": {"host": "node01", "task": "Compare", "res": res}}
+
+
+@pytest.mark.parametrize(
+    ("kind", "res", "line"),
+    [
+        (
+            "runner_on_ok",
+            {"changes": [{"setting": "a"}] * 3, "checks": []},
+            "drifted     Compare: 3 settings",
+        ),
+        ("runner_on_ok", {"changes": [], "checks": [{"ok": True}]}, "ok          Compare"),
+        (
+            "runner_on_ok",
+            {"changes": [{"setting": "a"}], "checks": [{"ok": False}, {"ok": True}]},
+            "drifted     Compare: 1 setting, 1 failed check",
+        ),
+        (
+            "runner_on_ok",
+            {"changed": True, "changes": [{"setting": "a"}] * 2},
+            "changed     Compare: 2 settings",
+        ),
+        (
+            "runner_on_failed",
+            {"msg": "rdma_qos: no port", "changes": []},
+            "failed      Compare: rdma_qos: no port",
+        ),
+    ],
+)
+def test_progress_names_each_host_and_what_it_found(kind: str, res: dict[str, object], line: str) -> None:
+    lines: list[str] = []
+    runner._ProgressPrinter(lines.append)(_event(kind, res))
+    assert lines == [f"{'node01':<16} {line}"]
+
+
+def test_drift_prints_progress_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read-only drift run reports each node as it finishes, like the other commands."""
+
+    def fake_run(options: runner.RunOptions, progress: runner.Progress | None = None) -> runner.RunResult:
+        assert progress is not None
+        runner._ProgressPrinter(progress)(_event("runner_on_ok", {"changes": [{"setting": "x"}]}))
+        return runner.RunResult(rc=0, status="successful", hosts={})
+
+    monkeypatch.setattr(runner, "run_playbook", fake_run)
+    lines: list[str] = []
+    options = drift.DriftOptions(inventory=Path("inv"), limit=None, report_dir=Path("r"))
+    drift.check(options, lines.append)
+    assert lines == [f"{'node01':<16} drifted     Compare: 1 setting"]
