@@ -1,0 +1,16 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The nvidia_smi_path option, shared by every module that runs nvidia-smi."""
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
+notes:
+  - C(nvidia-smi) runs with C(LC_ALL=C), whose messages and number formats are stable.
+"""

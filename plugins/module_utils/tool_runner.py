@@ -1,0 +1,83 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""How every gpufleet module runs a device tool: where the tool is, argv lists, the C locale, and a
+failure message the operator can act on (the command, its exit status, the first line it printed,
+and what to do next).
+
+In the spirit of community.general's cmd_runner, kept to what these modules need. Runs on the
+managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["ENV", "first_line", "nvidia_smi", "run", "run_parsed", "tool_path"]
+
+# Tool messages and number formats are only stable in the C locale.
+ENV = {"LC_ALL": "C"}
+
+
+def first_line(*texts: str | None) -> str:
+    """The first non-blank line of the first text that has one ('no output' when none has)."""
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def tool_path(module: Any, name: str, *alternatives: str, required: bool = True) -> str | None:
+    """The path of ``name`` (or the first of ``alternatives``) on PATH; fails the module when required
+    and none is installed, None otherwise."""
+    for candidate in (name, *alternatives):
+        path = module.get_bin_path(candidate)
+        if path:
+            return path
+    if required:
+        names = " or ".join((name, *alternatives))
+        module.fail_json(msg="%s is not installed on this node (not on PATH); install it or fix PATH" % names)
+    return None
+
+
+def nvidia_smi(module: Any, path: str | None = None) -> str:
+    """nvidia-smi: ``path`` (the module's nvidia_smi_path option) when given, else the one on PATH."""
+    if path is None:
+        return tool_path(module, "nvidia-smi")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def run(
+    module: Any, cmd: list[str], hint: str = "", check: bool = True, **extra: Any
+) -> tuple[int, str, str]:
+    """``(rc, stdout, stderr)`` of ``cmd`` in the C locale. With ``check``, a non-zero exit fails the
+    module: '<cmd> failed (rc=N): <first line>. <hint>', with cmd, rc, stdout, stderr and ``extra``
+    (e.g. the changes made so far) in the result."""
+    rc, out, err = module.run_command(cmd, environ_update=ENV)
+    if check and rc != 0:
+        message = "%s failed (rc=%d): %s." % (" ".join(cmd), rc, first_line(err, out))
+        module.fail_json(
+            msg=message + (" " + hint if hint else ""), cmd=cmd, rc=rc, stdout=out, stderr=err, **extra
+        )
+    return rc, out, err
+
+
+def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra: Any) -> Any:
+    """What ``cmd`` printed, read by ``parser``; an unreadable output (the parser's ValueError, which
+    every gpufleet parse error is) fails the module like an error exit."""
+    rc, out, err = run(module, cmd, hint, **extra)
+    try:
+        return parser(out)
+    except ValueError as exc:
+        module.fail_json(
+            msg="Could not read the output of %s: %s. Run it by hand on this node to see what it prints."
+            % (" ".join(cmd), exc),
+            cmd=cmd,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+            **extra,
+        )

@@ -1,0 +1,97 @@
+"""module_utils.tool_runner: path lookup, the C locale, and the messages a failed tool leaves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
+
+
+class Failed(Exception):
+    pass
+
+
+class FakeModule:
+    """Records run_command calls and answers from a table; fail_json raises Failed(kwargs)."""
+
+    def __init__(self, answers: dict[tuple[str, ...], tuple[int, str, str]], on_path: dict[str, str]) -> None:
+        self.answers = answers
+        self.on_path = on_path
+        self.calls: list[tuple[list[str], dict[str, str]]] = []
+
+    def get_bin_path(self, name: str) -> str | None:
+        return self.on_path.get(name)
+
+    def run_command(self, cmd: list[str], environ_update: dict[str, str]) -> tuple[int, str, str]:
+        self.calls.append((cmd, environ_update))
+        return self.answers[tuple(cmd)]
+
+    def fail_json(self, **kwargs: Any) -> None:
+        raise Failed(kwargs)
+
+
+def test_first_line_skips_blank_lines_and_empty_texts() -> None:
+    assert tool_runner.first_line("", None, "\n  \n  Unable to determine the device handle  \nmore") == (
+        "Unable to determine the device handle"
+    )
+    assert tool_runner.first_line(None, "") == "no output"
+
+
+def test_tool_path_takes_the_first_installed_alternative() -> None:
+    module = FakeModule({}, {"mstconfig": "/usr/bin/mstconfig"})
+    assert tool_runner.tool_path(module, "mlxconfig", "mstconfig") == "/usr/bin/mstconfig"
+    assert tool_runner.tool_path(module, "mlxlink", required=False) is None
+
+
+def test_a_missing_required_tool_names_every_alternative() -> None:
+    with pytest.raises(Failed, match="mlxconfig or mstconfig is not installed on this node"):
+        tool_runner.tool_path(FakeModule({}, {}), "mlxconfig", "mstconfig")
+
+
+def test_nvidia_smi_path_must_be_an_executable_file(tmp_path: Path) -> None:
+    module = FakeModule({}, {"nvidia-smi": "/usr/bin/nvidia-smi"})
+    assert tool_runner.nvidia_smi(module) == "/usr/bin/nvidia-smi"
+    script = tmp_path / "nvidia-smi"
+    script.write_text("#!/bin/sh\n")
+    with pytest.raises(Failed, match=f"nvidia_smi_path {script} is not an executable file"):
+        tool_runner.nvidia_smi(module, str(script))
+    script.chmod(0o755)
+    assert tool_runner.nvidia_smi(module, str(script)) == str(script)
+
+
+def test_run_uses_the_c_locale_and_a_failure_carries_command_output_and_hint() -> None:
+    cmd = ["/usr/bin/nvidia-smi", "-i", "GPU-1", "-pl", "1400"]
+    module = FakeModule({tuple(cmd): (4, "", "\nInsufficient Permissions\n")}, {})
+    with pytest.raises(Failed) as failed:
+        tool_runner.run(module, cmd, "Run it as root.", changes=["a"])
+    result = failed.value.args[0]
+    assert result["msg"] == (
+        "/usr/bin/nvidia-smi -i GPU-1 -pl 1400 failed (rc=4): Insufficient Permissions. Run it as root."
+    )
+    assert (result["cmd"], result["rc"], result["stderr"], result["changes"]) == (
+        cmd,
+        4,
+        "\nInsufficient Permissions\n",
+        ["a"],
+    )
+    assert module.calls == [(cmd, {"LC_ALL": "C"})]
+    assert tool_runner.run(module, cmd, check=False) == (4, "", "\nInsufficient Permissions\n")
+
+
+def test_run_parsed_fails_on_output_the_parser_cannot_read() -> None:
+    cmd = ["/usr/bin/mlnx_qos", "-i", "ens1np0"]
+    module = FakeModule({tuple(cmd): (0, "garbage\n", "")}, {})
+
+    def parser(text: str) -> int:
+        if not text.startswith("DCBX"):
+            raise ValueError("no 'DCBX mode' line")
+        return 1
+
+    with pytest.raises(
+        Failed, match=r"Could not read the output of /usr/bin/mlnx_qos -i ens1np0: no 'DCBX mode' line"
+    ):
+        tool_runner.run_parsed(module, cmd, parser)
+    module.answers[tuple(cmd)] = (0, "DCBX mode: OS controlled\n", "")
+    assert tool_runner.run_parsed(module, cmd, parser) == 1
