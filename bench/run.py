@@ -46,6 +46,18 @@ BIN = Path(sys.executable).parent
 FAULTS = {"node02": "pfc-off", "node03": "power-capped"}
 EXPECTED = {"node02": "pfc", "node03": "power"}
 METHODS = ("ansible -m ping", "gpufleet drift", "naive playbook", "clush probe")
+SHORT_NAMES = dict(zip(("ping", "drift", "naive", "clush"), METHODS, strict=True))
+
+
+def chosen_methods(spec: str) -> tuple[str, ...]:
+    """The METHODS named in ``spec`` ('ping,drift,naive'), in METHODS order; ping and drift always
+    (every ratio is against them)."""
+    names = {n.strip() for n in spec.split(",") if n.strip()}
+    unknown = sorted(names - set(SHORT_NAMES))
+    if unknown:
+        raise ValueError(f"--methods: {', '.join(unknown)} is not one of {', '.join(SHORT_NAMES)}")
+    names |= {"ping", "drift"}
+    return tuple(m for short, m in SHORT_NAMES.items() if short in names)
 
 
 class BenchError(RuntimeError):
@@ -275,7 +287,9 @@ def measure(ctx: Context, method: str) -> Sample:
     return Sample(wall, controller, _tree_cpu_s(node_roots) - before_nodes)
 
 
-def bench_size(nodes: int, rounds: int, subnet: str, work: Path) -> dict[str, list[Sample]]:
+def bench_size(
+    nodes: int, rounds: int, subnet: str, work: Path, methods: tuple[str, ...] = METHODS
+) -> dict[str, list[Sample]]:
     fleet = Fleet(work / f"sim-{nodes}")
     print(f"== {nodes} nodes: starting the simulated fleet on {subnet}.0/24 ...", flush=True)
     fleet.up(FleetConfig(nodes=nodes, subnet=subnet), timeout=120.0)
@@ -284,9 +298,9 @@ def bench_size(nodes: int, rounds: int, subnet: str, work: Path) -> dict[str, li
             control.fault(fleet, name, fault, clear=False)
         ctx = Context(fleet, nodes, work)
         ctx.addresses = {f"node{i:02d}": f"{subnet}.{i + 1}" for i in range(1, nodes + 1)}
-        samples: dict[str, list[Sample]] = {m: [] for m in METHODS}
+        samples: dict[str, list[Sample]] = {m: [] for m in methods}
         for round_no in range(rounds):
-            order = METHODS[round_no % len(METHODS) :] + METHODS[: round_no % len(METHODS)]
+            order = methods[round_no % len(methods) :] + methods[: round_no % len(methods)]
             for method in order:
                 sample = measure(ctx, method)
                 samples[method].append(sample)
@@ -316,20 +330,21 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
             for m, v in samples.items()
         }
         ping_wall = med["ansible -m ping"].wall_s
-        for method in METHODS:
+        for method in med:
             m = med[method]
             rows.append(
                 f"| {nodes} | {method} | {m.wall_s:.1f} | {m.controller_cpu_s:.1f} | {m.node_cpu_s:.1f} "
                 f"| {m.wall_s / ping_wall:.2f} |"
             )
-        d, n = med["gpufleet drift"], med["naive playbook"]
-        ratios.append(
-            f"{nodes} nodes: drift / ping = {d.wall_s / ping_wall:.2f} (target <= 1.5); "
-            f"naive / drift = {n.wall_s / d.wall_s:.2f} (target >= 5); "
-            f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}; "
-            "controller CPU drift / ping = "
-            f"{d.controller_cpu_s / med['ansible -m ping'].controller_cpu_s:.2f}"
-        )
+        d = med["gpufleet drift"]
+        parts = [f"{nodes} nodes: drift / ping = {d.wall_s / ping_wall:.2f} (target <= 1.5)"]
+        if "naive playbook" in med:
+            parts.append(f"naive / drift = {med['naive playbook'].wall_s / d.wall_s:.2f} (target >= 5)")
+        if "clush probe" in med:
+            parts.append(f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}")
+        ping_cpu = med["ansible -m ping"].controller_cpu_s
+        parts.append(f"controller CPU drift / ping = {d.controller_cpu_s / ping_cpu:.2f}")
+        ratios.append("; ".join(parts))
     return "\n".join([*rows, "", *ratios])
 
 
@@ -339,8 +354,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="runs of each method per size (default 3)")
     parser.add_argument("--subnet", default="127.0.90", help="loopback /24 for the bench fleets")
     parser.add_argument("--json", type=Path, help="also write every sample here")
+    parser.add_argument(
+        "--methods",
+        default=",".join(SHORT_NAMES),
+        help=f"methods to time, comma-separated from {', '.join(SHORT_NAMES)} (ping and drift always run)",
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    try:
+        methods = chosen_methods(args.methods)
+    except ValueError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("bench: simulated nodes need namespaces: run as root", file=sys.stderr)
         return 2
@@ -352,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
         try:
             for nodes in sizes:
-                results[nodes] = bench_size(nodes, args.rounds, args.subnet, Path(tmp))
+                results[nodes] = bench_size(nodes, args.rounds, args.subnet, Path(tmp), methods)
         except BenchError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -42,3 +43,22 @@ def test_table_ratios_use_medians() -> None:
         "drift / ping = 1.50 (target <= 1.5); naive / drift = 8.00 (target >= 5); drift / clush = 2.50"
         in text
     )
+
+
+def test_methods_keep_ping_and_drift_and_refuse_unknown_names() -> None:
+    assert run.chosen_methods("naive") == ("ansible -m ping", "gpufleet drift", "naive playbook")
+    assert run.chosen_methods("drift,ping") == ("ansible -m ping", "gpufleet drift")
+    with pytest.raises(ValueError, match="--methods: pdsh is not one of ping, drift, naive, clush"):
+        run.chosen_methods("ping,pdsh")
+
+
+def test_table_without_naive_and_clush_gives_the_ping_ratios() -> None:
+    results = {
+        32: {
+            "ansible -m ping": [run.Sample(10.0, 4.0, 1.0)],
+            "gpufleet drift": [run.Sample(30.0, 6.0, 1.0)],
+        }
+    }
+    text = run.table(results)
+    assert "32 nodes: drift / ping = 3.00 (target <= 1.5); controller CPU drift / ping = 1.50" in text
+    assert "naive" not in text
