@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,18 @@ def run_on(fleet: Fleet, report_dir: Path, *command: str) -> tuple[int, dict[str
         ]
     )
     return code, json.loads((report_dir / "report.json").read_text())
+
+
+def node_ssh(
+    fleet: Fleet, address: str, command: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Runs a shell command on a simulated node through its own sshd, the host key checked."""
+    argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
+    argv += ["-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-p", "2222", f"root@{address}"]
+    done = subprocess.run([*argv, command], capture_output=True, text=True, timeout=timeout, check=False)
+    if check:
+        assert done.returncode == 0, f"{command} on {address}: {done.stderr}"
+    return done
 
 
 def leftovers(root: Path) -> list[str]:

@@ -19,6 +19,7 @@ import yaml
 from gpufleet.sim import faults, state
 from gpufleet.sim.bmc import vault
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import node_ssh
 
 SUBNET = "127.0.31"
 ADDRESS = {"node01": f"{SUBNET}.2", "node02": f"{SUBNET}.3"}
@@ -51,18 +52,7 @@ def get(fleet: Fleet, node: str, path: str, auth: tuple[str, str] | None = None)
 
 
 def ssh(fleet: Fleet, node: str, command: str) -> str:
-    argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
-    argv += [
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        "2222",
-        f"root@{ADDRESS[node]}",
-        command,
-    ]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True).stdout
+    return node_ssh(fleet, ADDRESS[node], command, timeout=30).stdout
 
 
 def eventually(check: Any, timeout: float = 3.0) -> None:

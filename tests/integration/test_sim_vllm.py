@@ -14,6 +14,7 @@ import pytest
 
 from gpufleet.sim import faults, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import node_ssh
 
 SUBNET = "127.0.32"
 NODES = {"node01": f"{SUBNET}.2", "node02": f"{SUBNET}.3"}
@@ -48,21 +49,7 @@ def fleet(fleet_factory: Any) -> Fleet:
 
 
 def ssh(fleet: Fleet, node: str, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    argv = ["ssh", "-i", str(fleet.client_key), "-o", f"UserKnownHostsFile={fleet.known_hosts}"]
-    argv += [
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        "BatchMode=yes",
-        "-p",
-        "2222",
-        f"root@{NODES[node]}",
-        command,
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
+    return node_ssh(fleet, NODES[node], command, check)
 
 
 def uuids(fleet: Fleet, node: str, domain: int) -> list[str]:

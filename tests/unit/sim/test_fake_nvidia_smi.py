@@ -7,7 +7,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -588,14 +587,7 @@ def test_runs_on_the_node_python_with_the_stdlib_only(b300: Path, tmp_path: Path
 
 @pytest.fixture(scope="module")
 def parsers() -> ModuleType:
-    repo = Path(__file__).resolve().parents[3]
-    collections = repo / ".gpufleet" / "collections"
-    link = collections / "ansible_collections" / "gpufleet" / "node"
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(repo, target_is_directory=True)
-    if str(collections) not in sys.path:
-        sys.path.insert(0, str(collections))
+    # tests/conftest.py put the checkout's collection on sys.path.
     return importlib.import_module("ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi")
 
 
