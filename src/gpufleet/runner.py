@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -144,6 +145,13 @@ _OUTCOMES = {
 }
 
 
+def own_path(path: str) -> str:
+    """PATH with this installation's bin directory first, so `.venv/bin/gpufleet` runs the
+    ansible-playbook installed beside it, also from a shell where the venv is not activated."""
+    own = str(Path(sys.executable).parent)
+    return os.pathsep.join([own, *(p for p in path.split(os.pathsep) if p and p != own)])
+
+
 def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunResult:
     ensure_collection_link()
     playbook = PLAYBOOK_DIR / options.playbook
@@ -170,7 +178,9 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.node.fleet_report",
             "GPUFLEET_RESULTS_FILE": str(results_file),
-            "PATH": os.environ.get("PATH", ""),
+            # ansible-runner turns host-key checking off unless told; gpufleet never does.
+            "ANSIBLE_HOST_KEY_CHECKING": "True",
+            "PATH": own_path(os.environ.get("PATH", "")),
         }
         result = ansible_runner.run(
             private_data_dir=private,
