@@ -3,35 +3,41 @@
 """Burn-in: small-batch load on local vLLM instances while nvidia-smi is sampled once a second.
 
 Pieces, each testable alone:
-- ``query_argv`` / ``parse_sample``: the one nvidia-smi call per sample and its CSV, parsed
-  with nvidia_smi.parse_query_csv, the clocks event reasons decoded from the active bitmask;
+- ``query_argv`` / ``parse_sample``: the one cheap nvidia-smi CSV query per sample (nvidia_smi's
+  thermal_query / parse_thermal_sample, the same reading the idle gate takes once);
 - ``violations``: one GPU's readings against the limits (a missing reading is a violation);
-- ``Load``: worker threads posting OpenAI ``/v1/completions`` requests (stdlib urllib);
+- ``Load``: worker threads posting OpenAI ``/v1/completions`` requests (vllm_client, open_url);
 - ``Watch``: per-GPU maxima, reasons seen, the first bad sample;
 - ``run``: the loop tying them together, with the clock and sleep injectable for tests;
-- ``checks``: the result as ``{name, ok, value, limit, unit, message}`` checks.
+- ``checks``: the result as checks; the temperatures and reasons are judged by thermal_verdict,
+  the gate's one thermal judge, under the same names as at idle (``thermal.gpu_temp_c[<uuid>]``).
 
 Runs on the managed node (Python 3.11, stdlib only).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
-    THROTTLE_REASONS,
+    REASON_BITS,
+    THERMAL_FIELDS,
     ParseError,
-    parse_query_csv,
+    decode_reasons,
+    parse_thermal_sample,
+    thermal_query,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+    LOAD_LIMITS,
+    gpu_checks,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
 
 __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_PROMPT",
-    "FORBIDDEN_REASONS",
     "QUERY_FIELDS",
     "REASON_BITS",
     "Load",
@@ -46,41 +52,11 @@ __all__ = [
     "violations",
 ]
 
-QUERY_FIELDS = (
-    "uuid",
-    "index",
-    "temperature.gpu",
-    "temperature.memory",
-    "temperature.gpu.tlimit",
-    "clocks_event_reasons.active",
-    "utilization.gpu",
-    "power.draw",
-    "clocks.sm",
-)
+QUERY_FIELDS = THERMAL_FIELDS
+query_argv = thermal_query
 
-# NVML's nvmlClocksEventReasons bits, as `clocks_event_reasons.active` prints them (0x...).
-REASON_BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clocks_setting": 0x100,
-}
-
-FORBIDDEN_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown")
-
-# Under load; the module's DOCUMENTATION says why.
-DEFAULT_LIMITS = {
-    "max_gpu_temp_c": 83.0,
-    "max_memory_temp_c": 90.0,
-    "min_tlimit_c": 3.0,
-    "forbidden_reasons": list(FORBIDDEN_REASONS),
-    "min_utilization_pct": None,
-}
+# Under load: the thermal judge's load limits, and the burn-in's own utilisation floor.
+DEFAULT_LIMITS = dict(LOAD_LIMITS, min_utilization_pct=None)
 
 # Field name in the sample -> (reading name in first_bad_sample, limit key, max|min).
 _TEMPS = (
@@ -109,53 +85,12 @@ class LoadError(Exception):
 # ---------------------------------------------------------------- sampling
 
 
-def query_argv(smi):
-    return [smi, "--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader,nounits"]
-
-
-def decode_reasons(mask):
-    """'0x0000000000000041' -> ['gpu_idle', 'hw_thermal_slowdown'] (nvidia-smi order); None if unreadable."""
-    if isinstance(mask, int) and not isinstance(mask, bool):
-        value = mask
-    elif isinstance(mask, str):
-        try:
-            value = int(mask.strip(), 16 if mask.strip().lower().startswith("0x") else 10)
-        except ValueError:
-            return None
-    else:
-        return None
-    names = [name for name, bit in REASON_BITS.items() if value & bit]
-    known = [r for r in THROTTLE_REASONS if r in names]
-    return known + [n for n in names if n not in known]
-
-
-def _num(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value
-
-
 def parse_sample(text):
-    """One ``query_argv`` output -> ``[{uuid, index, gpu_c, memory_c, tlimit_c, reasons,
-    utilization_pct, power_w, sm_mhz}]``; missing readings are None. Raises SampleError."""
+    """One ``query_argv`` output -> nvidia_smi.parse_thermal_sample's readings. Raises SampleError."""
     try:
-        rows = parse_query_csv(text, fields=list(QUERY_FIELDS))
+        return parse_thermal_sample(text)
     except ParseError as exc:
         raise SampleError(str(exc)) from exc
-    return [
-        {
-            "uuid": row["uuid"],
-            "index": _num(row["index"]),
-            "gpu_c": _num(row["temperature.gpu"]),
-            "memory_c": _num(row["temperature.memory"]),
-            "tlimit_c": _num(row["temperature.gpu.tlimit"]),
-            "reasons": decode_reasons(row["clocks_event_reasons.active"]),
-            "utilization_pct": _num(row["utilization.gpu"]),
-            "power_w": _num(row["power.draw"]),
-            "sm_mhz": _num(row["clocks.sm"]),
-        }
-        for row in rows
-    ]
 
 
 def violations(gpu, limits):
@@ -263,13 +198,6 @@ class Watch:
 # ---------------------------------------------------------------- load
 
 
-def _error_text(exc):
-    if isinstance(exc, urllib.error.HTTPError):
-        return "HTTP %d" % exc.code
-    reason = getattr(exc, "reason", exc)
-    return str(getattr(reason, "strerror", None) or reason) or type(exc).__name__
-
-
 class Load:
     """Worker threads sending completions to each URL until stop(); counts per URL."""
 
@@ -280,6 +208,7 @@ class Load:
         self.max_tokens = max_tokens
         self.prompt = prompt
         self.timeout = timeout
+        self.clients = {u: VllmClient(u, timeout=timeout) for u in self.urls}
         self.models = {}
         self.stats = {
             u: {"model": None, "sent": 0, "ok": 0, "failed": 0, "last_error": None} for u in self.urls
@@ -294,22 +223,21 @@ class Load:
             if self.model is not None:
                 self.models[url] = self.model
             else:
-                try:
-                    with urllib.request.urlopen(url + "/v1/models", timeout=self.timeout) as resp:
-                        data = json.loads(resp.read().decode("utf-8")).get("data") or []
-                except (urllib.error.URLError, OSError, ValueError, AttributeError) as exc:
+                status, ids, text = self.clients[url].models()
+                if status != 200:
                     raise LoadError(
                         "instance %s did not list its models (%s); is it started and healthy?"
-                        % (url, _error_text(exc))
-                    ) from exc
-                ids = [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
+                        % (url, text if status is None else "HTTP %d" % status)
+                    )
                 if not ids:
                     raise LoadError("instance %s serves no model (/v1/models is empty)" % url)
                 self.models[url] = ids[0]
             self.stats[url]["model"] = self.models[url]
 
     def _request(self, url):
-        body = json.dumps(
+        """None when the completion came back, else the error text."""
+        status, text = self.clients[url].post_json(
+            "/v1/completions",
             {
                 "model": self.models[url],
                 "prompt": self.prompt,
@@ -317,24 +245,21 @@ class Load:
                 "temperature": 0,
                 # vLLM's extension: generate max_tokens every time, so each request loads the GPUs alike.
                 "ignore_eos": True,
-            }
-        ).encode("utf-8")
-        req = urllib.request.Request(
-            url + "/v1/completions", data=body, headers={"Content-Type": "application/json"}, method="POST"
+            },
         )
-        with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            resp.read()
+        if status == 200:
+            return None
+        return text if status is None else "HTTP %d" % status
 
     def _worker(self, url):
         while not self._stop.is_set():
             with self._lock:
                 self.stats[url]["sent"] += 1
-            try:
-                self._request(url)
-            except (urllib.error.URLError, OSError, ValueError) as exc:
+            error = self._request(url)
+            if error is not None:
                 with self._lock:
                     self.stats[url]["failed"] += 1
-                    self.stats[url]["last_error"] = _error_text(exc)
+                    self.stats[url]["last_error"] = error
                 # Do not spin on a dead instance.
                 self._stop.wait(1.0)
             else:
@@ -402,17 +327,30 @@ def run(sample, load, seconds, interval, watch, stop_on_bad=True, clock=time.mon
     }
 
 
-def _check(name, ok, value, limit, unit, message):
-    return {"name": name, "ok": bool(ok), "value": value, "limit": limit, "unit": unit, "message": message}
+def _readings(summary):
+    """The thermal judge's readings of a Watch summary: per GPU its peaks, lowest margin, reasons seen."""
+    return [
+        {
+            "uuid": uuid,
+            "index": acc["index"],
+            "gpu_c": acc["max_gpu_c"],
+            "memory_c": acc["max_memory_c"],
+            "tlimit_c": acc["min_tlimit_c"],
+            "reasons": acc["reasons_seen"],
+            "missing": acc["missing"],
+        }
+        for uuid, acc in summary["gpus"].items()
+    ]
 
 
 def checks(result, limits, max_failed_requests=0):
-    """Checks of a run() result: samples, per GPU its extremes and reasons, per URL its requests."""
+    """Checks of a run() result: samples; per GPU its presence, the thermal judge's checks of its
+    peaks and reasons (``thermal.*``, as at idle) and its utilisation; per URL its requests."""
     out = []
     summary = result["samples"]
     if summary["error"]:
         out.append(
-            _check(
+            check(
                 "burn_in.samples",
                 False,
                 summary["count"],
@@ -423,17 +361,18 @@ def checks(result, limits, max_failed_requests=0):
         )
     elif summary["count"] == 0:
         out.append(
-            _check("burn_in.samples", False, 0, 1, "samples", "no nvidia-smi sample taken (fail closed)")
+            check("burn_in.samples", False, 0, 1, "samples", "no nvidia-smi sample taken (fail closed)")
         )
     else:
         out.append(
-            _check("burn_in.samples", True, summary["count"], 1, "samples", "%d samples" % summary["count"])
+            check("burn_in.samples", True, summary["count"], 1, "samples", "%d samples" % summary["count"])
         )
+    thermal = gpu_checks(_readings(summary), limits, under_load=True) if summary["gpus"] else []
     for uuid, acc in summary["gpus"].items():
         label = "GPU %s" % uuid
         if acc["missing"]["gpu"]:
             out.append(
-                _check(
+                check(
                     "burn_in.gpu_present[%s]" % uuid,
                     False,
                     acc["missing"]["gpu"],
@@ -442,84 +381,13 @@ def checks(result, limits, max_failed_requests=0):
                     "%s missing from %d samples (fell off the bus?)" % (label, acc["missing"]["gpu"]),
                 )
             )
-        for key, reading, limit_key, kind in _TEMPS:
-            limit = limits.get(limit_key)
-            if limit is None:
-                continue
-            value = acc[("max_" if kind == "max" else "min_") + key]
-            name = "burn_in.%s[%s]" % (
-                {"gpu_c": "gpu_temp_c", "memory_c": "memory_temp_c", "tlimit_c": "tlimit_c"}[key],
-                uuid,
-            )
-            missing = acc["missing"][key]
-            if value is None or missing:
-                out.append(
-                    _check(
-                        name,
-                        False,
-                        value,
-                        limit,
-                        "C",
-                        "%s %s not reported in %d samples (fail closed)" % (label, reading, missing),
-                    )
-                )
-            elif kind == "max":
-                ok = value <= limit
-                out.append(
-                    _check(
-                        name,
-                        ok,
-                        value,
-                        limit,
-                        "C",
-                        "%s %s peaked at %s C, %s the %s C limit"
-                        % (label, reading, value, "within" if ok else "above", limit),
-                    )
-                )
-            else:
-                ok = value >= limit
-                out.append(
-                    _check(
-                        name,
-                        ok,
-                        value,
-                        limit,
-                        "C",
-                        "%s T.Limit margin fell to %s C, %s the %s C minimum"
-                        % (label, value, "at or above" if ok else "below", limit),
-                    )
-                )
-        forbidden = [r for r in acc["reasons_seen"] if r in (limits.get("forbidden_reasons") or [])]
-        if acc["missing"]["reasons"]:
-            out.append(
-                _check(
-                    "burn_in.clocks_event_reasons[%s]" % uuid,
-                    False,
-                    None,
-                    [],
-                    "",
-                    "%s clock event reasons not reported (fail closed)" % label,
-                )
-            )
-        else:
-            out.append(
-                _check(
-                    "burn_in.clocks_event_reasons[%s]" % uuid,
-                    not forbidden,
-                    forbidden,
-                    [],
-                    "",
-                    "%s throttled under load: %s" % (label, ", ".join(forbidden))
-                    if forbidden
-                    else "%s did not throttle" % label,
-                )
-            )
+        out.extend(c for c in thermal if c["name"].endswith("[%s]" % uuid))
         floor = limits.get("min_utilization_pct")
         if floor is not None:
             util = acc["max_utilization_pct"]
             ok = util is not None and util >= floor
             out.append(
-                _check(
+                check(
                     "burn_in.utilization_pct[%s]" % uuid,
                     ok,
                     util,
@@ -537,7 +405,7 @@ def checks(result, limits, max_failed_requests=0):
         if stats["ok"] == 0:
             msg += " (no load reached it; fail closed)"
         out.append(
-            _check(
+            check(
                 "burn_in.requests[%s]" % url, ok, stats["failed"], max_failed_requests, "failed requests", msg
             )
         )

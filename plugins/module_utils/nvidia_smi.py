@@ -18,17 +18,24 @@ import functools
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.node.plugins.module_utils.results import CLOCK_EVENT_REASONS
+
 __all__ = [
+    "REASON_BITS",
+    "THERMAL_FIELDS",
     "THROTTLE_REASONS",
     "ParseError",
     "build_topology",
+    "decode_reasons",
     "nearest_nics",
     "nvlink_domains",
     "parse_list",
     "parse_query_csv",
     "parse_query_text",
     "parse_query_xml",
+    "parse_thermal_sample",
     "parse_topo_matrix",
+    "thermal_query",
 ]
 
 
@@ -62,18 +69,8 @@ def _guard(tool):
 
 # ---------------------------------------------------------------- values
 
-# Canonical clock event ("throttle") reason names, in nvidia-smi's order.
-THROTTLE_REASONS = (
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "display_clocks_setting",
-)
+# Canonical clock event ("throttle") reason names, in nvidia-smi's order (results owns the list).
+THROTTLE_REASONS = CLOCK_EVENT_REASONS
 
 # `nvidia-smi -q` labels for the reasons; the same in the old "Clocks Throttle
 # Reasons" and the new "Clocks Event Reasons" sections.
@@ -609,6 +606,84 @@ def parse_query_csv(text, fields=None):
             )
         result.append({f: _csv_value(f, v) for f, v in zip(fields, row, strict=True)})
     return result
+
+
+# ---------------------------------------------------------------- thermal sample (one CSV query)
+
+# What the thermal judge reads of every GPU, in one cheap query: the idle gate reads it once, the
+# burn-in once a second. temperature.gpu.tlimit needs driver >= R525.
+THERMAL_FIELDS = (
+    "uuid",
+    "index",
+    "temperature.gpu",
+    "temperature.memory",
+    "temperature.gpu.tlimit",
+    "clocks_event_reasons.active",
+    "utilization.gpu",
+    "power.draw",
+    "clocks.sm",
+)
+
+# NVML's nvmlClocksEventReasons bits, as `clocks_event_reasons.active` prints them (0x...).
+REASON_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clocks_setting": 0x100,
+}
+
+
+def thermal_query(smi):
+    """argv of the thermal sample (``--format=csv,noheader,nounits``; parse with parse_thermal_sample)."""
+    return [smi, "--query-gpu=" + ",".join(THERMAL_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def decode_reasons(mask):
+    """'0x0000000000000041' -> ['gpu_idle', 'hw_thermal_slowdown'] (nvidia-smi order); None if unreadable."""
+    if isinstance(mask, int) and not isinstance(mask, bool):
+        value = mask
+    elif isinstance(mask, str):
+        try:
+            value = int(mask.strip(), 16 if mask.strip().lower().startswith("0x") else 10)
+        except ValueError:
+            return None
+    else:
+        return None
+    names = [name for name, bit in REASON_BITS.items() if value & bit]
+    known = [r for r in THROTTLE_REASONS if r in names]
+    return known + [n for n in names if n not in known]
+
+
+def _reading_number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def parse_thermal_sample(text):
+    """One ``thermal_query`` output -> ``[{uuid, index, gpu_c, memory_c, tlimit_c, reasons,
+    utilization_pct, power_w, sm_mhz}]`` (the thermal judge's readings); missing readings are None.
+    Raises ParseError."""
+    rows = parse_query_csv(text, fields=list(THERMAL_FIELDS))
+    return [
+        {
+            "uuid": row["uuid"],
+            "index": _reading_number(row["index"]),
+            "gpu_c": _reading_number(row["temperature.gpu"]),
+            "memory_c": _reading_number(row["temperature.memory"]),
+            "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
+            "reasons": decode_reasons(row["clocks_event_reasons.active"]),
+            "utilization_pct": _reading_number(row["utilization.gpu"]),
+            "power_w": _reading_number(row["power.draw"]),
+            "sm_mhz": _reading_number(row["clocks.sm"]),
+        }
+        for row in rows
+    ]
 
 
 # ---------------------------------------------------------------- nvidia-smi -L

@@ -17,6 +17,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+# The one definition of a check (results vocabulary), re-exported under this module's name.
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+
 __all__ = [
     "DSCP_RANGE",
     "PRIORITIES",
@@ -47,10 +50,6 @@ _LINK_TYPE_NUMBERS = {1: "ib", 2: "eth", 3: "vpi"}
 
 def change(setting: str, before: Any, after: Any) -> dict[str, Any]:
     return {"setting": setting, "from": before, "to": after}
-
-
-def check(name: str, ok: bool, value: Any, limit: Any, unit: str, message: str) -> dict[str, Any]:
-    return {"name": name, "ok": ok, "value": value, "limit": limit, "unit": unit, "message": message}
 
 
 def bad_values(values: list[Any] | None, allowed: range) -> list[Any]:

@@ -1,56 +1,100 @@
 # Copyright: gpufleet developers
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""The thermal gate's decision: GPU facts + coolant facts + limits -> checks and a verdict.
+"""gpufleet's one thermal judge: GPU readings (+ coolant facts) + limits -> checks and a verdict.
 
-Pure functions, no I/O. Every reading the gate looks at becomes one check
-``{name, ok, value, limit, unit, message}``; a reading that is missing (None, or the
-whole facts block absent) is a failed check, so the gate fails closed. A limit set to
-None turns its check off explicitly (for a reading a GPU model never has; the module's
-skip_checks); the check is then not listed at all.
+Used by the idle gate (thermal_gate, one sample before any instance starts) and by the burn-in
+(burn_in, the peaks of its samples under load): the same readings, the same limit names, the same
+check names ``thermal.<reading>[<uuid>]`` and the same harmful clock event reasons
+(results.HARMFUL_REASONS). Only the limits' defaults differ: IDLE_LIMITS and LOAD_LIMITS.
 
-Runs on the controller or the node (Python 3.11, stdlib only).
+A GPU reading is ``{uuid, index, gpu_c, memory_c, hotspot_c, tlimit_c, reasons}`` (nvidia_smi's
+parse_thermal_sample gives it; a gpu_facts GPU is accepted too). Under load the temperatures are
+peaks, tlimit_c the lowest margin, reasons every reason seen, and ``missing`` may count the samples
+that lacked a reading. A missing reading (None, or missing from a sample) is a failed check, so
+the judge fails closed. A limit set to None turns its check off explicitly (skip_checks); the
+check is then not listed at all.
+
+Pure functions, no I/O. Runs on the controller or the node (Python 3.11, stdlib only).
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.node.plugins.module_utils.results import (
+    CLOCK_EVENT_REASONS,
+    HARMFUL_REASONS,
+    check,
+)
+
 __all__ = [
+    "COOLANT_LIMITS",
+    "COOLANT_SKIPS",
     "DEFAULT_LIMITS",
-    "FORBIDDEN_REASONS",
+    "GPU_SKIPS",
+    "IDLE_LIMITS",
+    "LOAD_LIMITS",
     "check",
     "coolant_checks",
     "evaluate",
     "gpu_checks",
+    "gpu_limit_spec",
+    "limits_from_params",
     "verdict",
 ]
 
-# Active clock event reasons that mean heat or power is costing throughput. gpu_idle,
-# applications_clocks_setting, sync_boost and sw_power_cap (the configured power limit at work) do not.
-FORBIDDEN_REASONS = (
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "sw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-)
-
-# The module's documented defaults; thermal_gate.py's DOCUMENTATION says why each is what it is.
-DEFAULT_LIMITS = {
+# GPU limits at idle (the gate, on a drained node) and under load (the burn-in); the modules'
+# DOCUMENTATION says why each is what it is. Same keys, same meaning, different defaults.
+IDLE_LIMITS = {
     "max_gpu_temp_c": 60.0,
     "max_memory_temp_c": 70.0,
     "max_hotspot_c": None,
     "min_tlimit_c": 20.0,
-    "forbidden_reasons": list(FORBIDDEN_REASONS),
+    "forbidden_reasons": list(HARMFUL_REASONS),
+}
+LOAD_LIMITS = {
+    "max_gpu_temp_c": 83.0,
+    "max_memory_temp_c": 90.0,
+    "max_hotspot_c": None,
+    "min_tlimit_c": 3.0,
+    "forbidden_reasons": list(HARMFUL_REASONS),
+}
+COOLANT_LIMITS = {
     "min_flow_lpm": 10.0,
     "max_supply_c": 35.0,
     "max_delta_c": 15.0,
     "allowed_health": ["OK"],
     "require_leak_detection": False,
 }
+# The idle gate's defaults (GPU and coolant).
+DEFAULT_LIMITS = dict(IDLE_LIMITS, **COOLANT_LIMITS)
+
+# skip_checks choice -> the limit it turns off.
+GPU_SKIPS = {"gpu_temp_c": "max_gpu_temp_c", "memory_temp_c": "max_memory_temp_c", "tlimit_c": "min_tlimit_c"}
+COOLANT_SKIPS = {"flow_lpm": "min_flow_lpm", "supply_temp_c": "max_supply_c", "delta_temp_c": "max_delta_c"}
 
 _ABSENT = frozenset(("Absent",))
 
 
-def check(name, ok, value, limit, unit, message):
-    return {"name": name, "ok": bool(ok), "value": value, "limit": limit, "unit": unit, "message": message}
+def gpu_limit_spec(defaults):
+    """The argument_spec entries of the GPU limits both modules take (defaults: IDLE/LOAD_LIMITS)."""
+    return dict(
+        max_gpu_temp_c=dict(type="float", default=defaults["max_gpu_temp_c"]),
+        max_memory_temp_c=dict(type="float", default=defaults["max_memory_temp_c"]),
+        min_tlimit_c=dict(type="float", default=defaults["min_tlimit_c"]),
+        forbidden_reasons=dict(
+            type="list",
+            elements="str",
+            choices=list(CLOCK_EVENT_REASONS),
+            default=list(defaults["forbidden_reasons"]),
+        ),
+    )
+
+
+def limits_from_params(params, keys, skips):
+    """The limits a module's params give: ``keys`` copied, every named skip_checks limit None."""
+    limits = {key: params.get(key) for key in keys}
+    for name in params.get("skip_checks") or []:
+        limits[skips[name]] = None
+    return limits
 
 
 def _fmt(value):
@@ -59,10 +103,16 @@ def _fmt(value):
     return "%s" % value
 
 
-def _max_check(name, what, value, limit, unit):
+def _missing(what, missing):
+    if missing:
+        return "%s not reported in %d samples (fail closed)" % (what, missing)
+    return "%s not reported (fail closed)" % what
+
+
+def _max_check(name, what, value, limit, unit, missing=0, peak=False):
     """value must be known and at or below limit."""
-    if value is None:
-        return check(name, False, None, limit, unit, "%s not reported (fail closed)" % what)
+    if value is None or missing:
+        return check(name, False, value, limit, unit, _missing(what, missing))
     ok = value <= limit
     word = "within" if ok else "above"
     return check(
@@ -71,14 +121,15 @@ def _max_check(name, what, value, limit, unit):
         value,
         limit,
         unit,
-        "%s %s %s, %s the %s %s limit" % (what, _fmt(value), unit, word, _fmt(limit), unit),
+        "%s %s%s %s, %s the %s %s limit"
+        % (what, "peaked at " if peak else "", _fmt(value), unit, word, _fmt(limit), unit),
     )
 
 
-def _min_check(name, what, value, limit, unit):
+def _min_check(name, what, value, limit, unit, missing=0, peak=False):
     """value must be known and at or above limit."""
-    if value is None:
-        return check(name, False, None, limit, unit, "%s not reported (fail closed)" % what)
+    if value is None or missing:
+        return check(name, False, value, limit, unit, _missing(what, missing))
     ok = value >= limit
     word = "at or above" if ok else "below"
     return check(
@@ -87,7 +138,8 @@ def _min_check(name, what, value, limit, unit):
         value,
         limit,
         unit,
-        "%s %s %s, %s the %s %s minimum" % (what, _fmt(value), unit, word, _fmt(limit), unit),
+        "%s %s%s %s, %s the %s %s minimum"
+        % (what, "fell to " if peak else "", _fmt(value), unit, word, _fmt(limit), unit),
     )
 
 
@@ -97,71 +149,96 @@ def _number(value):
     return value
 
 
-def gpu_checks(gpus, limits):
-    """Checks for each GPU of gpu_facts' gpufleet_gpus, named ``thermal.<reading>[<uuid>]``."""
+def _reading(gpu):
+    """A GPU reading; a gpu_facts GPU (temperature dict, clocks_event_reasons) is mapped to one."""
+    if "temperature" not in gpu and "clocks_event_reasons" not in gpu:
+        return gpu
+    temp = gpu.get("temperature") or {}
+    return {
+        "uuid": gpu.get("uuid"),
+        "index": gpu.get("index"),
+        "gpu_c": temp.get("gpu_c"),
+        "memory_c": temp.get("memory_c"),
+        "hotspot_c": temp.get("hotspot_c"),
+        "tlimit_c": temp.get("tlimit_c"),
+        "reasons": gpu.get("clocks_event_reasons"),
+    }
+
+
+# reading key -> (check reading name, what it is, limit key, max|min)
+_GPU_READINGS = (
+    ("gpu_c", "gpu_temp_c", "temperature", "max_gpu_temp_c", "max"),
+    ("memory_c", "memory_temp_c", "memory temperature", "max_memory_temp_c", "max"),
+    ("hotspot_c", "hotspot_c", "hotspot temperature", "max_hotspot_c", "max"),
+    ("tlimit_c", "tlimit_c", "T.Limit margin", "min_tlimit_c", "min"),
+)
+
+
+def gpu_checks(gpus, limits, under_load=False):
+    """Checks for each GPU reading, named ``thermal.<reading>[<uuid>]``.
+
+    ``under_load``: the readings are a burn-in's peaks (the messages say so); the names are the same.
+    """
     if not gpus:
         return [
             check(
-                "thermal.gpus", False, 0, None, "GPUs", "no GPUs in the facts; nothing to judge (fail closed)"
+                "thermal.gpus",
+                False,
+                0,
+                None,
+                "GPUs",
+                "no GPUs in the readings; nothing to judge (fail closed)",
             )
         ]
     checks = []
-    for gpu in gpus:
+    for raw in gpus:
+        gpu = _reading(raw)
         gid = gpu.get("uuid") or "index-%s" % gpu.get("index")
-        temp = gpu.get("temperature") or {}
         label = "GPU %s" % gid
-        if limits.get("max_gpu_temp_c") is not None:
+        missing = gpu.get("missing") or {}
+        for key, reading, what, limit_key, kind in _GPU_READINGS:
+            limit = limits.get(limit_key)
+            if limit is None:
+                continue
+            judge = _max_check if kind == "max" else _min_check
             checks.append(
-                _max_check(
-                    "thermal.gpu_temp_c[%s]" % gid,
-                    "%s temperature" % label,
-                    _number(temp.get("gpu_c")),
-                    limits["max_gpu_temp_c"],
+                judge(
+                    "thermal.%s[%s]" % (reading, gid),
+                    "%s %s%s" % (label, what, " under load" if under_load else ""),
+                    _number(gpu.get(key)),
+                    limit,
                     "C",
+                    missing.get(key, 0),
+                    under_load,
                 )
             )
-        if limits.get("max_memory_temp_c") is not None:
-            checks.append(
-                _max_check(
-                    "thermal.memory_temp_c[%s]" % gid,
-                    "%s memory temperature" % label,
-                    _number(temp.get("memory_c")),
-                    limits["max_memory_temp_c"],
-                    "C",
-                )
+        checks.append(
+            _reasons_check(
+                "thermal.clocks_event_reasons[%s]" % gid,
+                label,
+                gpu,
+                limits,
+                missing.get("reasons", 0),
+                under_load,
             )
-        if limits.get("max_hotspot_c") is not None:
-            checks.append(
-                _max_check(
-                    "thermal.hotspot_c[%s]" % gid,
-                    "%s hotspot temperature" % label,
-                    _number(temp.get("hotspot_c")),
-                    limits["max_hotspot_c"],
-                    "C",
-                )
-            )
-        if limits.get("min_tlimit_c") is not None:
-            checks.append(
-                _min_check(
-                    "thermal.tlimit_c[%s]" % gid,
-                    "%s T.Limit margin" % label,
-                    _number(temp.get("tlimit_c")),
-                    limits["min_tlimit_c"],
-                    "C",
-                )
-            )
-        checks.append(_reasons_check("thermal.clocks_event_reasons[%s]" % gid, label, gpu, limits))
+        )
     return checks
 
 
-def _reasons_check(name, label, gpu, limits):
+def _reasons_check(name, label, gpu, limits, missing=0, under_load=False):
     forbidden = list(limits.get("forbidden_reasons") or [])
-    reasons = gpu.get("clocks_event_reasons")
-    if reasons is None:
-        return check(name, False, None, [], "", "%s clock event reasons not reported (fail closed)" % label)
+    reasons = gpu.get("reasons")
+    if reasons is None or missing:
+        return check(name, False, None, [], "", _missing("%s clock event reasons" % label, missing))
     active = [r for r in reasons if r in forbidden]
     if active:
+        if under_load:
+            return check(
+                name, False, active, [], "", "%s throttled under load: %s" % (label, ", ".join(active))
+            )
         return check(name, False, active, [], "", "%s clocks held back by %s" % (label, ", ".join(active)))
+    if under_load:
+        return check(name, True, [], [], "", "%s did not throttle under load" % label)
     return check(name, True, [], [], "", "%s: no forbidden clock event reason active" % label)
 
 

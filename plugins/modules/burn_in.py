@@ -236,59 +236,28 @@ changes:
   sample: []
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
     DEFAULT_LIMITS,
     DEFAULT_PROMPT,
-    FORBIDDEN_REASONS,
     Load,
     LoadError,
     SampleError,
     Watch,
     checks,
-    parse_sample,
-    query_argv,
     run,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import (
+    nvidia_smi_bin,
+    thermal_sampler,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+    GPU_SKIPS,
+    gpu_limit_spec,
+    limits_from_params,
+)
 
-_ENV = {"LC_ALL": "C"}
-# skip_checks name -> the limit that is then unset.
-_SKIP = {"gpu_temp_c": "max_gpu_temp_c", "memory_temp_c": "max_memory_temp_c", "tlimit_c": "min_tlimit_c"}
-_REASONS = [
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "display_clocks_setting",
-]
-
-
-def _nvidia_smi(module):
-    path = module.params["nvidia_smi_path"]
-    if path is None:
-        return module.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
-
-
-def _sampler(module, smi):
-    cmd = query_argv(smi)
-
-    def sample():
-        rc, out, err = module.run_command(cmd, environ_update=_ENV)
-        if rc != 0:
-            line = next((ln.strip() for ln in (err or out or "").splitlines() if ln.strip()), "no output")
-            raise SampleError("%s failed (rc=%d): %s" % (" ".join(cmd[:2]), rc, line))
-        return parse_sample(out)
-
-    return sample
+_LIMITS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons", "min_utilization_pct")
 
 
 def _validate(module):
@@ -325,14 +294,9 @@ def main():
             request_timeout=dict(type="int", default=120),
             max_failed_requests=dict(type="int", default=0),
             gpus=dict(type="list", elements="str", default=[]),
-            max_gpu_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_gpu_temp_c"]),
-            max_memory_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_memory_temp_c"]),
-            min_tlimit_c=dict(type="float", default=DEFAULT_LIMITS["min_tlimit_c"]),
-            forbidden_reasons=dict(
-                type="list", elements="str", choices=_REASONS, default=list(FORBIDDEN_REASONS)
-            ),
+            **gpu_limit_spec(DEFAULT_LIMITS),
             min_utilization_pct=dict(type="float"),
-            skip_checks=dict(type="list", elements="str", choices=list(_SKIP), default=[]),
+            skip_checks=dict(type="list", elements="str", choices=list(GPU_SKIPS), default=[]),
             stop_on_first_bad=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
         ),
@@ -344,19 +308,8 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="check mode: no load sent, nothing sampled")
     p = module.params
     urls = _validate(module)
-    smi = _nvidia_smi(module)
-    limits = {
-        key: p[key]
-        for key in (
-            "max_gpu_temp_c",
-            "max_memory_temp_c",
-            "min_tlimit_c",
-            "forbidden_reasons",
-            "min_utilization_pct",
-        )
-    }
-    for name in p["skip_checks"]:
-        limits[_SKIP[name]] = None
+    smi = nvidia_smi_bin(module)
+    limits = limits_from_params(p, _LIMITS, GPU_SKIPS)
     load = Load(
         urls,
         model=p["model"],
@@ -370,7 +323,7 @@ def main():
     except LoadError as exc:
         module.fail_json(msg="%s; the burn-in needs every instance answering" % exc, checks=[], changes=[])
     result = run(
-        _sampler(module, smi),
+        thermal_sampler(module, smi, SampleError),
         load,
         p["seconds"],
         p["sample_interval"],

@@ -228,35 +228,16 @@ ansible_facts:
               nearest_gpus: ["GPU-ee7954ec-da95-fd7a-ddfd-c6b32cc2f8aa"]
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import ENV as _ENV
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import first_line as _first_line
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import nvidia_smi_bin
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     ParseError,
     build_topology,
     parse_query_xml,
     parse_topo_matrix,
 )
-
-# nvidia-smi's messages and number formats are only stable in the C locale.
-_ENV = {"LC_ALL": "C"}
-
-
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
-def _nvidia_smi(module):
-    path = module.params["nvidia_smi_path"]
-    if path is None:
-        return module.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
 
 
 def _query(module, smi):
@@ -310,7 +291,7 @@ def main():
         argument_spec=dict(nvidia_smi_path=dict(type="path")),
         supports_check_mode=True,
     )
-    smi = _nvidia_smi(module)
+    smi = nvidia_smi_bin(module)
     report = _query(module, smi)
     if report["attached_gpus"] is not None and report["attached_gpus"] != len(report["gpus"]):
         module.warn(

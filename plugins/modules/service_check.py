@@ -171,13 +171,12 @@ changes:
   sample: []
 """
 
-import json
 import time
-from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check as _check
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm_metrics import (
     MetricsError,
     cache_config,
@@ -190,35 +189,6 @@ _POLL_S = 2.0
 # The clock and sleep this module uses (tests replace them, not the time module's).
 _monotonic = time.monotonic
 _sleep = time.sleep
-
-
-class _Fetcher:
-    def __init__(self, base, timeout, validate_certs):
-        self.base = base.rstrip("/")
-        self.timeout = timeout
-        self.validate_certs = validate_certs
-
-    def get(self, path):
-        """(status, text) or (None, error text); never raises for HTTP or connection trouble."""
-        try:
-            resp = open_url(
-                self.base + path,
-                method="GET",
-                timeout=self.timeout,
-                validate_certs=self.validate_certs,
-                use_proxy=False,
-                use_netrc=False,
-            )
-            return resp.status, resp.read().decode("utf-8", "replace")
-        except HTTPError as exc:
-            return exc.code, "HTTP %d" % exc.code
-        except (URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return None, str(getattr(reason, "strerror", None) or reason)
-
-
-def _check(name, ok, value, limit, unit, message):
-    return {"name": name, "ok": ok, "value": value, "limit": limit, "unit": unit, "message": message}
 
 
 def _health(fetcher, label, wait_timeout):
@@ -252,14 +222,7 @@ def _health(fetcher, label, wait_timeout):
 
 
 def _models(fetcher, label, model):
-    status, text = fetcher.get("/v1/models")
-    ids = []
-    if status == 200:
-        try:
-            data = json.loads(text).get("data") or []
-            ids = [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
-        except (ValueError, AttributeError):
-            ids = []
+    status, ids, text = fetcher.models()
     name = "service.models[%s]" % label
     if status != 200:
         return ids, _check(name, False, ids, model, "", "%s /v1/models answers %s" % (label, status or text))
@@ -411,7 +374,7 @@ def main():
             msg="warmup_seconds and wait_timeout must be 0 or more and timeout 1 or more seconds"
         )
     label = p["name"] or parts.netloc
-    fetcher = _Fetcher(p["url"], p["timeout"], p["validate_certs"])
+    fetcher = VllmClient(p["url"], p["timeout"], p["validate_certs"])
     status, health = _health(fetcher, label, p["wait_timeout"])
     ids, models = _models(fetcher, label, p["model"])
     checks = [health, models]

@@ -7,13 +7,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: thermal_gate
-short_description: Decide from GPU and coolant facts whether a node may start serving (fails closed)
+short_description: Decide from GPU readings and coolant facts whether a node may start serving (fails closed)
 version_added: "0.1.0"
 description:
-  - Judges the facts of M(gpufleet.node.gpu_facts) (O(gpus)) and M(gpufleet.node.coolant_facts) (O(coolant))
-    against limits and returns one check per reading, C(thermal.<reading>[<GPU UUID>]) and
-    C(coolant.<reading>[<connector>]), and a verdict.
-  - Per GPU - temperature, memory temperature, optionally hotspot temperature, the T.Limit margin, and
+  - Reads every GPU once with one C(nvidia-smi --query-gpu=uuid,index,temperature.gpu,temperature.memory,
+    temperature.gpu.tlimit,clocks_event_reasons.active,... --format=csv,noheader,nounits) call (the same
+    sample M(gpufleet.node.burn_in) takes under load), judges it and the facts of
+    M(gpufleet.node.coolant_facts) (O(coolant)) against limits, and returns one check per reading,
+    C(thermal.<reading>[<GPU UUID>]) and C(coolant.<reading>[<connector>]), and a verdict.
+  - The GPU checks are the burn-in's, from the same judge under the same names; only the limits
+    differ (idle here, under load there).
+  - Per GPU - temperature, memory temperature, the T.Limit margin, and
     the active clock event reasons. Per node coolant connector - flow, supply temperature, supply/return
     difference, health and leak state. Per CDU - health (with the conditions it reports) and leak state.
   - B(Fails closed.) A reading that is missing is a failed check, and so is an empty GPU list, missing
@@ -23,13 +27,8 @@ description:
     play stops for that host and its instances are not started. With a non-blank O(override_reason) the
     verdict is C(overridden), the module succeeds with a warning, and the reason and the failed checks
     are recorded in the result (C(override)) for the fleet report.
-  - Changes nothing; runs wherever it is called (it only computes).
+  - Changes nothing; runs on the node (it reads its GPUs).
 options:
-  gpus:
-    description: The C(gpufleet_gpus) fact of M(gpufleet.node.gpu_facts).
-    type: list
-    elements: dict
-    required: true
   coolant:
     description:
       - The C(gpufleet_coolant) fact of M(gpufleet.node.coolant_facts). Missing (V(null)) is a failed check
@@ -53,14 +52,6 @@ options:
       - Highest HBM temperature (C(temperature.memory_c)) allowed at idle, in degrees C.
     type: float
     default: 70.0
-  max_hotspot_c:
-    description:
-      - Highest hotspot temperature (C(temperature.hotspot_c)) allowed, in degrees C.
-      - C(nvidia-smi), and so M(gpufleet.node.gpu_facts), reports no hotspot temperature; the T.Limit margin
-        (O(min_tlimit_c)) is the reading the driver's thermal slowdown acts on. Unset (the default) means
-        no hotspot check; set it when your GPU facts carry C(temperature.hotspot_c), and every GPU must
-        then report it.
-    type: float
   min_tlimit_c:
     description:
       - Smallest T.Limit margin (C(temperature.tlimit_c)) allowed, in degrees C. T.Limit is the margin to
@@ -117,6 +108,11 @@ options:
     elements: str
     choices: [gpu_temp_c, memory_temp_c, tlimit_c, flow_lpm, supply_temp_c, delta_temp_c]
     default: []
+  nvidia_smi_path:
+    description:
+      - Path to the C(nvidia-smi) binary.
+      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
+    type: path
   override_reason:
     description:
       - Why the gate is overridden (ticket, who, what was checked by hand). A non-blank reason lets a
@@ -133,9 +129,11 @@ attributes:
   platform:
     platforms: posix
 seealso:
-  - module: gpufleet.node.gpu_facts
   - module: gpufleet.node.coolant_facts
   - module: gpufleet.node.burn_in
+notes:
+  - nvidia-smi runs with C(LC_ALL=C); a driver without C(temperature.gpu.tlimit) (before R525) reports no
+    T.Limit margin, which fails closed unless C(tlimit_c) is in O(skip_checks).
 author:
   - gpufleet developers
 """
@@ -155,7 +153,6 @@ EXAMPLES = r"""
 
 - name: Gate the node on temperatures and coolant before any instance starts
   gpufleet.node.thermal_gate:
-    gpus: "{{ gpufleet_gpus }}"
     coolant: "{{ gpufleet_coolant }}"
     max_gpu_temp_c: "{{ thermal_gate_max_gpu_temp_c }}"
     max_memory_temp_c: "{{ thermal_gate_max_memory_temp_c }}"
@@ -190,7 +187,6 @@ EXAMPLES = r"""
 
 - name: An air-cooled node without a BMC coolant tree
   gpufleet.node.thermal_gate:
-    gpus: "{{ gpufleet_gpus }}"
     require_coolant: false
 """
 
@@ -203,12 +199,13 @@ verdict:
 checks:
   description:
     - One per judged reading, C(thermal.gpu_temp_c[<uuid>]), C(thermal.memory_temp_c[<uuid>]),
-      C(thermal.hotspot_c[<uuid>]) (when O(max_hotspot_c) is set), C(thermal.tlimit_c[<uuid>]),
+      C(thermal.tlimit_c[<uuid>]),
       C(thermal.clocks_event_reasons[<uuid>]), C(coolant.flow_lpm[<connector>]),
       C(coolant.supply_temp_c[<connector>]), C(coolant.delta_temp_c[<connector>]),
       C(coolant.health[<connector>]), C(coolant.leak[<connector>]), C(coolant.cdu_health[<cdu>]),
-      C(coolant.cdu_leak[<cdu>]); and C(thermal.gpus), C(coolant.facts) or C(coolant.connectors) when
-      those are missing. value is the reading (null when missing), limit the limit.
+      C(coolant.cdu_leak[<cdu>]); and C(thermal.gpus) (no GPU read), C(coolant.facts) or
+      C(coolant.connectors) when those are missing. value is the reading (null when missing), limit the
+      limit. M(gpufleet.node.burn_in) reports the same GPU checks under load.
   returned: always
   type: list
   elements: dict
@@ -239,36 +236,25 @@ changes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import (
+    ReadError,
+    nvidia_smi_bin,
+    thermal_sampler,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+    COOLANT_SKIPS,
     DEFAULT_LIMITS,
-    FORBIDDEN_REASONS,
+    GPU_SKIPS,
     evaluate,
+    gpu_limit_spec,
+    limits_from_params,
 )
 
-_REASONS = [
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "display_clocks_setting",
-]
-# skip_checks name -> the limit that is then unset (the verdict lists no check for it).
-_SKIP = {
-    "gpu_temp_c": "max_gpu_temp_c",
-    "memory_temp_c": "max_memory_temp_c",
-    "tlimit_c": "min_tlimit_c",
-    "flow_lpm": "min_flow_lpm",
-    "supply_temp_c": "max_supply_c",
-    "delta_temp_c": "max_delta_c",
-}
+_SKIP = dict(GPU_SKIPS, **COOLANT_SKIPS)
 _LIMITS = (
     "max_gpu_temp_c",
     "max_memory_temp_c",
-    "max_hotspot_c",
     "min_tlimit_c",
     "min_flow_lpm",
     "max_supply_c",
@@ -282,16 +268,9 @@ _LIMITS = (
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            gpus=dict(type="list", elements="dict", required=True),
             coolant=dict(type="dict"),
             require_coolant=dict(type="bool", default=True),
-            max_gpu_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_gpu_temp_c"]),
-            max_memory_temp_c=dict(type="float", default=DEFAULT_LIMITS["max_memory_temp_c"]),
-            max_hotspot_c=dict(type="float"),
-            min_tlimit_c=dict(type="float", default=DEFAULT_LIMITS["min_tlimit_c"]),
-            forbidden_reasons=dict(
-                type="list", elements="str", choices=_REASONS, default=list(FORBIDDEN_REASONS)
-            ),
+            **gpu_limit_spec(DEFAULT_LIMITS),
             min_flow_lpm=dict(type="float", default=DEFAULT_LIMITS["min_flow_lpm"]),
             max_supply_c=dict(type="float", default=DEFAULT_LIMITS["max_supply_c"]),
             max_delta_c=dict(type="float", default=DEFAULT_LIMITS["max_delta_c"]),
@@ -300,21 +279,33 @@ def main():
             ),
             require_leak_detection=dict(type="bool", default=False),
             skip_checks=dict(type="list", elements="str", choices=list(_SKIP), default=[]),
+            nvidia_smi_path=dict(type="path"),
             override_reason=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    limits = {key: p[key] for key in _LIMITS}
-    for name in p["skip_checks"]:
-        limits[_SKIP[name]] = None
+    limits = limits_from_params(p, _LIMITS, _SKIP)
+    error = None
+    try:
+        readings = thermal_sampler(module, nvidia_smi_bin(module))()
+    except ReadError as exc:
+        readings, error = [], str(exc)
     result = evaluate(
-        p["gpus"],
+        readings,
         p["coolant"],
         limits=limits,
         require_coolant=p["require_coolant"],
         override_reason=p["override_reason"],
     )
+    if error is not None:
+        # No GPU reading at all: the one thermal.gpus check says why (fail closed).
+        result["checks"] = [
+            check("thermal.gpus", False, None, None, "GPUs", "%s; no GPU was read (fail closed)" % error)
+            if c["name"] == "thermal.gpus"
+            else c
+            for c in result["checks"]
+        ]
     failed = [c for c in result["checks"] if not c["ok"]]
     out = dict(
         changed=False,

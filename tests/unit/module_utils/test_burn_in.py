@@ -441,8 +441,8 @@ def test_run_stops_at_the_first_bad_sample() -> None:
     }
     assert result["samples"]["count"] == 4
     failed = [c for c in bi.checks(result, bi.DEFAULT_LIMITS) if not c["ok"]]
-    assert [c["name"] for c in failed] == ["burn_in.gpu_temp_c[GPU-1]"]
-    assert failed[0]["message"] == "GPU GPU-1 temperature.gpu peaked at 86 C, above the 83.0 C limit"
+    assert [c["name"] for c in failed] == ["thermal.gpu_temp_c[GPU-1]"]
+    assert failed[0]["message"] == "GPU GPU-1 temperature under load peaked at 86 C, above the 83 C limit"
 
 
 def test_run_keeps_going_without_stop_on_bad() -> None:

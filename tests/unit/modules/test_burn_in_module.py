@@ -150,12 +150,12 @@ def test_throttling_under_load_fails_with_the_first_bad_sample(node: Node, vllm:
     assert 0.5 <= bad["t"] <= 1.5
     failed = {c["name"]: c for c in result["checks"] if not c["ok"]}
     assert set(failed) == {
-        f"burn_in.gpu_temp_c[{uuid}]",
-        f"burn_in.tlimit_c[{uuid}]",
-        f"burn_in.clocks_event_reasons[{uuid}]",
+        f"thermal.gpu_temp_c[{uuid}]",
+        f"thermal.tlimit_c[{uuid}]",
+        f"thermal.clocks_event_reasons[{uuid}]",
     }
-    assert failed[f"burn_in.clocks_event_reasons[{uuid}]"]["value"] == ["sw_thermal_slowdown"]
-    assert failed[f"burn_in.tlimit_c[{uuid}]"]["value"] == -1
+    assert failed[f"thermal.clocks_event_reasons[{uuid}]"]["value"] == ["sw_thermal_slowdown"]
+    assert failed[f"thermal.tlimit_c[{uuid}]"]["value"] == -1
     assert f"First bad sample at {bad['t']}s: {uuid} temperature.gpu = 86 (limit 83.0)." in result["msg"]
     assert "Keep the instances stopped" in result["msg"]
     # The load stopped with the burn-in, well before its 30 s.

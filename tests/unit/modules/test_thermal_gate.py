@@ -1,4 +1,8 @@
-"""gpufleet.node.thermal_gate: verdicts, failing when blocked, overrides, check mode."""
+"""gpufleet.node.thermal_gate: its one nvidia-smi sample, verdicts, blocking, overrides, check mode.
+
+The module reads the GPUs itself; each test gives it the CSV sample nvidia-smi would print for a list
+of GPUs (gpu_facts' shape, from real captures), and asserts the exact argv.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,16 @@ from unittest import mock
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import parse_query_text
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+    REASON_BITS,
+    THERMAL_FIELDS,
+    parse_query_text,
+)
 from ansible_collections.gpufleet.node.plugins.modules import thermal_gate
 
 HGX_Q = "nvidia-smi-text/gpud-8xH100-80GB-HBM3-535.161.08-q.txt"
+SMI = "/usr/bin/nvidia-smi"
+QUERY = [SMI, "--query-gpu=" + ",".join(THERMAL_FIELDS), "--format=csv,noheader,nounits"]
 
 
 class ExitJson(Exception):
@@ -31,15 +41,47 @@ def _fail_json(self: Any, **kwargs: Any) -> None:
     raise FailJson(kwargs)
 
 
-def run_module(args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _cell(value: Any) -> str:
+    return "[N/A]" if value is None else str(value)
+
+
+def sample_csv(gpus: list[dict[str, Any]]) -> str:
+    """What ``nvidia-smi --query-gpu=<THERMAL_FIELDS> --format=csv,noheader,nounits`` prints for them."""
+    lines = []
+    for gpu in gpus:
+        temp = gpu.get("temperature") or {}
+        mask = sum(REASON_BITS[r] for r in gpu.get("clocks_event_reasons") or [])
+        row = [gpu["uuid"], gpu["index"], temp.get("gpu_c"), temp.get("memory_c"), temp.get("tlimit_c")]
+        lines.append(", ".join([*map(_cell, row), f"0x{mask:016x}", "0", "90.5", "345"]))
+    return "\n".join(lines) + "\n"
+
+
+def run_module(
+    args: dict[str, Any], answer: tuple[int, str, str] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """Runs the module with ``gpus`` (gpu_facts' shape) turned into nvidia-smi's answer."""
+    args = dict(args)
+    gpus = args.pop("gpus", [])
+    reply = answer or (0, sample_csv(gpus), "")
+    calls: list[list[str]] = []
+
+    def run_command(self: Any, argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        assert kwargs.get("environ_update") == {"LC_ALL": "C"}
+        calls.append(argv)
+        return reply
+
     with (
         patch_module_args(args),
         mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
         mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
+        mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value=SMI),
+        mock.patch.object(basic.AnsibleModule, "run_command", run_command),
         mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
         pytest.raises((ExitJson, FailJson)) as outcome,
     ):
         thermal_gate.main()
+    # One cheap sample per run, never nvidia-smi -q -x.
+    assert calls in ([], [QUERY])
     return outcome.value.args[0], [c.args[1] for c in warn.call_args_list]
 
 
@@ -177,3 +219,28 @@ def test_many_failures_are_summarised() -> None:
     assert "blocked 16 of 74 checks" in result["msg"]
     assert result["msg"].count("above the 60 C limit") == 8
     assert "(and 8 more)" in result["msg"]
+
+
+def test_a_failed_nvidia_smi_blocks_with_its_error() -> None:
+    result, _ = run_module(
+        {"coolant": coolant(19.2)}, answer=(15, "", "Unable to determine the device handle")
+    )
+    assert result["failed"] is True and result["verdict"] == "blocked"
+    assert result["failed_checks"] == ["thermal.gpus"]
+    (gpus,) = [c for c in result["checks"] if c["name"] == "thermal.gpus"]
+    assert "rc=15" in gpus["message"] and "Unable to determine the device handle" in gpus["message"]
+
+
+def test_the_burn_in_judges_the_same_names(cool_gpus: list[dict[str, Any]]) -> None:
+    """Idle and under load, one thermal judge: the same check names per GPU."""
+    from ansible_collections.gpufleet.node.plugins.module_utils import burn_in
+
+    result, _ = run_module({"gpus": cool_gpus, "coolant": coolant(19.2)})
+    idle = {c["name"] for c in result["checks"] if c["name"].startswith("thermal.")}
+    watch = burn_in.Watch(burn_in.DEFAULT_LIMITS)
+    watch.add(0.0, burn_in.parse_sample(sample_csv(cool_gpus)))
+    run = {"samples": watch.summary(), "requests": {}}
+    loaded = {
+        c["name"] for c in burn_in.checks(run, burn_in.DEFAULT_LIMITS) if c["name"].startswith("thermal.")
+    }
+    assert idle == loaded and len(idle) == 8 * 4

@@ -1,0 +1,71 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""gpufleet's results vocabulary (contract): what every module returns and every report shows.
+
+- a **check** is ``{name, ok, value, limit, unit, message}``: one judged condition, named
+  ``<role or area>.<reading>[<device>]`` (``gpu_power.enforced_limit_w[GPU-…]``,
+  ``thermal.gpu_temp_c[GPU-…]``, ``rdma_link.link_state[mlx5_0]``). A condition has this one name
+  in every command's report (provision, check, drift, gate, facts) and in the Prometheus file;
+- a **change** is ``{setting, from, to}``: one setting that differs (check mode) or was changed;
+- a **hint** is one line for the operator (a reboot to do, a switch setting to compare).
+
+The clock event reasons that fail a GPU (HARMFUL_REASONS) are defined here once, for the idle
+gate, the burn-in and the controller's facts verdicts.
+
+Pure, stdlib only: runs on the managed node (Python 3.11) and is loaded by the controller's
+``gpufleet`` command (src/gpufleet/checks.py) from this same file.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CLOCK_EVENT_REASONS",
+    "HARMFUL_REASONS",
+    "change",
+    "check",
+    "failed_names",
+    "hint",
+]
+
+# Every clock event reason nvidia-smi names (NVML's nvmlClocksEventReasons), in its order.
+CLOCK_EVENT_REASONS = (
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "display_clocks_setting",
+)
+
+# Active clock event reasons that mean heat or power is costing throughput. gpu_idle,
+# applications_clocks_setting, sync_boost, display_clocks_setting and sw_power_cap (the configured
+# power limit at work) do not.
+HARMFUL_REASONS = (
+    "hw_slowdown",
+    "hw_thermal_slowdown",
+    "sw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
+
+
+def check(name, ok, value, limit, unit, message):
+    """One judged condition; ``ok`` is always a bool."""
+    return {"name": name, "ok": bool(ok), "value": value, "limit": limit, "unit": unit, "message": message}
+
+
+def change(setting, before, after):
+    """One setting that differs: ``{setting, from, to}``."""
+    return {"setting": setting, "from": before, "to": after}
+
+
+def hint(message):
+    """One line for the operator: whitespace (newlines included) folded to single spaces."""
+    return " ".join(str(message).split())
+
+
+def failed_names(checks):
+    """Names of the failed checks, in order."""
+    return [c["name"] for c in checks if not c["ok"]]

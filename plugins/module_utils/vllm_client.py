@@ -1,0 +1,72 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""gpufleet's one HTTP client for a vLLM instance (OpenAI-compatible server), on Ansible's open_url.
+
+service_check (health, model list, /metrics) and burn_in (model list, completions under load) both
+talk to the instance through it: the same TLS verification, timeouts, no proxy, no netrc, and the
+same error text for the operator. No call raises for HTTP or connection trouble: each returns
+``(status, text)``, status None when no HTTP answer came (text then says why).
+
+Runs on the managed node (Python 3.11); thread-safe (one request per call).
+"""
+
+from __future__ import annotations
+
+import json
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.urls import open_url
+
+__all__ = ["VllmClient", "model_ids"]
+
+
+def model_ids(text):
+    """The ids of a ``/v1/models`` answer (empty when there are none or it is not that JSON)."""
+    try:
+        data = json.loads(text).get("data") or []
+    except (ValueError, AttributeError):
+        return []
+    return [m.get("id") for m in data if isinstance(m, dict) and m.get("id")]
+
+
+class VllmClient:
+    """One instance at ``base`` (``http://127.0.0.1:8000``)."""
+
+    def __init__(self, base, timeout=10, validate_certs=True):
+        self.base = base.rstrip("/")
+        self.timeout = timeout
+        self.validate_certs = validate_certs
+
+    def _call(self, path, method="GET", body=None):
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        try:
+            resp = open_url(
+                self.base + path,
+                data=data,
+                headers=headers,
+                method=method,
+                timeout=self.timeout,
+                validate_certs=self.validate_certs,
+                use_proxy=False,
+                use_netrc=False,
+            )
+            return resp.status, resp.read().decode("utf-8", "replace")
+        except HTTPError as exc:
+            return exc.code, "HTTP %d" % exc.code
+        except (URLError, OSError, ValueError) as exc:
+            reason = getattr(exc, "reason", exc)
+            return None, str(getattr(reason, "strerror", None) or reason) or type(exc).__name__
+
+    def get(self, path):
+        """(status, text) of GET ``path``."""
+        return self._call(path)
+
+    def post_json(self, path, body):
+        """(status, text) of POST ``path`` with a JSON body."""
+        return self._call(path, method="POST", body=body)
+
+    def models(self):
+        """(status, ids, text) of ``/v1/models``; ids empty unless status is 200."""
+        status, text = self.get("/v1/models")
+        return status, model_ids(text) if status == 200 else [], text
