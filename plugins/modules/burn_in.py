@@ -133,7 +133,8 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Runs on the node, against instances listening there; stdlib HTTP only.
+  - Runs on the node, against instances listening there, with the same HTTP client as
+    M(gpufleet.node.service_check) (Ansible's open_url).
   - nvidia-smi runs with C(LC_ALL=C); a driver without C(temperature.gpu.tlimit) (before R525) fails the
     first sample.
 seealso:
@@ -174,16 +175,17 @@ EXAMPLES = r"""
 RETURN = r"""
 checks:
   description:
-    - C(burn_in.samples); per watched GPU C(burn_in.gpu_temp_c[<uuid>]) (peak),
-      C(burn_in.memory_temp_c[<uuid>]) (peak), C(burn_in.tlimit_c[<uuid>]) (lowest margin),
-      C(burn_in.clocks_event_reasons[<uuid>]) (forbidden reasons seen),
+    - C(burn_in.samples); per watched GPU the thermal judge's checks of M(gpufleet.node.thermal_gate),
+      under the same names - C(thermal.gpu_temp_c[<uuid>]) (peak), C(thermal.memory_temp_c[<uuid>]) (peak),
+      C(thermal.tlimit_c[<uuid>]) (lowest margin), C(thermal.clocks_event_reasons[<uuid>]) (forbidden
+      reasons seen);
       C(burn_in.utilization_pct[<uuid>]) (with O(min_utilization_pct)),
       C(burn_in.gpu_present[<uuid>]) (when it went missing); per instance C(burn_in.requests[<url>]).
   returned: always
   type: list
   elements: dict
   sample:
-    - {"name": "burn_in.clocks_event_reasons[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
+    - {"name": "thermal.clocks_event_reasons[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
        "value": ["sw_thermal_slowdown"], "limit": [], "unit": "",
        "message": "GPU GPU-3f5c... throttled under load: sw_thermal_slowdown"}
 first_bad_sample:

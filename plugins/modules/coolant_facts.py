@@ -233,17 +233,11 @@ from ansible_collections.gpufleet.node.plugins.module_utils.redfish_client impor
     RedfishError,
     normalize_baseuri,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
 
 def _bmc_check(baseuri, exc):
-    return {
-        "name": "coolant.bmc[%s]" % baseuri,
-        "ok": False,
-        "value": exc.kind,
-        "limit": None,
-        "unit": "",
-        "message": str(exc),
-    }
+    return check("coolant.bmc[%s]" % baseuri, False, exc.kind, None, "", str(exc))
 
 
 def main():

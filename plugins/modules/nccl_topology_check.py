@@ -98,23 +98,14 @@ differences:
             "message": "GPU 0000:57:00.0 in the file is not on this node"}]
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-
-
-def _nvidia_smi(module):
-    path = module.params["nvidia_smi_path"]
-    if path is None:
-        return module.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import nvidia_smi_bin
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
 
 def _check(name, ok, value, limit, message):
-    return {"name": name, "ok": ok, "value": value, "limit": limit, "unit": "", "message": message}
+    return check(name, ok, value, limit, "", message)
 
 
 def checks_for(path, text, parsed, bus_ids):
@@ -168,7 +159,7 @@ def main():
         supports_check_mode=True,
     )
     path = module.params["path"]
-    smi = _nvidia_smi(module)
+    smi = nvidia_smi_bin(module)
     _, _, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi)
     for warning in warnings:
         module.warn(warning)
