@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, procs, runner
+from gpufleet import commands, preflight, procs, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet.report import Report
@@ -110,7 +110,9 @@ def _inventory(path: Path | None) -> Path:
 
 
 def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
-    """An explicit file wins; the simulated fleet's own one is used when running on it."""
+    """An explicit file wins, then ANSIBLE_VAULT_PASSWORD_FILE; the simulated fleet's own one is used
+    when running on it."""
+    given = preflight.vault_file(given)
     if given is not None:
         if not given.is_file():
             raise UsageError(f"--vault-password-file {given} does not exist")
@@ -119,6 +121,18 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
     if inventory is None and sim_file.is_file():
         return sim_file
     return None
+
+
+def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> None:
+    """Configuration errors, found before the first play (nothing drained, nothing changed)."""
+    preflight.report_dir(args.report_dir)
+    listed = preflight.read_inventory(inventory)
+    # The gate reads the BMCs with their vaulted passwords; the other commands need a secret only to
+    # decrypt what they use, but a secret given must fit.
+    if args.command == "gate" or vault is not None:
+        preflight.vault_secrets(listed, vault)
+    if getattr(args, "tags", None):
+        preflight.tags("provision.yml", args.tags)
 
 
 def _print_report(report: Report, report_dir: Path) -> int:
@@ -225,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             return _report(args.report_dir, args.format)
         inventory = _inventory(args.inventory)
         vault = _vault_file(args.vault_password_file, args.inventory)
+        _preflight(args, inventory, vault)
         if args.command in ("provision", "check"):
             options = commands.CommonOptions(
                 inventory,
@@ -253,7 +268,14 @@ def main(argv: list[str] | None = None) -> int:
             return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
         report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
         return _print_report(report, args.report_dir)
-    except (UsageError, SimError, faults.FaultError, report_mod.ReportError, ValueError) as exc:
+    except (
+        UsageError,
+        preflight.ConfigError,
+        SimError,
+        faults.FaultError,
+        report_mod.ReportError,
+        ValueError,
+    ) as exc:
         print(f"gpufleet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except runner.RunnerError as exc:

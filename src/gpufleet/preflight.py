@@ -1,0 +1,157 @@
+"""What every command checks on the controller before the first play, so that a configuration
+error is exit 2 with nothing drained or changed: the report directory can be written, the
+inventory parses, every vaulted variable can be decrypted with the secret given, and --tags names
+tags the playbook has.
+
+The inventory is read by the ansible-inventory of gpufleet's own installation, as the run will
+read it; vaulted values are tried with ansible-core's own vault library.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ansible.errors import AnsibleError
+from ansible.parsing.vault import VaultLib, VaultSecret
+
+from gpufleet import runner
+
+
+class ConfigError(Exception):
+    """A configuration error found before anything ran (the CLI's exit 2)."""
+
+
+@dataclass(frozen=True)
+class Vaulted:
+    host: str
+    variable: str
+    ciphertext: str
+
+
+def report_dir(path: Path) -> None:
+    """The report directory exists (made here) and a file can be written in it."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--report-dir {path} is a file, not a directory: name a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".gpufleet-probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"--report-dir {path} cannot be written: {exc.strerror or exc}") from None
+
+
+def vault_file(given: Path | None) -> Path | None:
+    """--vault-password-file, else ANSIBLE_VAULT_PASSWORD_FILE as ansible-playbook honours it."""
+    if given is not None:
+        return given
+    from_env = os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE")
+    return Path(from_env).expanduser() if from_env else None
+
+
+def read_inventory(inventory: Path) -> dict[str, Any]:
+    """`ansible-inventory --list` of the inventory; an inventory that does not parse is refused."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANSIBLE_CONFIG": str(runner.REPO_DIR / "ansible.cfg"),
+            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
+            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True",
+            "ANSIBLE_NOCOLOR": "1",
+            "PATH": runner.own_path(os.environ.get("PATH", "")),
+        }
+    )
+    env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)  # listing needs no secret; decrypting is checked below
+    argv = ["ansible-inventory", "-i", str(inventory), "--list"]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    if done.returncode != 0:
+        raise ConfigError(f"inventory {inventory} could not be read: {_reason(done.stderr)}")
+    try:
+        listed: dict[str, Any] = json.loads(done.stdout)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"inventory {inventory}: ansible-inventory printed no JSON ({exc})") from None
+    return listed
+
+
+def _reason(stderr: str) -> str:
+    """The lines of ansible-inventory's error that say why (not its banners)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    wanted = [line for line in lines if not line.startswith(("<<<", "Origin:", "^"))]
+    return " ".join(wanted[:4]) or "no error text"
+
+
+def vaulted(listed: dict[str, Any]) -> Iterator[Vaulted]:
+    """Every vaulted value in the hosts' variables (ansible-inventory lists it as __ansible_vault)."""
+    for host, variables in sorted((listed.get("_meta") or {}).get("hostvars", {}).items()):
+        for name, value in sorted(variables.items()):
+            if isinstance(value, dict) and isinstance(value.get("__ansible_vault"), str):
+                yield Vaulted(host, name, value["__ansible_vault"])
+
+
+def _secret(path: Path) -> bytes:
+    """The vault password in a file, or printed by it when it is executable (as Ansible does)."""
+    if not path.is_file():
+        raise ConfigError(f"--vault-password-file {path} does not exist")
+    if os.access(path, os.X_OK):
+        done = subprocess.run([str(path)], capture_output=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise ConfigError(f"vault password script {path} failed (rc={done.returncode})")
+        return done.stdout.strip()
+    return path.read_bytes().strip()
+
+
+def vault_secrets(listed: dict[str, Any], secret_file: Path | None) -> None:
+    """Every vaulted variable decrypts with the secret given; a vaulted inventory without one is refused."""
+    found = list(vaulted(listed))
+    if not found:
+        return
+    names = sorted({v.variable for v in found})
+    hosts = sorted({v.host for v in found})
+    where = f"{', '.join(names)} ({len(hosts)} host{'s' if len(hosts) != 1 else ''}, e.g. {hosts[0]})"
+    if secret_file is None:
+        raise ConfigError(
+            f"the inventory has vaulted variables, {where}, and no vault secret was given: "
+            "pass --vault-password-file FILE (or set ANSIBLE_VAULT_PASSWORD_FILE)"
+        )
+    vault = VaultLib([("default", VaultSecret(_secret(secret_file)))])
+    for value in found:
+        try:
+            vault.decrypt(value.ciphertext)
+        except AnsibleError:
+            raise ConfigError(
+                f"{value.host}: {value.variable} does not decrypt with --vault-password-file {secret_file}: "
+                "is it the vault password of this inventory?"
+            ) from None
+
+
+def tags(playbook: str, wanted: str | None) -> None:
+    """Every tag in --tags is one the playbook has (a misspelt role would otherwise run nothing)."""
+    if not wanted:
+        return
+    env = dict(os.environ, ANSIBLE_CONFIG=str(runner.REPO_DIR / "ansible.cfg"))
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=str(runner.COLLECTIONS_DIR),
+        ANSIBLE_ROLES_PATH=str(runner.REPO_DIR / "roles"),
+        PATH=runner.own_path(os.environ.get("PATH", "")),
+    )
+    runner.ensure_collection_link()
+    argv = ["ansible-playbook", "--list-tags", "-i", "localhost,", str(runner.PLAYBOOK_DIR / playbook)]
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    if done.returncode != 0:
+        raise ConfigError(f"could not list the tags of {playbook}: {_reason(done.stderr)}")
+    known: set[str] = set()
+    for line in done.stdout.splitlines():
+        if "TAGS: [" in line:
+            inside = line.split("TAGS: [", 1)[1].rsplit("]", 1)[0]
+            known.update(t.strip() for t in inside.split(",") if t.strip())
+    unknown = [t.strip() for t in wanted.split(",") if t.strip() and t.strip() not in known]
+    if unknown:
+        raise ConfigError(
+            f"--tags {', '.join(unknown)}: not a tag of {playbook}; it has: {', '.join(sorted(known))}"
+        )

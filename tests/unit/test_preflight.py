@@ -1,0 +1,126 @@
+"""Configuration errors are found before the first play: exit 2, nothing run, the message names the
+setting. (Nothing here reaches a node: every case stops in the preflight.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.parsing.vault import VaultLib, VaultSecret
+
+from gpufleet import cli, preflight, runner
+
+
+def _vaulted_inventory(tmp_path: Path, password: bytes) -> Path:
+    ciphertext = VaultLib([("default", VaultSecret(password))]).encrypt("hunter2").decode()
+    text = yaml.safe_dump(
+        {"all": {"hosts": {"node01": {"ansible_host": "127.0.0.1"}}, "vars": {"gpufleet_bmc_password": "X"}}}
+    ).replace(
+        "gpufleet_bmc_password: X",
+        "gpufleet_bmc_password: !vault |\n      " + ciphertext.replace("\n", "\n      "),
+    )
+    path = tmp_path / "inventory.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture
+def no_run(monkeypatch: pytest.MonkeyPatch) -> list[runner.RunOptions]:
+    """Any playbook run is recorded (and none should happen)."""
+    runs: list[runner.RunOptions] = []
+
+    def record(options: runner.RunOptions, progress: object = None) -> runner.RunResult:
+        runs.append(options)
+        return runner.RunResult(rc=0, status="successful", hosts={})
+
+    monkeypatch.setattr(runner, "run_playbook", record)
+    monkeypatch.delenv("ANSIBLE_VAULT_PASSWORD_FILE", raising=False)
+    return runs
+
+
+def test_a_report_dir_that_is_a_file_or_cannot_be_made_is_refused(tmp_path: Path) -> None:
+    afile = tmp_path / "report"
+    afile.write_text("")
+    with pytest.raises(preflight.ConfigError, match=f"--report-dir {afile} is a file"):
+        preflight.report_dir(afile)
+    with pytest.raises(preflight.ConfigError, match="cannot be written"):
+        preflight.report_dir(afile / "below")
+    preflight.report_dir(tmp_path / "new" / "dir")
+    assert (tmp_path / "new" / "dir").is_dir()
+
+
+def test_a_malformed_inventory_is_refused_naming_it(tmp_path: Path) -> None:
+    bad = tmp_path / "hosts.yml"
+    bad.write_text("all:\n  hosts:\n    node01: [\n")
+    with pytest.raises(preflight.ConfigError, match=f"inventory {bad} could not be read: .*YAML"):
+        preflight.read_inventory(bad)
+
+
+def test_vaulted_variables_need_the_right_secret(tmp_path: Path) -> None:
+    listed = preflight.read_inventory(_vaulted_inventory(tmp_path, b"right"))
+    assert [(v.host, v.variable) for v in preflight.vaulted(listed)] == [("node01", "gpufleet_bmc_password")]
+    with pytest.raises(preflight.ConfigError, match=r"gpufleet_bmc_password .*--vault-password-file FILE"):
+        preflight.vault_secrets(listed, None)
+    wrong = tmp_path / "wrong"
+    wrong.write_text("wrong\n")
+    with pytest.raises(preflight.ConfigError, match="node01: gpufleet_bmc_password does not decrypt"):
+        preflight.vault_secrets(listed, wrong)
+    right = tmp_path / "right"
+    right.write_text("right\n")
+    preflight.vault_secrets(listed, right)
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\necho right\n")
+    script.chmod(0o755)
+    preflight.vault_secrets(listed, script)
+
+
+def test_ansible_vault_password_file_is_honoured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "pw"))
+    assert preflight.vault_file(None) == tmp_path / "pw"
+    assert preflight.vault_file(Path("given")) == Path("given")
+
+
+def test_gate_on_a_vaulted_inventory_without_a_secret_is_exit_2_before_any_run(
+    tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = _vaulted_inventory(tmp_path, b"right")
+    code = cli.main(["gate", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")])
+    assert code == 2 and no_run == []
+    assert "gpufleet_bmc_password" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["facts", "provision", "check", "drift", "gate"])
+def test_every_command_refuses_a_malformed_inventory(
+    command: str, tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "hosts.yml"
+    bad.write_text("all: {hosts: [\n")
+    assert cli.main([command, "--inventory", str(bad), "--report-dir", str(tmp_path / "r")]) == 2
+    assert no_run == []
+    assert f"inventory {bad} could not be read" in capsys.readouterr().err
+
+
+def test_provision_with_an_unknown_tag_is_exit_2(
+    tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node01: {}\n")
+    argv = ["provision", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r"), "--tags"]
+    assert cli.main([*argv, "rdma_qos,nosuchrole"]) == 2
+    assert no_run == []
+    assert "--tags nosuchrole: not a tag of provision.yml" in capsys.readouterr().err
+    assert cli.main([*argv, "rdma_qos"]) == 0
+    assert [r.tags for r in no_run] == ["rdma_qos"]
+
+
+def test_a_report_dir_that_is_a_file_is_exit_2_before_any_run(
+    tmp_path: Path, no_run: list[runner.RunOptions]
+) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node01: {}\n")
+    (tmp_path / "r").write_text("")
+    assert (
+        cli.main(["drift", "--fix", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]) == 2
+    )
+    assert no_run == []
