@@ -25,20 +25,26 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _host_report(result: runner.HostResult) -> HostReport:
+def _failure_message(result: runner.HostResult) -> str:
+    """What stopped the host: the unreachable task's message, or '<task>: <message>' of the failed one."""
     if result.unreachable:
-        failed = next((t for t in result.tasks if t["outcome"] == "unreachable"), None)
-        message = (failed or {}).get("msg") or "unreachable"
-        return HostReport(status="unreachable", message=str(message).strip())
-    if result.failed:
-        failed = next((t for t in result.tasks if t["outcome"] == "failed"), None)
-        task = (failed or {}).get("task", "?")
-        message = (failed or {}).get("msg") or "failed"
-        return HostReport(status="failed", facts=_reported_facts(result.facts), message=f"{task}: {message}")
+        task = next((t for t in result.tasks if t["outcome"] == "unreachable"), None)
+        return str((task or {}).get("msg") or "unreachable").strip()
+    task = next((t for t in result.tasks if t["outcome"] == "failed"), None)
+    return f"{(task or {}).get('task', '?')}: {(task or {}).get('msg') or 'failed'}"
+
+
+def _host_report(result: runner.HostResult) -> HostReport:
+    if result.unreachable or result.failed:
+        facts = {} if result.unreachable else _reported_facts(result.facts)
+        host = HostReport(facts=facts, message=_failure_message(result))
+        host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed)
+        return host
     expected = result.facts.get("gpufleet_expected_gpu_count")
     host_checks = checks.facts_checks(result.facts, int(expected) if expected is not None else None)
-    status = "ok" if all(c["ok"] for c in host_checks) else "failed"
-    return HostReport(status=status, checks=host_checks, facts=_reported_facts(result.facts))
+    return HostReport(
+        status=checks.host_status(checks=host_checks), checks=host_checks, facts=_reported_facts(result.facts)
+    )
 
 
 def _reported_facts(facts: dict[str, object]) -> dict[str, object]:
@@ -64,12 +70,15 @@ def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
     if result.reboot_required:
         notes.insert(0, "reboot required for a change to take effect")
     if result.unreachable or result.failed:
-        base = _host_report(result)
-        host.status, notes = base.status, [base.message, *notes]
-    elif any(not c["ok"] for c in result.checks):
-        host.status = "failed"
-    elif result.changes or result.changed:
-        host.status = "drifted" if check_mode else "changed"
+        notes.insert(0, _failure_message(result))
+    host.status = checks.host_status(
+        unreachable=result.unreachable,
+        failed=result.failed,
+        checks=result.checks,
+        changes=result.changes,
+        changed=bool(result.changed),
+        check_mode=check_mode,
+    )
     host.message = "; ".join(n for n in notes if n)
     return host
 
@@ -100,11 +109,13 @@ def provision(options: CommonOptions) -> Report:
 def _gate_host(result: runner.HostResult) -> HostReport:
     """A node that failed any step is blocked: it stays out of service, its instances stopped."""
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
-    if result.unreachable:
-        host.status, host.message = "unreachable", _host_report(result).message
-    elif result.failed or any(not c["ok"] for c in result.checks):
+    host.status = checks.host_status(
+        unreachable=result.unreachable, failed=result.failed, checks=result.checks, failed_as="blocked"
+    )
+    if host.status == "unreachable":
+        host.message = _failure_message(result)
+    elif host.status == "blocked":
         failed = [t for t in result.tasks if t["outcome"] == "failed"]
-        host.status = "blocked"
         host.message = str(failed[-1]["msg"]) if failed else "a check failed"
         if result.drained():
             host.message += "; left drained"

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import runner
+from gpufleet import checks, runner
 from gpufleet.report import HostReport, Report, now, write
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
@@ -64,17 +64,19 @@ def drift_host(result: runner.HostResult) -> HostReport:
     """A node's drift from its node_facts result: unreachable, failed (a role could not be compared,
     or a check configuration cannot fix failed), drifted (changes) or ok."""
     host = HostReport(checks=result.checks, changes=result.changes)
+    host.status = checks.host_status(
+        unreachable=result.unreachable,
+        failed=result.failed,
+        checks=result.checks,
+        changes=result.changes,
+        check_mode=True,
+    )
     if result.unreachable:
-        host.status = "unreachable"
         host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
     elif result.failed:
-        host.status = "failed"
         host.message = str(_failed_task(result, "failed").get("msg") or "failed").strip()
-    elif any(not c["ok"] for c in result.checks):
-        host.status = "failed"
+    elif host.status == "failed":
         host.message = "; ".join(str(c["message"]) for c in result.checks if not c["ok"])
-    elif result.changes:
-        host.status = "drifted"
     return host
 
 
@@ -82,17 +84,17 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
     host = HostReport(checks=before.checks, changes=before.changes, facts=before.facts)
     if result is None:
         host.status, host.message = "failed", f"batch {batch}: not in the run's results"
-    elif result.unreachable:
-        host.status = "unreachable"
+        return host
+    # The fix run's verdict: a node the roles ran through without failing is changed (fixed).
+    host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed, changed=True)
+    if result.unreachable:
         host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
     elif result.failed:
         task = _failed_task(result, "failed")
-        host.status = "failed"
         host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}"
         if result.drained():
             host.message += "; left drained"
     else:
-        host.status = "changed"
         host.checks = result.checks
         host.message = f"fixed in batch {batch}"
     return host

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet.checks import STATUSES, is_good, one_per_condition
+
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable")
 FORMATS = ("md", "json", "prom")
 FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom"}
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -60,7 +61,7 @@ class Report:
         return counts
 
     def all_ok(self) -> bool:
-        return all(h.status in ("ok", "changed") for h in self.hosts.values())
+        return all(is_good(h.status) for h in self.hosts.values())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -157,14 +158,15 @@ def render_prometheus(report: Report) -> str:
         "# TYPE gpufleet_host_ok gauge",
     ]
     for name in sorted(report.hosts):
-        ok = int(report.hosts[name].status in ("ok", "changed"))
+        ok = int(is_good(report.hosts[name].status))
         lines.append(f'gpufleet_host_ok{{host="{_label(name)}",command="{_label(report.command)}"}} {ok}')
     lines += [
         "# HELP gpufleet_check_ok 1 when the named check passed.",
         "# TYPE gpufleet_check_ok gauge",
     ]
+    # One series per condition per host (a label set twice is an invalid textfile).
     for name in sorted(report.hosts):
-        for c in report.hosts[name].checks:
+        for c in one_per_condition(report.hosts[name].checks):
             lines.append(
                 f'gpufleet_check_ok{{host="{_label(name)}",check="{_label(c["name"])}"}} {int(c["ok"])}'
             )

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from gpufleet import checks
-from gpufleet.report import HostReport, Report, write
+from gpufleet.report import HostReport, Report, render_prometheus, write
 
 
 def _gpu(uuid: str, enforced: float, reasons: list[str] | None = None) -> dict[str, object]:
@@ -30,13 +33,14 @@ def test_capped_gpu_and_active_throttle_are_failed_checks() -> None:
         "gpufleet_rdma": {"devices": {"mlx5_0": {"state": "1: DOWN", "netdev": "ens1np0"}}},
     }
     failed = {c["name"]: c for c in checks.facts_checks(facts, expected_gpus=2) if not c["ok"]}
+    # The roles' and the gate's names for the same conditions (CHANGELOG: renamed checks).
     assert set(failed) == {
-        "gpu.power.enforced_limit_w[GPU-b]",
-        "gpu.clocks_event_reasons[GPU-b]",
-        "rdma.link_state[mlx5_0]",
+        "gpu_power.enforced_limit_w[GPU-b]",
+        "thermal.clocks_event_reasons[GPU-b]",
+        "rdma_link.link_state[mlx5_0]",
     }
-    assert failed["gpu.power.enforced_limit_w[GPU-b]"]["value"] == 1100.0
-    assert failed["gpu.clocks_event_reasons[GPU-b]"]["value"] == ["hw_power_brake_slowdown"]
+    assert failed["gpu_power.enforced_limit_w[GPU-b]"]["value"] == 1100.0
+    assert failed["thermal.clocks_event_reasons[GPU-b]"]["value"] == ["hw_power_brake_slowdown"]
 
 
 def test_missing_gpu_facts_fail_closed() -> None:
@@ -48,7 +52,7 @@ def test_unknown_power_reading_is_not_ok() -> None:
     gpu = _gpu("GPU-a", 1400.0)
     gpu["power"] = {"enforced_limit_w": None, "requested_limit_w": 1400.0}
     result = checks.facts_checks({"gpufleet_gpus": [gpu]}, expected_gpus=None)
-    assert next(c for c in result if c["name"].startswith("gpu.power"))["ok"] is False
+    assert next(c for c in result if c["name"].startswith("gpu_power.enforced_limit_w"))["ok"] is False
 
 
 def test_files_follow_the_contract(tmp_path: Path) -> None:
@@ -83,3 +87,53 @@ def test_files_follow_the_contract(tmp_path: Path) -> None:
     assert 'gpufleet_host_ok{host="node03",command="facts"} 0' in prom
     assert 'gpufleet_check_ok{host="node02",check="gpu.count"} 0' in prom
     assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "status"),
+    [
+        ({}, "ok"),
+        ({"unreachable": True, "failed": True}, "unreachable"),
+        ({"failed": True}, "failed"),
+        ({"failed": True, "failed_as": "blocked"}, "blocked"),
+        ({"checks": [checks.check("x", False, 1, 0, "", "bad")]}, "failed"),
+        ({"checks": [checks.check("x", False, 1, 0, "", "bad")], "failed_as": "blocked"}, "blocked"),
+        ({"checks": [checks.check("x", True, 0, 0, "", "fine")]}, "ok"),
+        ({"changes": [checks.change("a.b[c]", 1, 2)]}, "changed"),
+        ({"changes": [checks.change("a.b[c]", 1, 2)], "check_mode": True}, "drifted"),
+        ({"changed": True}, "changed"),
+        (
+            {"changes": [checks.change("a.b[c]", 1, 2)], "checks": [checks.check("x", False, 1, 0, "", "")]},
+            "failed",
+        ),
+    ],
+)
+def test_one_status_function(kwargs: dict[str, Any], status: str) -> None:
+    assert checks.host_status(**kwargs) == status
+    assert checks.is_good(status) is (status in ("ok", "changed"))
+
+
+def test_the_controller_uses_the_collections_vocabulary() -> None:
+    from ansible_collections.gpufleet.node.plugins.module_utils import results
+
+    assert checks.HARMFUL_REASONS == results.HARMFUL_REASONS
+    assert checks.check("a", 1, 2, 3, "u", "m") == results.check("a", 1, 2, 3, "u", "m")
+    assert checks.change("s", 1, 2) == {"setting": "s", "from": 1, "to": 2}
+    assert checks.hint("reboot\n  to apply") == "reboot to apply"
+
+
+def test_prometheus_has_one_series_per_condition() -> None:
+    """The gate judges thermal.* at idle and under load: one series, the failed reading wins."""
+    idle = checks.check("thermal.gpu_temp_c[GPU-a]", True, 31, 60, "C", "idle")
+    load = checks.check("thermal.gpu_temp_c[GPU-a]", False, 86, 83, "C", "under load")
+    both_ok = [checks.check("thermal.tlimit_c[GPU-a]", True, v, 3, "C", str(v)) for v in (40, 12)]
+    host = HostReport(status="blocked", checks=[idle, load, *both_ok])
+    report = Report(command="gate", started="2026-12-02T10:00:00Z", finished="2026-12-02T10:00:05Z")
+    report.hosts["node01"] = host
+    prom = render_prometheus(report)
+    series = [line.rsplit(" ", 1)[0] for line in prom.splitlines() if line.startswith("gpufleet_check_ok")]
+    assert len(series) == len(set(series)) == 2
+    assert 'gpufleet_check_ok{host="node01",check="thermal.gpu_temp_c[GPU-a]"} 0' in prom
+    assert 'gpufleet_check_ok{host="node01",check="thermal.tlimit_c[GPU-a]"} 1' in prom
+    assert checks.one_per_condition([load, idle]) == [load]
+    assert checks.one_per_condition(both_ok) == [both_ok[1]]
