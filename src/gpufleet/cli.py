@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, preflight, procs, runner
+from gpufleet import commands, preflight, procs, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet.report import Report
@@ -123,16 +123,29 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
     return None
 
 
-def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> None:
-    """Configuration errors, found before the first play (nothing drained, nothing changed)."""
+def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> dict[str, str]:
+    """Configuration errors, found before the first play (nothing drained, nothing changed); the
+    hosts the run will reach."""
     preflight.report_dir(args.report_dir)
-    listed = preflight.read_inventory(inventory)
+    listed = preflight.read_inventory(inventory, args.limit)
     # The gate reads the BMCs with their vaulted passwords; the other commands need a secret only to
     # decrypt what they use, but a secret given must fit.
     if args.command == "gate" or vault is not None:
         preflight.vault_secrets(listed, vault)
     if getattr(args, "tags", None):
         preflight.tags("provision.yml", args.tags)
+    return preflight.hosts(listed)
+
+
+def _changing(args: argparse.Namespace) -> str | None:
+    """The name of a command that changes nodes (None for the read-only ones)."""
+    if args.command == "provision" and not args.check:
+        return "gpufleet provision"
+    if args.command == "gate":
+        return "gpufleet gate"
+    if args.command == "drift" and args.fix:
+        return "gpufleet drift --fix"
+    return None
 
 
 def _print_report(report: Report, report_dir: Path) -> int:
@@ -237,40 +250,19 @@ def main(argv: list[str] | None = None) -> int:
             return _demo(args)
         if args.command == "report":
             return _report(args.report_dir, args.format)
+        _arguments(args)
         inventory = _inventory(args.inventory)
         vault = _vault_file(args.vault_password_file, args.inventory)
-        _preflight(args, inventory, vault)
-        if args.command in ("provision", "check"):
-            options = commands.CommonOptions(
-                inventory,
-                args.limit,
-                args.report_dir,
-                tags=args.tags,
-                check=args.check,
-                diff=args.diff,
-                vault_password_file=vault,
-            )
-            return _print_report(commands.provision(options), args.report_dir)
-        if args.command == "drift":
-            if not 0 <= args.max_fail_percent <= 100:
-                raise UsageError(f"--max-fail-percent must be 0..100, got {args.max_fail_percent:g}")
-            drift_mod.batch_size(args.batch, 1)
-            drift_options = drift_mod.DriftOptions(
-                inventory, args.limit, args.report_dir, vault, args.fix, args.batch, args.max_fail_percent
-            )
-            return _print_report(drift_mod.drift(drift_options, commands.progress), args.report_dir)
-        if args.command == "gate":
-            if args.burn_in_seconds is not None and not 1 <= args.burn_in_seconds <= 3600:
-                raise UsageError(f"--burn-in-seconds must be between 1 and 3600, got {args.burn_in_seconds}")
-            options = commands.CommonOptions(
-                inventory, args.limit, args.report_dir, vault_password_file=vault
-            )
-            return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
-        report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
-        return _print_report(report, args.report_dir)
+        hosts = _preflight(args, inventory, vault)
+        changing = _changing(args)
+        if changing is None:
+            return _run(args, inventory, vault)
+        with runlock.hold(changing, hosts):
+            return _run(args, inventory, vault)
     except (
         UsageError,
         preflight.ConfigError,
+        runlock.Busy,
         SimError,
         faults.FaultError,
         report_mod.ReportError,
@@ -283,6 +275,41 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_NOT_OK
+
+
+def _arguments(args: argparse.Namespace) -> None:
+    """Options out of range are usage errors, found before anything is read."""
+    if args.command == "drift":
+        if not 0 <= args.max_fail_percent <= 100:
+            raise UsageError(f"--max-fail-percent must be 0..100, got {args.max_fail_percent:g}")
+        drift_mod.batch_size(args.batch, 1)
+    if args.command == "gate" and args.burn_in_seconds is not None and not 1 <= args.burn_in_seconds <= 3600:
+        raise UsageError(f"--burn-in-seconds must be between 1 and 3600, got {args.burn_in_seconds}")
+
+
+def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
+    """One of the commands that run playbooks, its report printed; its exit status."""
+    if args.command in ("provision", "check"):
+        options = commands.CommonOptions(
+            inventory,
+            args.limit,
+            args.report_dir,
+            tags=args.tags,
+            check=args.check,
+            diff=args.diff,
+            vault_password_file=vault,
+        )
+        return _print_report(commands.provision(options), args.report_dir)
+    if args.command == "drift":
+        drift_options = drift_mod.DriftOptions(
+            inventory, args.limit, args.report_dir, vault, args.fix, args.batch, args.max_fail_percent
+        )
+        return _print_report(drift_mod.drift(drift_options, commands.progress), args.report_dir)
+    if args.command == "gate":
+        options = commands.CommonOptions(inventory, args.limit, args.report_dir, vault_password_file=vault)
+        return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
+    report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
+    return _print_report(report, args.report_dir)
 
 
 if __name__ == "__main__":

@@ -55,8 +55,9 @@ def vault_file(given: Path | None) -> Path | None:
     return Path(from_env).expanduser() if from_env else None
 
 
-def read_inventory(inventory: Path) -> dict[str, Any]:
-    """`ansible-inventory --list` of the inventory; an inventory that does not parse is refused."""
+def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:
+    """`ansible-inventory --list` of the inventory (within --limit); an inventory that does not parse,
+    or a limit that leaves no host, is refused."""
     env = dict(os.environ)
     env.update(
         {
@@ -68,7 +69,7 @@ def read_inventory(inventory: Path) -> dict[str, Any]:
         }
     )
     env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)  # listing needs no secret; decrypting is checked below
-    argv = ["ansible-inventory", "-i", str(inventory), "--list"]
+    argv = ["ansible-inventory", "-i", str(inventory), "--list", *(["--limit", limit] if limit else [])]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
     if done.returncode != 0:
         raise ConfigError(f"inventory {inventory} could not be read: {_reason(done.stderr)}")
@@ -76,7 +77,20 @@ def read_inventory(inventory: Path) -> dict[str, Any]:
         listed: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"inventory {inventory}: ansible-inventory printed no JSON ({exc})") from None
+    if not hosts(listed):
+        where = f"--limit {limit} matches no host of" if limit else "no host in"
+        raise ConfigError(f"{where} inventory {inventory}")
     return listed
+
+
+def hosts(listed: dict[str, Any]) -> dict[str, str]:
+    """The hosts of an ansible-inventory listing: {address (ansible_host, else the name): name}."""
+    hostvars = (listed.get("_meta") or {}).get("hostvars", {})
+    names: set[str] = set(hostvars)
+    for name, group in listed.items():
+        if name != "_meta" and isinstance(group, dict):
+            names.update(group.get("hosts") or [])
+    return {str((hostvars.get(n) or {}).get("ansible_host") or n): n for n in sorted(names)}
 
 
 def _reason(stderr: str) -> str:

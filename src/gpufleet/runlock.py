@@ -1,0 +1,88 @@
+"""Changing runs (provision, gate, drift --fix) on the same hosts never interleave.
+
+Each changing run records itself - pid, command, start time, hosts - in the controller's state
+directory while it runs; a second run whose hosts overlap is refused, naming the first. A record
+whose process is gone (killed, crashed, the machine rebooted) is stale and is removed by the next
+run, so a lock never outlives its holder. The records are read and written under an flock, so two
+runs starting at the same instant cannot both pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+class Busy(Exception):
+    """Another changing run holds some of these hosts."""
+
+
+def state_dir() -> Path:
+    """$GPUFLEET_STATE_DIR, else $XDG_STATE_HOME/gpufleet, else ~/.local/state/gpufleet."""
+    if os.environ.get("GPUFLEET_STATE_DIR"):
+        return Path(os.environ["GPUFLEET_STATE_DIR"])
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "gpufleet"
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when
+    there is no such process; a reused pid has another start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    started = _start_time(int(record["pid"]))
+    return started is not None and started == record.get("pid_start")
+
+
+def _records(runs: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    for path in sorted(runs.glob("*.json")):
+        try:
+            yield path, json.loads(path.read_text())
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)  # a record cut short when its writer died
+
+
+@contextlib.contextmanager
+def hold(command: str, hosts: dict[str, str], directory: Path | None = None) -> Iterator[None]:
+    """Holds ``hosts`` ({address: inventory name}: the same machine may have other names in other
+    inventories) for ``command`` while the block runs; Busy names the run that holds any of them."""
+    runs = (directory or state_dir()) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    mine = runs / f"{os.getpid()}.json"
+    with open(runs / ".lock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        for path, record in _records(runs):
+            if not _alive(record):
+                path.unlink(missing_ok=True)
+                continue
+            shared = sorted(record["hosts"][address] for address in set(record["hosts"]) & set(hosts))
+            if shared:
+                raise Busy(
+                    f"{record['command']} (pid {record['pid']}, started {record['started']}) is running on "
+                    f"{', '.join(shared[:5])}{' ...' if len(shared) > 5 else ''}; wait for it to finish "
+                    "(a run whose process is gone no longer counts)"
+                )
+        record = {
+            "pid": os.getpid(),
+            "pid_start": _start_time(os.getpid()),
+            "command": command,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "hosts": dict(sorted(hosts.items())),
+        }
+        mine.write_text(json.dumps(record))
+    try:
+        yield
+    finally:
+        mine.unlink(missing_ok=True)

@@ -1,0 +1,84 @@
+"""Changing runs on the same hosts never interleave; a lock whose holder died does not count."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpufleet import cli, runlock, runner
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process to stand for another gpufleet run (stopped at the end)."""
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _record(directory: Path, pid: int, command: str, hosts: dict[str, str]) -> None:
+    runs = directory / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    record = {
+        "pid": pid,
+        "pid_start": runlock._start_time(pid),
+        "command": command,
+        "started": "2026-12-03T14:00:00+0000",
+        "hosts": hosts,
+    }
+    (runs / f"{pid}.json").write_text(json.dumps(record))
+
+
+def test_overlapping_hosts_are_refused_naming_the_running_command(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
+    _record(tmp_path, sleeper.pid, "gpufleet gate", {"10.0.0.1": "node01", "10.0.0.2": "node02"})
+    with (
+        pytest.raises(runlock.Busy, match=rf"gpufleet gate \(pid {sleeper.pid}, started 2026-12-03T14:00:00"),
+        runlock.hold("gpufleet drift --fix", {"10.0.0.2": "gpu-b"}, tmp_path),
+    ):
+        pass
+    # Other machines are free, also while the first run holds its own.
+    with runlock.hold("gpufleet provision", {"10.0.0.3": "node03"}, tmp_path):
+        assert len(list((tmp_path / "runs").glob("*.json"))) == 2
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 1
+
+
+def test_a_lock_whose_holder_died_is_taken_over(tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _record(tmp_path, dead.pid, "gpufleet gate", {"10.0.0.1": "node01"})
+    with runlock.hold("gpufleet provision", {"10.0.0.1": "node01"}, tmp_path):
+        records = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*.json")]
+        assert [r["command"] for r in records] == ["gpufleet provision"]
+    assert list((tmp_path / "runs").glob("*.json")) == []
+
+
+def test_a_changing_command_on_held_hosts_is_exit_2_and_a_read_only_one_runs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sleeper: subprocess.Popen[bytes],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
+    runs: list[str] = []
+
+    def record(options: runner.RunOptions, progress: object = None) -> runner.RunResult:
+        runs.append(options.playbook)
+        return runner.RunResult(rc=0, status="successful", hosts={})
+
+    monkeypatch.setattr(runner, "run_playbook", record)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("all:\n  hosts:\n    node01: {ansible_host: 10.0.0.1}\n")
+    _record(tmp_path / "state", sleeper.pid, "gpufleet gate", {"10.0.0.1": "node01"})
+    argv = ["--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]
+    assert cli.main(["provision", *argv]) == 2
+    assert f"gpufleet gate (pid {sleeper.pid}" in capsys.readouterr().err
+    assert runs == []
+    assert cli.main(["check", *argv]) == 0
+    assert runs == ["provision.yml"]
