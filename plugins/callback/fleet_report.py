@@ -16,12 +16,8 @@ description:
   - gpufleet builds report.json, report.md and the Prometheus textfile from that document, so
     nothing parses Ansible's screen output. It works the same under ansible-playbook, ansible-runner
     and AWX.
-  - The boot files of the roles C(rdma_link), C(rdma_qos) and C(gpu_power) are written by
-    C(ansible.builtin.template)/C(copy) and their units enabled by C(ansible.builtin.systemd_service),
-    which report no C(changes). A changed one of those tasks in one of those roles is recorded with the
-    change it made, named as C(gpufleet drift) names it (C(<role>.boot_file[<dest>]) from the content
-    digests in the task's diff, which those tasks always make; C(<role>.boot_file_mode[<dest>]);
-    C(<role>.boot_unit_enabled[<unit>])), so provision's report and drift's agree.
+  - The boot files of the roles C(rdma_link), C(rdma_qos) and C(gpu_power) are written by their modules,
+    which report them in C(changes) under the names C(gpufleet drift) uses, like every other setting.
 requirements:
   - enable in configuration (C(callbacks_enabled = gpufleet.node.fleet_report))
 options:
@@ -39,26 +35,8 @@ import json
 import os
 
 from ansible.plugins.callback import CallbackBase
-from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
 
 _KEYS = ("changes", "checks", "hints", "reboot_required")
-_FILE_ACTIONS = ("template", "copy")
-_UNIT_ACTIONS = ("systemd_service", "systemd")
-
-
-def boot_changes(task, res):
-    """The boot-file changes of a changed template/copy/systemd_service task of a role that writes boot
-    files (module_utils.boot_files), as node_facts names them; [] for any other task."""
-    role = task._role.get_name(include_role_fqcn=False) if task._role else None
-    if role not in boot_files.BOOT_ROLES or not res.get("changed"):
-        return []
-    action = (task.resolved_action or task.action or "").rsplit(".", 1)[-1]
-    if action in _FILE_ACTIONS and task.args.get("dest"):
-        return boot_files.file_result_changes(role, task.args["dest"], res.get("diff"))
-    enabled = task.args.get("enabled")
-    if action in _UNIT_ACTIONS and isinstance(enabled, bool) and (res.get("name") or task.args.get("name")):
-        return [boot_files.unit_change(role, res.get("name") or task.args["name"], not enabled, enabled)]
-    return []
 
 
 class CallbackModule(CallbackBase):
@@ -92,10 +70,6 @@ class CallbackModule(CallbackBase):
             values = [p.get(key) for p in parts if p.get(key)]
             if values:
                 entry[key] = any(values) if key == "reboot_required" else [v for vs in values for v in vs]
-        if outcome == "ok" and "changes" not in entry:
-            written = boot_changes(result._task, res)
-            if written:
-                entry["changes"] = written
         if res.get("override"):
             entry["override"] = res["override"]
         diffs = [p["diff"] for p in parts if p.get("diff")]

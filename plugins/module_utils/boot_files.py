@@ -3,23 +3,25 @@
 """The boot files of the roles (the scripts, confs and units that re-apply settings at boot), as changes.
 
 rdma_link, rdma_qos and gpu_power write files that re-apply their settings at every boot, and enable
-the units that run them. A boot file edited by hand re-applies the wrong setting at the next boot, so
-both `gpufleet drift` (node_facts) and provision's report name a boot file that is not what the role
-writes, under the same setting names:
+the units that run them. Each role's module renders its files in Python (module_utils.rdma_link,
+rdma_qos, gpu_power), reads what the node has (:func:`read`), names what differs (:func:`compare`)
+and, outside check mode, writes them (:func:`write`): atomically, with their mode, a script checked
+with ``sh -n`` before it replaces the old one, ``systemctl daemon-reload`` when a unit file changed,
+and ``systemctl enable``. node_facts (drift) runs the same plan and compares the same way, so a boot
+file edited by hand is named the same by provision --check and drift:
 
 - ``<role>.boot_file[<path>]``: from ``None`` (no file) or ``sha256:<16 hex>`` of the node's file, to
   ``sha256:<16 hex>`` of what the role writes;
 - ``<role>.boot_file_mode[<path>]``: from and to ``'0644'``-style modes, only when the content is
   right (a file whose content is wrong is rewritten with its mode: one change);
-- ``<role>.boot_unit_enabled[<unit>]``: from ``False`` to ``True``, only when the unit file is right
-  (in check mode the role cannot look up a unit file it has yet to write, so it leaves that to the
-  next run; drift says what check mode says).
+- ``<role>.boot_unit_enabled[<unit>]``: from ``False`` to ``True`` when ``systemctl is-enabled`` says
+  the unit is not enabled (also when its file is missing: a run writes it and enables it, so check mode
+  and drift name both changes, as the run makes them).
 
-The comparison is pure (:func:`compare`); :func:`file_state` and :func:`unit_enabled` read the node
-(node_facts' module), :func:`file_result_changes` reads a template/copy task's diff (the fleet_report
-callback, for provision).
+Every file starts with :func:`header` (after a script's ``#!`` line) and carries no timestamp, so its
+digest only changes when what it does changes.
 
-Runs on the managed node and on the controller (Python 3.11, stdlib only).
+Runs on the managed node (Python 3.11, stdlib only).
 """
 
 from __future__ import annotations
@@ -27,23 +29,34 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import tempfile
 
 __all__ = [
     "BOOT_ROLES",
+    "boot_file",
     "compare",
     "content_change",
+    "diffs",
     "digest",
-    "file_result_changes",
     "file_state",
+    "header",
     "mode_change",
     "mode_text",
+    "read",
     "unit_change",
     "unit_enabled",
+    "write",
 ]
 
 # The roles that write boot files (nccl_topology and gpu_pinning write their files through their
 # modules, which report them as nccl_topology.file and gpu_pinning.instance[...]).
 BOOT_ROLES = ("rdma_link", "rdma_qos", "gpu_power")
+
+# Prefix of every boot file path on this node ("": the paths as named). Unit tests point it at a
+# temporary directory; the names in changes never carry it.
+ROOT = ""
+
+_ENV = {"LC_ALL": "C"}
 
 # `systemctl is-enabled` states that exit 0 yet ansible.builtin.systemd_service enables anyway.
 _NOT_ENABLED_ON_ZERO = ("enabled-runtime", "indirect", "alias")
@@ -101,10 +114,8 @@ def compare(role, expected, found):
             changes.append(
                 content_change(role, path, None if have is None else have["sha256"], want["sha256"])
             )
-            continue
-        if mode_text(have["mode"]) != mode:
+        elif mode_text(have["mode"]) != mode:
             changes.append(mode_change(role, path, mode_text(have["mode"]), mode))
-            continue
         unit = want.get("unit")
         if unit and units.get(unit) is False:
             changes.append(unit_change(role, unit, False))
@@ -133,37 +144,140 @@ def unit_enabled(rc, out):
     return rc == 0 and out.strip() not in _NOT_ENABLED_ON_ZERO
 
 
-def _text_sha256(text):
-    return sha256_hex(text.encode("utf-8", "surrogateescape"))
+def header(module):
+    """The first line of every file a module writes (after a script's #! line)."""
+    return "# managed by gpufleet.node.%s; edits are overwritten\n" % module
 
 
-def file_result_changes(role, path, diff):
-    """The boot-file changes of a changed ansible.builtin.template/copy task, from its diff.
+def boot_file(path, text, mode="0644", unit=None, script=False):
+    """One file a role writes: ``{path, text, sha256, mode, unit, script}`` (unit: the name it
+    enables, or None; script: checked with ``sh -n`` before it replaces the old file)."""
+    return {
+        "path": path,
+        "text": text,
+        "sha256": sha256_hex(text.encode("utf-8")),
+        "mode": mode,
+        "unit": unit,
+        "script": script,
+    }
 
-    Content that differs gives a list of ``{before, after, before_header, after_header}`` (the
-    action's diff; ``before`` is '' without ``before_header`` for a missing file, and absent for a
-    binary or oversized one); only the mode differing gives the file module's ``{before: {mode},
-    after: {mode}}``. Anything else (no diff) gives no change.
-    """
-    if isinstance(diff, dict):
-        before, after = diff.get("before"), diff.get("after")
-        if isinstance(before, dict) and isinstance(after, dict) and "mode" in after:
-            if before.get("mode") != after["mode"]:
-                return [mode_change(role, path, before.get("mode"), mode_text(after["mode"]))]
-            return []
-        diff = [diff]
-    changes = []
-    for entry in diff or []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("after"), str):
+
+def _local(path):
+    return ROOT + path if ROOT else path
+
+
+def _first_line(*texts):
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def read(node, files):
+    """What the node has of ``files``: ``{"files": {path: {sha256, mode} or None}, "units": {unit:
+    enabled}}`` (``systemctl is-enabled``, read as ansible.builtin.systemd_service reads it)."""
+    found = {"files": {}, "units": {}}
+    for entry in files:
+        try:
+            state = file_state(_local(entry["path"]))
+        except OSError as exc:
+            node.fail_json(msg="Could not read %s: %s; fix or remove it" % (entry["path"], exc))
+        found["files"][entry["path"]] = state
+        unit = entry.get("unit")
+        if unit:
+            systemctl = node.get_bin_path("systemctl", required=True)
+            rc, out, _ = node.run_command([systemctl, "is-enabled", unit], environ_update=_ENV)
+            found["units"][unit] = unit_enabled(rc, out)
+    return found
+
+
+def diffs(files, found):
+    """Ansible diffs (before/after with the path as header) of the files whose content changes."""
+    result = []
+    for entry in files:
+        have = (found.get("files") or {}).get(entry["path"])
+        if have is not None and have["sha256"] == entry["sha256"]:
             continue
-        before = entry.get("before")
-        if not isinstance(before, str):
-            found = "unknown"
-        elif "before_header" not in entry and before == "":
-            found = None
-        else:
-            found = _text_sha256(before)
-        expected = _text_sha256(entry["after"])
-        if found != expected:
-            changes.append(content_change(role, path, found, expected))
-    return changes
+        before = ""
+        if have is not None:
+            try:
+                with open(_local(entry["path"]), encoding="utf-8", errors="replace") as handle:
+                    before = handle.read()
+            except OSError:
+                before = ""
+        result.append(
+            {
+                "before_header": entry["path"],
+                "after_header": entry["path"],
+                "before": before,
+                "after": entry["text"],
+            }
+        )
+    return result
+
+
+def _check_script(node, entry, tmp, sh):
+    rc, out, err = node.run_command([sh, "-n", tmp], environ_update=_ENV)
+    if rc != 0:
+        os.unlink(tmp)
+        node.fail_json(
+            msg="The script for %s does not parse (sh -n: %s); the old file was left as it is"
+            % (entry["path"], _first_line(err, out)),
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+
+
+def _write_file(node, entry):
+    path = _local(entry["path"])
+    directory = os.path.dirname(path)
+    sh = node.get_bin_path("sh", required=True) if entry.get("script") else None
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(entry["text"])
+    if sh:
+        _check_script(node, entry, tmp, sh)
+    os.chmod(tmp, int(entry["mode"], 8))
+    node.atomic_move(tmp, path)
+    # atomic_move keeps the old file's attributes: the mode is the role's.
+    os.chmod(path, int(entry["mode"], 8))
+
+
+def write(node, files, found):
+    """Make the node's boot files ``files`` (``found``: :func:`read`), reload systemd when a unit file
+    changed and enable the units that are not. Call outside check mode only."""
+    have_files = found.get("files") or {}
+    units = found.get("units") or {}
+    reload_units = False
+    for entry in files:
+        have = have_files.get(entry["path"])
+        if have is None or have["sha256"] != entry["sha256"]:
+            _write_file(node, entry)
+            reload_units = reload_units or bool(entry.get("unit"))
+        elif mode_text(have["mode"]) != mode_text(entry["mode"]):
+            os.chmod(_local(entry["path"]), int(entry["mode"], 8))
+    enable = [e["unit"] for e in files if e.get("unit") and units.get(e["unit"]) is not True]
+    if not (reload_units or enable):
+        return
+    systemctl = node.get_bin_path("systemctl", required=True)
+    if reload_units:
+        _systemctl(node, [systemctl, "daemon-reload"])
+    for unit in enable:
+        _systemctl(node, [systemctl, "enable", unit])
+
+
+def _systemctl(node, argv):
+    rc, out, err = node.run_command(argv, environ_update=_ENV)
+    if rc != 0:
+        node.fail_json(
+            msg="%s failed (rc=%d): %s; check the unit with systemctl status"
+            % (" ".join(argv[1:]), rc, _first_line(err, out)),
+            cmd=argv,
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )

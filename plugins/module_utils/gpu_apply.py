@@ -43,9 +43,11 @@ def _first_line(*texts):
 
 
 class GpuPower:
-    def __init__(self, module):
+    """The gpu_power reads, plan and commands over a node (the module, or node_facts' PlanNode)."""
+
+    def __init__(self, module, params):
         self.module = module
-        self.params = module.params
+        self.params = params
         self.smi = self._nvidia_smi()
         self.changes = []
         self.hints = []
@@ -181,39 +183,6 @@ class GpuPower:
             if e["change"]
         )
         return plan, method, commands
-
-    def main(self):
-        gpus = self.read_gpus()
-        plan, method, commands = self.plan(gpus)
-        after = gpus
-        if commands and not self.module.check_mode:
-            for cmd, what in commands:
-                self.run(cmd, what)
-            after = self.read_gpus()
-        checks = [] if self.module.check_mode else self.verify(plan, after, method)
-        result = dict(
-            changed=bool(self.changes),
-            changes=self.changes,
-            checks=checks,
-            hints=self.hints,
-            reboot_required=False,
-            limits=dict((e["uuid"], e["target_w"]) for e in plan),
-            persistence_method=method,
-            nvidia_smi=self.smi,
-            gpus=self.summary(plan, after),
-        )
-        if self.module._diff:
-            result["diff"] = dict(
-                before=self.describe(plan, gpus, "before"), after=self.describe(plan, after, "after")
-            )
-        failed = [c for c in checks if not c["ok"]]
-        if failed:
-            self.module.fail_json(
-                msg="; ".join(c["message"] for c in failed)
-                + ". Check the rack's power budget and nvidia-persistenced.",
-                **result,
-            )
-        self.module.exit_json(**result)
 
     def verify(self, plan, after, method):
         by_uuid = dict((g["uuid"], g) for g in after)

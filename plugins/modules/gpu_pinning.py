@@ -142,114 +142,26 @@ instances:
       cuda_visible_devices: GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_apply import pinning_gpus
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
-    INSTANCE_NAME,
-    PlanError,
-    instance_change,
-    pinning_plan,
-)
-
-
-def _nvidia_smi(module):
-    path = module.params["nvidia_smi_path"]
-    if path is None:
-        return module.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _write(module, path, text):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.chmod(tmp, 0o644)
-    module.atomic_move(tmp, path)
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_pinning as role
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            instances=dict(
-                type="list",
-                elements="dict",
-                required=True,
-                options=dict(
-                    name=dict(type="str", required=True),
-                    nvlink_domain=dict(type="int"),
-                    gpus=dict(type="list", elements="str"),
-                    gpu_count=dict(type="int"),
-                ),
-                mutually_exclusive=[("nvlink_domain", "gpus")],
-                required_one_of=[("nvlink_domain", "gpus")],
-            ),
-            gpu_count=dict(type="int", default=8),
-            env_dir=dict(type="path", default="/etc/gpufleet/instances"),
-            nccl_topo_file=dict(type="path", default="/etc/nccl/topo.xml"),
-            nvidia_smi_path=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    instances = params["instances"]
-    names = [i["name"] for i in instances]
-    bad = [n for n in names if not INSTANCE_NAME.match(n)]
-    if bad or len(set(names)) != len(names):
-        module.fail_json(
-            msg="instance names must be unique and made of letters, digits, '.', '_' or '-' (got %s)"
-            % ", ".join(names)
-        )
-    smi = _nvidia_smi(module)
-    gpus, domains = pinning_gpus(module, smi, any(i["gpus"] is None for i in instances))
-    try:
-        plan = pinning_plan(gpus, domains, instances, params["gpu_count"])
-    except PlanError as exc:
-        module.fail_json(msg="Refusing to pin: %s" % exc)
-    changes, diffs, writes, result = [], [], [], {}
-    for name, entry in plan.items():
-        path = os.path.join(params["env_dir"], "%s.env" % name)
-        current = _read(path)
-        text, variables, change = instance_change(name, entry, params["nccl_topo_file"], current)
-        result[name] = dict(
-            gpus=entry["gpus"],
-            nvlink_domain=entry["nvlink_domain"],
-            path=path,
-            cuda_visible_devices=variables["CUDA_VISIBLE_DEVICES"],
-        )
-        if change is None:
-            continue
-        changes.append(change)
-        diffs.append(dict(before_header=path, after_header=path, before=current or "", after=text))
-        writes.append((path, text))
-    if writes and not module.check_mode:
-        if not os.path.isdir(params["env_dir"]):
-            os.makedirs(params["env_dir"], mode=0o755)
-        for path, text in writes:
-            _write(module, path, text)
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
+    role.validate(module, module.params)
+    planned = role.plan(module, module.params)
+    if not module.check_mode:
+        role.apply(module, module.params, planned)
     output = dict(
-        changed=bool(changes),
-        changes=changes,
+        changed=bool(planned["changes"]),
+        changes=planned["changes"],
         checks=[],
         hints=[],
         reboot_required=False,
-        instances=result,
+        instances=planned["instances"],
     )
     if module._diff:
-        output["diff"] = diffs
+        output["diff"] = planned["diffs"]
     module.exit_json(**output)
 
 

@@ -154,21 +154,45 @@ gpus:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_apply import GpuPower
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_power as role
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            limit_w=dict(type="float"),
-            limits=dict(type="dict", default={}),
-            persistence=dict(type="bool", default=True),
-            persistenced_unit=dict(type="str", default="nvidia-persistenced.service"),
-            nvidia_smi_path=dict(type="path"),
-        ),
-        supports_check_mode=True,
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
+    role.validate(module, module.params)
+    planned = role.plan(module, module.params)
+    if not module.check_mode:
+        role.apply(module, planned)
+    power, entries = planned["power"], planned["plan"]
+    after = planned.get("after", planned["gpus"])
+    result = dict(
+        changed=bool(planned["changes"]),
+        changes=planned["changes"],
+        checks=planned["checks"],
+        hints=planned["hints"],
+        reboot_required=False,
+        limits=planned["limits"],
+        persistence_method=planned["method"],
+        nvidia_smi=power.smi,
+        gpus=power.summary(entries, after),
     )
-    GpuPower(module).main()
+    if module._diff:
+        result["diff"] = [
+            dict(
+                before=power.describe(entries, planned["gpus"], "before"),
+                after=power.describe(entries, after, "after"),
+            ),
+            *boot_files.diffs(planned["files"], planned["found"]),
+        ]
+    failed = [c for c in planned["checks"] if not c["ok"]]
+    if failed:
+        module.fail_json(
+            msg="; ".join(c["message"] for c in failed)
+            + ". Check the rack's power budget and nvidia-persistenced.",
+            **result,
+        )
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

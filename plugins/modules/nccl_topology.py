@@ -133,94 +133,37 @@ nics:
   sample: 8
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-
-
-def _nvidia_smi(module):
-    path = module.params["nvidia_smi_path"]
-    if path is None:
-        return module.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        module.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _old_differences(path, current, parsed, bus_ids):
-    """What was wrong with the file in place, as differences and hint lines."""
-    if current is None:
-        return [], []
-    try:
-        found = nccl_topo.parse(current)
-    except nccl_topo.TopologyError as exc:
-        return [{"kind": "unreadable", "busid": None, "message": str(exc)}], [
-            "%s was not a usable NCCL topology: %s" % (path, exc)
-        ]
-    differences = nccl_topo.compare(found, parsed, bus_ids)
-    return differences, ["%s was stale: %s" % (path, d["message"]) for d in differences]
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topology as role
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", default="/etc/nccl/topo.xml"),
-            gdr=dict(type="bool", default=True),
-            nvidia_smi_path=dict(type="path"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
+    role.validate(module, module.params)
     path = module.params["path"]
-    smi = _nvidia_smi(module)
-    _, text, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi, module.params["gdr"])
-    for warning in warnings:
+    planned = role.plan(module, module.params)
+    for warning in planned["warnings"]:
         module.warn(warning)
-    # Validate what would be written: it must read back as a topology that matches the node.
-    problems = nccl_topo.compare(nccl_topo.parse(text), parsed, bus_ids)
-    gpus = sum(1 for d in parsed["devices"].values() if d["kind"] == "gpu")
-    if problems or not gpus:
-        module.fail_json(
-            msg="The rendered topology does not describe this node (%s); %s left as it is."
-            % ("; ".join(p["message"] for p in problems) or "no GPU found", path)
-        )
-    current = _read(path)
-    differences, hints = _old_differences(path, current, parsed, bus_ids)
-    new_digest = nccl_topo.digest(text)
-    change = nccl_topo.file_change(current, text)
-    changes = [change] if change else []
-    if change and not module.check_mode:
-        directory = os.path.dirname(path)
-        if not os.path.isdir(directory):
-            os.makedirs(directory, mode=0o755)
-        fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)
-        module.atomic_move(tmp, path)
+    if not module.check_mode:
+        role.apply(module, module.params, planned)
+    changes = planned["changes"]
     result = dict(
         changed=bool(changes),
         changes=changes,
         checks=[],
-        hints=hints,
+        hints=planned["hints"],
         reboot_required=False,
-        differences=differences,
+        differences=planned["differences"],
         path=path,
-        sha256=new_digest,
-        gpus=gpus,
-        nics=len(parsed["nets"]),
+        sha256=nccl_topo.digest(planned["text"]),
+        gpus=planned["gpus"],
+        nics=planned["nics"],
     )
     if module._diff and changes:
-        result["diff"] = dict(before_header=path, after_header=path, before=current or "", after=text)
+        result["diff"] = dict(
+            before_header=path, after_header=path, before=planned["current"] or "", after=planned["text"]
+        )
     module.exit_json(**result)
 
 

@@ -10,73 +10,43 @@ module: node_facts
 short_description: Compare every gpufleet role's desired state with the node in one call (drift)
 version_added: "0.2.0"
 description:
-  - Reads the node's GPUs, RDMA ports, QoS, power limits, persistence, NCCL topology file and instance
-    environment files once, and compares them with what the roles C(rdma_link), C(rdma_qos), C(gpu_power),
-    C(nccl_topology) and C(gpu_pinning) would make them. Each comparison is the one the role's own module
-    makes in check mode, so RV(changes) holds the same C({setting, from, to}) entries, under the same
-    setting names, that C(gpufleet provision --check) reports.
+  - Runs, on the node, the read and plan of each role given - C(rdma_link), C(rdma_qos), C(gpu_power),
+    C(nccl_topology), C(gpu_pinning) - with the same code, commands, setting names and messages as the
+    role's own module in check mode (each role's logic lives once, in its module_utils file). So RV(changes)
+    holds the same C({setting, from, to}) entries that C(gpufleet provision --check) reports, the boot
+    files of C(rdma_link), C(rdma_qos) and C(gpu_power) included (C(<role>.boot_file[<path>]),
+    C(<role>.boot_file_mode[<path>]), C(<role>.boot_unit_enabled[<unit>])).
   - Writes nothing. It exists so that a fleet-wide drift check costs one module run per node, not one task
     per role and setting.
-  - Its action plugin fills each role's options from the role's defaults and the host's variables
-    (C(rdma_link_mtu), C(gpu_power_limit_w), ...), as the roles read them, unless the task gives them.
+  - Each role's options are its module's options, validated by that module's own argument spec and input
+    rules; bad input fails the module before anything is read. C(playbooks/drift.yml) passes each role's
+    C(__<role>_options), the arguments its C(configure) task gives its module.
   - A role whose comparison cannot be made (no GPUs, a GPU missing for an instance, an interface that is
     not there) is reported in RV(roles) with its error and the module fails after comparing the others.
     A link that is down is a failed check in RV(checks), not a change.
-  - The boot files of C(rdma_link), C(rdma_qos) and C(gpu_power) (the scripts, confs and systemd units that
-    re-apply their settings at every boot) are compared too - content, mode, and whether the unit is
-    enabled - because one edited by hand re-applies the wrong setting at the next boot. Their content
-    depends on the node (ports, GPU UUIDs, tool paths), so the module returns what the role's templates use
-    and what the node has, and the action plugin renders the templates on the controller as the role's
-    template tasks do and compares, in the same module run. They are reported as
-    C(<role>.boot_file[<path>]) (from C(sha256:<16 hex>) of the node's file, or null when there is none,
-    to that of the rendered file), C(<role>.boot_file_mode[<path>]) (only when the content is right) and
-    C(<role>.boot_unit_enabled[<unit>]) (only when the unit file is right, as the role's check mode).
 options:
-  roles:
-    description:
-      - The roles to compare; the action plugin fills the options of each from the host's variables.
-    type: list
-    elements: str
-    choices: [rdma_link, rdma_qos, gpu_power, nccl_topology, gpu_pinning]
-    default: [rdma_link, rdma_qos, gpu_power, nccl_topology, gpu_pinning]
   rdma_link:
     description:
-      - The options of M(gpufleet.node.rdma_link) (ports, link_type, roce_mode, tos, mtu, min_speed_gbps).
+      - The options of M(gpufleet.node.rdma_link); the role is compared when given.
     type: dict
   rdma_qos:
     description:
-      - The options of M(gpufleet.node.rdma_qos) without C(interface), plus C(interfaces) (empty means every
-        mlx5 Ethernet port). An option that is null is not compared.
+      - The options of M(gpufleet.node.rdma_qos); the role is compared when given.
     type: dict
   gpu_power:
     description:
-      - The options of M(gpufleet.node.gpu_power) (limit_w, limits, persistence,
-        persistenced_unit, nvidia_smi_path).
+      - The options of M(gpufleet.node.gpu_power); the role is compared when given.
     type: dict
   nccl_topology:
-    description: The options of M(gpufleet.node.nccl_topology) (path, gdr, nvidia_smi_path).
+    description: The options of M(gpufleet.node.nccl_topology); the role is compared when given.
     type: dict
   gpu_pinning:
     description:
-      - The options of M(gpufleet.node.gpu_pinning) (instances, gpu_count, env_dir,
-        nccl_topo_file, nvidia_smi_path).
+      - The options of M(gpufleet.node.gpu_pinning); the role is compared when given.
     type: dict
-  boot_files:
-    description:
-      - Per role, the boot files to read, each C({path, unit}) (C(unit) the name the role enables, or null).
-      - The action plugin fills it from the roles (as their tasks write them) and compares what comes back;
-        set O(boot_files={}) to leave the boot files out.
-    type: dict
-    default: {}
 extends_documentation_fragment:
   - action_common_attributes
-  - action_common_attributes.flow
 attributes:
-  action:
-    support: full
-    details: The action plugin reads the roles' defaults and the host's variables on the controller.
-  async:
-    support: none
   check_mode:
     support: full
     details: Never writes, in or out of check mode.
@@ -85,8 +55,8 @@ attributes:
   platform:
     platforms: posix
 notes:
-  - Runs the same commands as the role modules, each once (C(nvidia-smi -q -x), C(nvidia-smi topo -m),
-    C(mlxconfig -d <pci> q), C(mlnx_qos -i <if>), C(ethtool -a <if>),
+  - Runs the same commands as the role modules in check mode, each once (C(nvidia-smi -q -x),
+    C(nvidia-smi topo -m), C(mlxconfig -d <pci> q), C(mlnx_qos -i <if>), C(ethtool -a <if>),
     C(systemctl show <unit>), C(systemctl is-enabled <boot unit>)), with C(LC_ALL=C).
   - Like M(gpufleet.node.rdma_link) in check mode, creates a missing rdma_cm configfs group to read the RoCE
     defaults (a view; no setting changes).
@@ -101,13 +71,17 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Compare every role with the node (options from the host's variables)
+- name: Compare the fabric roles with the node (options as the roles give their modules)
   gpufleet.node.node_facts:
+    rdma_link:
+      min_speed_gbps: 400
+    rdma_qos:
+      trust: dscp
+      pfc_priorities: [3]
+      ecn_priorities: [3]
+      cnp_dscp: 48
+      global_pause: false
   register: drift
-
-- name: Only the fabric
-  gpufleet.node.node_facts:
-    roles: [rdma_link, rdma_qos]
 """
 
 RETURN = r"""
@@ -141,30 +115,24 @@ drift_status:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.drift import ROLES, compare_roles, host_status
+from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
+    ROLES,
+    compare_roles,
+    host_status,
+    validate_roles,
+)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            roles=dict(type="list", elements="str", choices=list(ROLES), default=list(ROLES)),
-            rdma_link=dict(type="dict"),
-            rdma_qos=dict(type="dict"),
-            gpu_power=dict(type="dict"),
-            nccl_topology=dict(type="dict"),
-            gpu_pinning=dict(type="dict"),
-            boot_files=dict(type="dict", default={}),
-        ),
+        argument_spec={role: dict(type="dict", options=utils.ARGUMENT_SPEC) for role, utils in ROLES.items()},
         supports_check_mode=True,
     )
-    desired = {role: module.params[role] for role in module.params["roles"]}
-    missing = [role for role, options in desired.items() if options is None]
-    if missing:
-        module.fail_json(
-            msg="no options for %s: run node_facts through its action plugin (gpufleet.node.node_facts), "
-            "which fills them from the host's variables, or give them" % ", ".join(missing)
-        )
-    results = compare_roles(module, desired, module.params["boot_files"])
+    desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
+    if not desired:
+        module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
+    validate_roles(module, desired)
+    results = compare_roles(module, desired)
     changes = [c for r in results.values() for c in r["changes"]]
     checks = [c for r in results.values() for c in r["checks"]]
     status = host_status(results)

@@ -159,173 +159,65 @@ boot_commands:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
-    ParseError,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
-    ROCE_SETTINGS,
-    LinkPort,
-    plan_link_port,
-    port_names,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
-    link_checks,
-    select_ports,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils import rdma_link as role
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
 
 
-def _validate(module):
-    params = module.params
-    if not 0 <= params["tos"] <= 255:
-        module.fail_json(
-            msg="tos: %d is not a type of service; ToS values are 0..255 (106 = DSCP 26)" % params["tos"]
-        )
-    if not 68 <= params["mtu"] <= 9978:
-        module.fail_json(msg="mtu: %d is outside 68..9978, the MTUs an mlx5 netdev takes" % params["mtu"])
-    if params["min_speed_gbps"] < 0:
-        module.fail_json(
-            msg="min_speed_gbps: %d is negative; use 0 to only check that links are up"
-            % params["min_speed_gbps"]
-        )
-
-
-def _text(ports, key):
-    lines = []
-    for ibdev, values in ports.items():
-        for name, value in values[key].items():
-            lines.append("%s.%s: %s\n" % (ibdev, name, value))
-    return "".join(lines)
+def _text(rows):
+    return "".join(
+        "%s.%s: %s\n" % (ibdev, name, value) for ibdev, values in rows for name, value in values.items()
+    )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            ports=dict(type="list", elements="str", default=[]),
-            link_type=dict(type="str", choices=["eth", "ib"], default="eth"),
-            roce_mode=dict(type="str", choices=["v1", "v2"], default="v2"),
-            tos=dict(type="int", default=106),
-            mtu=dict(type="int", default=4200),
-            min_speed_gbps=dict(type="int", default=0),
-        ),
-        supports_check_mode=True,
-    )
-    _validate(module)
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
     params = module.params
-    want = {"mtu": params["mtu"], "roce_mode": params["roce_mode"], "roce_tos": params["tos"]}
-    current_name = None
+    role.validate(module, params)
     try:
-        names = port_names()
-        if not names:
-            module.fail_json(
-                msg="No mlx5 RDMA devices under /sys/class/infiniband: load mlx5_core and mlx5_ib "
-                "(modprobe mlx5_ib), or leave this node out of the RoCE roles"
-            )
-        chosen, unknown = select_ports({i: p["netdev"] for i, p in names.items()}, params["ports"])
-        if unknown:
-            module.fail_json(
-                msg="ports: %s are not mlx5 RDMA devices or their netdevs on this node; it has: %s"
-                % (", ".join(unknown), ", ".join("%s (%s)" % (i, p["netdev"]) for i, p in names.items()))
-            )
-        mlxconfig = module.get_bin_path("mlxconfig") or module.get_bin_path("mstconfig")
-        mlxlink = module.get_bin_path("mlxlink")
-        ports = [LinkPort(module, i, names[i]["port"], names[i]["netdev"]) for i in chosen]
-
-        # read and plan every port before changing any
-        changes, hints, plans = [], [], {}
-        reboot_required = False
-        for port in ports:
-            current_name = port.ibdev
-            plans[port.ibdev], port_changes = plan_link_port(
-                module, port, mlxconfig, params["link_type"], want
-            )
-            changes += port_changes
-            link = plans[port.ibdev]["link"]
-            reboot_required = reboot_required or link["reboot_required"]
-            if link["hint"]:
-                hints.append(link["hint"])
-
-        # apply, read back
-        cma_tool = None
-        if any(plan["roce"] for plan in plans.values()):
-            cma_tool = module.get_bin_path("cma_roce_mode", required=True)
-        results, checks, boot = {}, [], []
-        for port in ports:
-            current_name = port.ibdev
-            plan = plans[port.ibdev]
-            after = dict(plan["before"])
-            if not module.check_mode:
-                if plan["link"]["set"]:
-                    port.set_link_type(mlxconfig, params["link_type"])
-                    after["link_type"] = params["link_type"]
-                if plan["roce"]:
-                    port.apply_roce(cma_tool, plan["before"], want)
-                    after.update(port.read_roce())
-                    missed = [s for s in ROCE_SETTINGS if after[s] != want[s]]
-                    if missed:
-                        module.fail_json(
-                            msg="%s: %s did not take (%s); check dmesg and the mlx5/rdma_cm drivers"
-                            % (
-                                port.ibdev,
-                                ", ".join(missed),
-                                ", ".join("%s reads %s, not %s" % (s, after[s], want[s]) for s in missed),
-                            ),
-                            changes=changes,
-                        )
-            port_info, speed_mbps = port.link()
-            if plan["runs"]:
-                down = port_info["state"] != "ACTIVE"
-                checks += link_checks(
-                    port.ibdev,
-                    port.netdev,
-                    port_info,
-                    speed_mbps,
-                    params["min_speed_gbps"],
-                    port.diagnosis(mlxlink) if down else None,
-                )
-            if plan["roce"]:
-                boot += port.boot_commands(cma_tool, want)
-            speed = speed_mbps // 1000 if speed_mbps else None
-            results[port.ibdev] = dict(
-                netdev=port.netdev,
-                port=port.port,
-                pci_bus_id=port.pci_bus_id,
-                link_layer=port_info["link_layer"],
-                link_type_next_boot=after["link_type"],
-                mtu=after.get("mtu"),
-                roce_mode=after.get("roce_mode"),
-                roce_tos=after.get("roce_tos"),
-                state=port_info["state"],
-                speed_gbps=speed if port_info["state"] == "ACTIVE" else None,
-                before=plan["before"],
-                after=dict(plan["before"], **_wanted(plan, params, want)) if module.check_mode else after,
-            )
+        planned = role.plan(module, params)
+        if not module.check_mode:
+            role.apply(module, params, planned)
     except ParseError as exc:
         module.fail_json(
-            msg="Could not read the RDMA state%s from sysfs: %s. Check the mlx5 driver on this node."
-            % (" of " + current_name if current_name else "", exc)
+            msg="Could not read the RDMA state from sysfs: %s. Check the mlx5 driver on this node." % exc
         )
+    ports, before, after = {}, [], []
+    for entry in planned["ports"]:
+        port, port_plan, info = entry["port"], entry["plan"], entry["info"]
+        now = entry.get("after") or dict(port_plan["before"], **role.wanted(port_plan, params))
+        found = dict(port_plan["before"]) if module.check_mode else now
+        speed = entry["speed_mbps"] // 1000 if entry["speed_mbps"] else None
+        ports[port.ibdev] = dict(
+            netdev=port.netdev,
+            port=port.port,
+            pci_bus_id=port.pci_bus_id,
+            link_layer=info["link_layer"],
+            link_type_next_boot=found["link_type"],
+            mtu=found.get("mtu"),
+            roce_mode=found.get("roce_mode"),
+            roce_tos=found.get("roce_tos"),
+            state=info["state"],
+            speed_gbps=speed if info["state"] == "ACTIVE" else None,
+        )
+        before.append((port.ibdev, port_plan["before"]))
+        after.append((port.ibdev, now))
+    changes = planned["changes"]
     result = dict(
         changed=bool(changes),
         changes=changes,
-        checks=checks,
-        reboot_required=reboot_required,
-        hints=hints,
-        ports={i: {k: v for k, v in r.items() if k not in ("before", "after")} for i, r in results.items()},
-        boot_commands=boot,
+        checks=planned["checks"],
+        reboot_required=planned["reboot_required"],
+        hints=planned["hints"],
+        ports=ports,
+        boot_commands=planned["boot_commands"],
     )
     if module._diff:
-        result["diff"] = dict(before=_text(results, "before"), after=_text(results, "after"))
+        result["diff"] = [
+            dict(before=_text(before), after=_text(after)),
+            *boot_files.diffs(planned["files"], planned["found"]),
+        ]
     module.exit_json(**result)
-
-
-def _wanted(plan, params, want):
-    """The settings a run would leave (for the diff in check mode)."""
-    wanted = {}
-    if plan["link"]["set"]:
-        wanted["link_type"] = params["link_type"]
-    if plan["roce"]:
-        wanted.update(want)
-    return wanted
 
 
 if __name__ == "__main__":

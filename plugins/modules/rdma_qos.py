@@ -184,41 +184,10 @@ switch_config:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
-    ParseError,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
-    QosInterface,
-    port_names,
-    qos_desired,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
-    DSCP_RANGE,
-    PRIORITIES,
-    QOS_SETTINGS,
-    bad_values,
-    nvue_snippet,
-    qos_changes,
-)
-
-
-def _validate(module):
-    """Every rule on the options, before anything is read or changed."""
-    params = module.params
-    for option in ("pfc_priorities", "ecn_priorities"):
-        bad = bad_values(params[option], PRIORITIES)
-        if bad:
-            module.fail_json(
-                msg="%s: %s is not a priority; priorities are 0..7 (e.g. [3] for RoCE on priority 3)"
-                % (option, ", ".join(str(b) for b in bad))
-            )
-    if params["cnp_dscp"] is not None and params["cnp_dscp"] not in DSCP_RANGE:
-        module.fail_json(msg="cnp_dscp: %s is not a DSCP; DSCP values are 0..63" % params["cnp_dscp"])
-    if params["global_pause"] and params["pfc_priorities"]:
-        module.fail_json(
-            msg="global_pause: true with pfc_priorities %s: mlx5 runs either global pause or PFC, not both; "
-            "set global_pause to false" % params["pfc_priorities"]
-        )
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils import rdma_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import QOS_SETTINGS, nvue_snippet
 
 
 def _text(state):
@@ -226,82 +195,46 @@ def _text(state):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            interface=dict(type="str", required=True),
-            trust=dict(type="str", choices=["dscp", "pcp"]),
-            pfc_priorities=dict(type="list", elements="int"),
-            ecn_priorities=dict(type="list", elements="int"),
-            cnp_dscp=dict(type="int"),
-            global_pause=dict(type="bool"),
-            switch_snippet=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
-    _validate(module)
-    netdev = module.params["interface"]
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
+    role.validate(module, module.params)
     try:
-        names = port_names()
+        planned = role.plan(module, module.params)
+        if not module.check_mode:
+            role.apply(module, planned)
     except ParseError as exc:
         module.fail_json(msg="Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver." % exc)
-    ibdev = next((i for i, port in names.items() if port["netdev"] == netdev), None)
-    if ibdev is None:
-        known = ", ".join("%s (%s)" % (p["netdev"], i) for i, p in names.items() if p["netdev"])
-        module.fail_json(
-            msg="interface: %s is not the netdev of an mlx5 RDMA device on this node; "
-            "its RoCE interfaces are: %s" % (netdev, known or "none")
-        )
-    desired = qos_desired(module.params)
-    port = QosInterface(module, netdev, desired)
-    before = port.read()
-    managed = {name: value for name, value in desired.items() if value is not None}
-    changes = qos_changes(netdev, before, desired)
-    after = before
-    if changes and not module.check_mode:
-        port.apply(before)
-        after = port.read()
-        missed = qos_changes(netdev, after, desired)
-        if missed:
-            module.fail_json(
-                msg="%s did not take: %s; check `mlnx_qos -i %s`, the DCBX mode (with firmware DCBX the "
-                "switch overrides) and the driver messages (dmesg)"
-                % (
-                    netdev,
-                    ", ".join(
-                        "%s reads %s after setting %s" % (m["setting"], m["from"], m["to"]) for m in missed
-                    ),
-                    netdev,
-                ),
-                changes=changes,
-                missed=missed,
-            )
-    hints = []
-    if port.dcbx is not None and port.dcbx != "OS controlled":
-        hints.append(
-            "%s: DCBX mode is %s, so the switch (LLDP) can override trust and PFC" % (netdev, port.dcbx)
-        )
+    managed = {name: value for name, value in planned["desired"].items() if value is not None}
     snippet = nvue_snippet(managed)
+    hints = list(planned["hints"])
     if module.params["switch_snippet"]:
         hints.append("; ".join(snippet))
+    interfaces, diffs = {}, []
+    for entry in planned["interfaces"]:
+        after = entry.get("after", entry["before"])
+        interfaces[entry["interface"]] = dict(
+            ibdev=entry["ibdev"], state={name: after[name] for name in managed}
+        )
+        header = "%s (%s)" % (entry["interface"], entry["ibdev"])
+        diffs.append(
+            dict(
+                before=_text({name: entry["before"][name] for name in managed}),
+                after=_text(managed),
+                before_header=header,
+                after_header=header,
+            )
+        )
     result = dict(
-        changed=bool(changes),
-        changes=changes,
+        changed=bool(planned["changes"]),
+        changes=planned["changes"],
         checks=[],
         reboot_required=False,
         hints=hints,
-        interface=netdev,
-        ibdev=ibdev,
-        state={name: after[name] for name in managed},
-        boot_commands=port.boot_commands(),
+        interfaces=interfaces,
+        boot_commands=[line for entry in planned["interfaces"] for line in entry["boot_commands"]],
         switch_config=snippet,
     )
     if module._diff:
-        result["diff"] = dict(
-            before=_text({name: before[name] for name in managed}),
-            after=_text(managed),
-            before_header="%s (%s)" % (netdev, ibdev),
-            after_header="%s (%s)" % (netdev, ibdev),
-        )
+        result["diff"] = diffs + boot_files.diffs(planned["files"], planned["found"])
     module.exit_json(**result)
 
 

@@ -70,19 +70,28 @@ UNIT_CONTENT = f"gpu_power.boot_file[{UNIT_FILE}]"
             id="unit-disabled",
         ),
         pytest.param(
-            # the role's check mode leaves enabling to the run that writes the unit: so does drift
+            # a run rewrites the unit and enables it: check mode and drift name both
             node(unit_file={"sha256": EDITED, "mode": "0644"}, enabled=False),
-            [change(UNIT_CONTENT, "sha256:" + "b" * 16, "sha256:" + "a" * 16)],
+            [
+                change(UNIT_CONTENT, "sha256:" + "b" * 16, "sha256:" + "a" * 16),
+                change(f"gpu_power.boot_unit_enabled[{UNIT}]", False, True),
+            ],
             id="unit-edited-and-disabled",
         ),
         pytest.param(
-            node(unit_file=None, enabled=None),
-            [change(UNIT_CONTENT, None, "sha256:" + "a" * 16)],
+            node(unit_file=None, enabled=False),
+            [
+                change(UNIT_CONTENT, None, "sha256:" + "a" * 16),
+                change(f"gpu_power.boot_unit_enabled[{UNIT}]", False, True),
+            ],
             id="unit-missing",
         ),
         pytest.param(
             node(unit_file={"sha256": GOOD, "mode": "0755"}, enabled=False),
-            [change(f"gpu_power.boot_file_mode[{UNIT_FILE}]", "0755", "0644")],
+            [
+                change(f"gpu_power.boot_file_mode[{UNIT_FILE}]", "0755", "0644"),
+                change(f"gpu_power.boot_unit_enabled[{UNIT}]", False, True),
+            ],
             id="unit-mode-and-disabled",
         ),
         pytest.param(
@@ -138,132 +147,114 @@ def test_file_state(tmp_path: Path) -> None:
         boot_files.file_state(str(tmp_path))
 
 
-def sha(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-OLD = "#\n# Ansible managed\n#\nGPU-1 1100\n"
-NEW = "#\n# Ansible managed\n#\nGPU-1 1400.0\n"
-TMP = "/root/.ansible/tmp/ansible-local-1/tmpx/gpu-power.conf.j2"
-
-
-# The diffs ansible.builtin.template/copy return (ansible-core 2.21), as fleet_report records them.
-@pytest.mark.parametrize(
-    ("diff", "changes"),
-    [
-        pytest.param(
-            [{"before_header": CONF, "before": OLD, "after_header": TMP, "after": NEW}],
-            [change(FILE, sha(OLD), sha(NEW))],
-            id="edited",
-        ),
-        pytest.param(
-            [{"before": "", "after_header": TMP, "after": NEW}],
-            [change(FILE, None, sha(NEW))],
-            id="missing",
-        ),
-        pytest.param(
-            [{"before_header": CONF, "before": "", "after_header": TMP, "after": NEW}],
-            [change(FILE, sha(""), sha(NEW))],
-            id="empty",
-        ),
-        pytest.param(
-            [{"dst_binary": 1, "after_header": TMP, "after": NEW}],
-            [change(FILE, "unknown", sha(NEW))],
-            id="binary",
-        ),
-        pytest.param(
-            {"before": {"path": CONF, "mode": "0600"}, "after": {"path": CONF, "mode": "0644"}},
-            [change(f"gpu_power.boot_file_mode[{CONF}]", "0600", "0644")],
-            id="mode",
-        ),
-        pytest.param({"before": {"path": CONF}, "after": {"path": CONF}}, [], id="unchanged"),
-        pytest.param(
-            {"before": {"path": CONF, "owner": 1000}, "after": {"path": CONF, "owner": 0}}, [], id="owner"
-        ),
-        pytest.param(None, [], id="no-diff"),
-    ],
-)
-def test_file_result_changes(diff: Any, changes: list[dict[str, Any]]) -> None:
-    assert boot_files.file_result_changes("gpu_power", CONF, diff) == changes
-
-
-def test_a_task_diff_and_the_node_name_the_same_change() -> None:
-    """provision's report (from the task's diff) and drift (from the node) agree to the letter."""
-    node_side = boot_files.compare(
-        "gpu_power",
-        [{"path": CONF, "sha256": hashlib.sha256(NEW.encode()).hexdigest(), "mode": "0644", "unit": None}],
-        {"files": {CONF: {"sha256": hashlib.sha256(OLD.encode()).hexdigest(), "mode": "0644"}}},
-    )
-    task_side = boot_files.file_result_changes(
-        "gpu_power", CONF, [{"before_header": CONF, "before": OLD, "after_header": TMP, "after": NEW}]
-    )
-    assert node_side == task_side
-
-
 class Node:
-    """AnsibleModule as node_facts' comparison uses it: systemctl is-enabled answers from a table."""
+    """What boot_files uses of AnsibleModule: systemctl and sh answer from a table; argv recorded."""
 
-    def __init__(self, enabled: dict[str, bool]) -> None:
+    check_mode = False
+
+    def __init__(self, enabled: dict[str, bool], sh_rc: int = 0) -> None:
         self.enabled = enabled
+        self.sh_rc = sh_rc
         self.calls: list[list[str]] = []
 
     def get_bin_path(self, name: str, required: bool = False, opt_dirs: Any = None) -> str:
         return f"/usr/bin/{name}"
 
     def run_command(self, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        assert kwargs["environ_update"] == {"LC_ALL": "C"}
+        if args[0] == "/usr/bin/sh":
+            assert Path(args[2]).is_file()  # the new text, checked before it replaces the old file
+            self.calls.append(args[:2])
+            return self.sh_rc, "", "line 1: syntax error" if self.sh_rc else ""
         self.calls.append(list(args))
-        assert args[:2] == ["/usr/bin/systemctl", "is-enabled"] and kwargs["environ_update"] == {
-            "LC_ALL": "C"
-        }
-        on = self.enabled[args[2]]
-        return (0 if on else 1), ("enabled\n" if on else "disabled\n"), ""
+        if args[1] == "is-enabled":
+            on = self.enabled.get(args[2], False)
+            return (0 if on else 1), ("enabled\n" if on else "disabled\n"), ""
+        if args[1] == "enable":
+            self.enabled[args[2]] = True
+        return 0, "", ""
+
+    def atomic_move(self, src: str, dest: str) -> None:
+        os.replace(src, dest)
+
+    def fail_json(self, msg: str, **kwargs: Any) -> None:
+        raise RuntimeError(msg)
 
 
-def test_compare_roles_reads_the_boot_files_of_the_roles_asked(
+SCRIPT = "/etc/gpufleet/x.sh"
+IS_ENABLED = ["/usr/bin/systemctl", "is-enabled", UNIT]
+
+
+def files() -> list[dict[str, Any]]:
+    return [
+        boot_files.boot_file(SCRIPT, "rc=0\n", script=True),
+        boot_files.boot_file("/usr/local/sbin/x", "#!/bin/sh\n", mode="0755"),
+        boot_files.boot_file(UNIT_FILE, "[Unit]\n", unit=UNIT),
+    ]
+
+
+def test_read_compare_write_then_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(boot_files, "ROOT", str(tmp_path))
+    fake = Node({})
+    found = boot_files.read(fake, files())
+    assert fake.calls == [IS_ENABLED]
+    assert found == {
+        "files": {SCRIPT: None, "/usr/local/sbin/x": None, UNIT_FILE: None},
+        "units": {UNIT: False},
+    }
+    assert [c["setting"] for c in boot_files.compare("r", files(), found)] == [
+        f"r.boot_file[{SCRIPT}]",
+        "r.boot_file[/usr/local/sbin/x]",
+        f"r.boot_file[{UNIT_FILE}]",
+        f"r.boot_unit_enabled[{UNIT}]",
+    ]
+    fake.calls.clear()
+    boot_files.write(fake, files(), found)
+    assert fake.calls == [
+        ["/usr/bin/sh", "-n"],
+        ["/usr/bin/systemctl", "daemon-reload"],
+        ["/usr/bin/systemctl", "enable", UNIT],
+    ]
+    assert (tmp_path / "usr/local/sbin/x").stat().st_mode & 0o7777 == 0o755
+    assert (tmp_path / SCRIPT.lstrip("/")).read_text() == "rc=0\n"
+    fake.calls.clear()
+    again = boot_files.read(fake, files())
+    assert boot_files.compare("r", files(), again) == [] and fake.calls == [IS_ENABLED]
+    fake.calls.clear()
+    boot_files.write(fake, files(), again)
+    assert fake.calls == []
+
+
+def test_a_mode_is_set_alone_and_a_bad_script_replaces_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ansible_collections.gpufleet.node.plugins.module_utils import drift
+    monkeypatch.setattr(boot_files, "ROOT", str(tmp_path))
+    fake = Node({UNIT: True})
+    boot_files.write(fake, files(), boot_files.read(fake, files()))
+    (tmp_path / UNIT_FILE.lstrip("/")).chmod(0o600)
+    (tmp_path / SCRIPT.lstrip("/")).write_text("edited\n")
+    found = boot_files.read(fake, files())
+    assert boot_files.compare("r", files(), found) == [
+        change(f"r.boot_file[{SCRIPT}]", sha("edited\n"), sha("rc=0\n")),
+        change(f"r.boot_file_mode[{UNIT_FILE}]", "0600", "0644"),
+    ]
+    fake.calls.clear()
+    fake.sh_rc = 2
+    with pytest.raises(
+        RuntimeError, match=r"does not parse .sh -n: line 1: syntax error.; the old file was left"
+    ):
+        boot_files.write(fake, files(), found)
+    assert (tmp_path / SCRIPT.lstrip("/")).read_text() == "edited\n"
+    assert [p.name for p in (tmp_path / "etc/gpufleet").iterdir()] == ["x.sh"]  # no temporary left
+    fake.sh_rc = 0
+    boot_files.write(fake, files(), found)
+    assert (tmp_path / UNIT_FILE.lstrip("/")).stat().st_mode & 0o777 == 0o644
+    assert fake.calls[-1] == ["/usr/bin/sh", "-n"]  # a mode alone reloads and enables nothing
 
-    script = tmp_path / "rdma-link.sh"
-    script.write_bytes(b"rc=0\n")
-    unit = tmp_path / "gpufleet-rdma-link.service"
-    unit.write_bytes(b"[Unit]\n")
-    for path in (script, unit):
-        path.chmod(0o644)
-    boot_vars = {"boot_commands": ["echo 4200 > /sys/class/net/ens21np0/mtu"]}
 
-    def compare(role: str) -> Any:
-        def run(view: Any, params: dict[str, Any]) -> tuple[list[Any], list[Any], Any]:
-            if role == "gpu_power":
-                raise drift.RoleFailed("nvidia-smi lists no GPU")
-            return [], [], boot_vars if role == "rdma_link" else None
+def sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-        return run
 
-    monkeypatch.setattr(drift, "_COMPARE", {role: compare(role) for role in drift.ROLES})
-    module = Node({"gpufleet-rdma-link.service": False, "gone.service": True})
-    files = {
-        "rdma_link": [
-            {"path": str(script), "unit": None},
-            {"path": str(unit), "unit": "gpufleet-rdma-link.service"},
-            {"path": str(tmp_path / "gone.service"), "unit": "gone.service"},
-        ],
-        "gpu_power": [{"path": str(script), "unit": None}],
-    }
-    desired = {"rdma_link": {}, "nccl_topology": {}, "gpu_power": {}}
-    results = drift.compare_roles(module, desired, files)
-    assert results["rdma_link"]["boot"] == {
-        "vars": boot_vars,
-        "found": {
-            "files": {
-                str(script): {"sha256": hashlib.sha256(b"rc=0\n").hexdigest(), "mode": "0644"},
-                str(unit): {"sha256": hashlib.sha256(b"[Unit]\n").hexdigest(), "mode": "0644"},
-                str(tmp_path / "gone.service"): None,
-            },
-            # a unit whose file is missing is not looked up (its file is the change)
-            "units": {"gpufleet-rdma-link.service": False},
-        },
-    }
-    assert module.calls == [["/usr/bin/systemctl", "is-enabled", "gpufleet-rdma-link.service"]]
-    assert "boot" not in results["nccl_topology"]  # no boot files asked for
-    assert results["gpu_power"] == {"changes": [], "checks": [], "error": "nvidia-smi lists no GPU"}
+def test_header_names_the_module() -> None:
+    assert boot_files.header("gpu_power") == "# managed by gpufleet.node.gpu_power; edits are overwritten\n"

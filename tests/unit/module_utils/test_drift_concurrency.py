@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import drift
+from ansible_collections.gpufleet.node.plugins.module_utils import drift, plan_node
 
 
 class FakeModule:
@@ -28,7 +28,7 @@ class FakeModule:
 
 def test_a_command_asked_for_by_many_threads_runs_once() -> None:
     module = FakeModule(delay=0.2)
-    commands = drift.Commands(module)
+    commands = plan_node.Commands(module)
     answers: list[tuple[int, str, str]] = []
     threads = [
         threading.Thread(target=lambda: answers.append(commands.run(["nvidia-smi", "topo", "-m"], {})))
@@ -46,48 +46,58 @@ def test_a_command_asked_for_by_many_threads_runs_once() -> None:
 
 
 def test_a_failed_command_fails_every_caller() -> None:
-    commands = drift.Commands(FakeModule())
+    commands = plan_node.Commands(FakeModule())
     for _ in range(2):
         with pytest.raises(OSError, match="boom failed"):
             commands.run(["boom"], {})
 
 
-def test_each_keeps_the_order_and_raises_the_first_failure_in_order() -> None:
+def test_parallel_keeps_the_order_and_raises_the_first_failure_in_order() -> None:
     barrier = threading.Barrier(4, timeout=10)
+    node = plan_node.PlanNode(FakeModule())
 
     def work(item: int) -> int:
         barrier.wait()  # only passes when all four run at once
         return item * 10
 
-    assert drift._each([1, 2, 3, 4], work) == [10, 20, 30, 40]
+    assert plan_node.parallel(node, [1, 2, 3, 4], work) == [10, 20, 30, 40]
 
     def fails(item: int) -> int:
         if item in (2, 3):
-            raise drift.RoleFailed(f"port {item}")
+            raise plan_node.RoleFailed(f"port {item}")
         return item
 
-    with pytest.raises(drift.RoleFailed, match="port 2"):
-        drift._each([1, 2, 3, 4], fails)
+    with pytest.raises(plan_node.RoleFailed, match="port 2"):
+        plan_node.parallel(node, [1, 2, 3, 4], fails)
+
+
+def test_a_module_runs_the_ports_in_order_one_at_a_time() -> None:
+    seen: list[int] = []
+    assert plan_node.parallel(FakeModule(), [1, 2, 3], lambda i: seen.append(i) or i) == [1, 2, 3]
+    assert seen == [1, 2, 3]
 
 
 def test_roles_run_together_share_commands_and_report_in_role_order(monkeypatch: pytest.MonkeyPatch) -> None:
     roles = list(drift.ROLES)
     barrier = threading.Barrier(len(roles), timeout=10)
 
-    def compare(role: str):
-        def run(view: drift.RoleView, params: dict[str, Any]) -> tuple[list[Any], list[Any], None]:
-            barrier.wait()  # every role is being compared at the same time
-            view.run_command(["nvidia-smi", "--query-gpu=index"], environ_update={"LC_ALL": "C"})
+    def plan(role: str):
+        def run(node: plan_node.PlanNode, params: dict[str, Any]) -> dict[str, Any]:
+            assert node.check_mode is True
+            barrier.wait()  # every role is being planned at the same time
+            node.run_command(["nvidia-smi", "--query-gpu=index"], environ_update={"LC_ALL": "C"})
             if role == "gpu_power":
-                raise drift.RoleFailed("nvidia-smi lists no GPU")
-            return [{"setting": f"{role}.x", "from": params["n"], "to": 1}], [], None
+                node.fail_json(msg="nvidia-smi lists no GPU")
+            return {"changes": [{"setting": f"{role}.x", "from": params["n"], "to": 1}], "checks": []}
 
         return run
 
-    monkeypatch.setattr(drift, "_COMPARE", {role: compare(role) for role in roles})
+    for role, utils in drift.ROLES.items():
+        monkeypatch.setattr(utils, "plan", plan(role))
     module = FakeModule(delay=0.05)
     results = drift.compare_roles(module, {role: {"n": i} for i, role in enumerate(roles)})
     assert list(results) == roles
     assert module.calls == [("nvidia-smi", "--query-gpu=index")]
     assert results["gpu_power"] == {"changes": [], "checks": [], "error": "nvidia-smi lists no GPU"}
     assert results["rdma_qos"]["changes"] == [{"setting": "rdma_qos.x", "from": 1, "to": 1}]
+    assert drift.host_status(results) == "failed"

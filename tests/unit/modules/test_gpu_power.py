@@ -33,7 +33,7 @@ def power_view(node: SimNode) -> set[tuple[float, float, bool]]:
 
 
 def test_a_tuned_node_needs_nothing(node: SimNode) -> None:
-    result, warnings = run_module(gpu_power.main, {"limit_w": 1400}, node)
+    result, warnings = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node)
     assert node.calls == [QUERY, SHOW]
     assert warnings == [] and result["changed"] is False and result["changes"] == []
     assert result["persistence_method"] == "nvidia-persistenced"
@@ -46,7 +46,7 @@ def test_capped_and_persistence_off_node_is_fixed_in_order(node: SimNode) -> Non
     node.change(faults_gpu.power_capped)
     node.change(faults_gpu.persistence_off)
     node.units[UNIT] = {"enabled": False, "active": False}
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400}, node)
+    result, _ = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node)
     ids = uuids(node)
     assert node.calls == [
         QUERY,
@@ -73,7 +73,9 @@ def test_capped_and_persistence_off_node_is_fixed_in_order(node: SimNode) -> Non
 def test_check_mode_reports_exactly_and_changes_nothing(node: SimNode) -> None:
     node.change(faults_gpu.power_capped)
     before = node.state()
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400}, node, check_mode=True, diff=True)
+    result, _ = run_module(
+        gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node, check_mode=True, diff=True
+    )
     assert node.calls == [QUERY, SHOW]
     assert node.state() == before
     assert result["changed"] is True and result["checks"] == []
@@ -81,13 +83,13 @@ def test_check_mode_reports_exactly_and_changes_nothing(node: SimNode) -> None:
         f"gpu_power.enforced_limit_w[{u}]" for u in uuids(node)
     ]
     first = uuids(node)[0]
-    assert f"{first} enforced_limit_w=1100.0 persistence_mode=True" in result["diff"]["before"]
-    assert f"{first} enforced_limit_w=1400.0 persistence_mode=True" in result["diff"]["after"]
+    assert f"{first} enforced_limit_w=1100.0 persistence_mode=True" in result["diff"][0]["before"]
+    assert f"{first} enforced_limit_w=1400.0 persistence_mode=True" in result["diff"][0]["after"]
 
 
 def test_running_daemon_with_a_gpu_out_of_persistence_is_restarted(node: SimNode) -> None:
     node.persistence(False)
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400}, node)
+    result, _ = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node)
     assert node.calls == [QUERY, SHOW, [SYSTEMCTL, "restart", UNIT], QUERY]
     assert len(result["changes"]) == 16 and {p for _, _, p in power_view(node)} == {True}
 
@@ -96,7 +98,9 @@ def test_out_of_range_target_is_refused_before_any_change(node: SimNode) -> None
     node.change(faults_gpu.persistence_off)
     before = node.state()
     first = uuids(node)[0]
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400, "limits": {first: 1500}}, node)
+    result, _ = run_module(
+        gpu_power.main, {"boot_unit": False, "limit_w": 1400, "limits": {first: 1500}}, node
+    )
     assert node.calls == [QUERY]
     assert node.state() == before
     assert result["failed"] is True
@@ -110,7 +114,9 @@ def test_per_gpu_override_and_unknown_uuid(node: SimNode) -> None:
     first, second = uuids(node)[:2]
     stranger = "GPU-00000000-0000-0000-0000-000000000000"
     result, warnings = run_module(
-        gpu_power.main, {"limit_w": 1400, "limits": {second: 1250.5, stranger: 1000}}, node
+        gpu_power.main,
+        {"boot_unit": False, "limit_w": 1400, "limits": {second: 1250.5, stranger: 1000}},
+        node,
     )
     assert node.calls == [QUERY, SHOW, [SMI, "-i", second, "-pl", "1250.5"], QUERY]
     assert result["limits"][second] == 1250.5 and result["limits"][first] == 1400.0
@@ -121,7 +127,7 @@ def test_default_limit_when_no_target_is_set(node: SimNode) -> None:
     with state.locked(node.dir) as current:
         for gpu in current["gpus"]:
             gpu["power"]["requested_limit_w"] = gpu["power"]["enforced_limit_w"] = 1000.0
-    result, _ = run_module(gpu_power.main, {}, node)
+    result, _ = run_module(gpu_power.main, {"boot_unit": False}, node)
     assert result["limits"] == dict.fromkeys(uuids(node), 1400.0)
     assert power_view(node) == {(1400.0, 1400.0, True)}
 
@@ -129,7 +135,7 @@ def test_default_limit_when_no_target_is_set(node: SimNode) -> None:
 def test_without_the_daemon_persistence_falls_back_to_pm_and_says_so(tmp_path: Path) -> None:
     node = SimNode(tmp_path / "bare", daemon=False)
     node.change(faults_gpu.persistence_off)
-    result, warnings = run_module(gpu_power.main, {"limit_w": 1400}, node)
+    result, warnings = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node)
     ids = uuids(node)
     assert node.calls == [QUERY, SHOW, *([SMI, "-i", u, "-pm", "1"] for u in ids), QUERY]
     assert result["persistence_method"] == "nvidia-smi"
@@ -143,7 +149,7 @@ def test_without_the_daemon_persistence_falls_back_to_pm_and_says_so(tmp_path: P
 
 def test_persistence_can_be_left_alone(node: SimNode) -> None:
     node.change(faults_gpu.persistence_off)
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400, "persistence": False}, node)
+    result, _ = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400, "persistence": False}, node)
     assert node.calls == [QUERY]
     assert result["persistence_method"] == "unmanaged" and result["changes"] == []
     assert [c["name"].split("[")[0] for c in result["checks"]] == ["gpu_power.enforced_limit_w"] * 16
@@ -162,7 +168,7 @@ class BrakedNode(SimNode):
 def test_a_limit_that_does_not_take_fails_with_the_power_budget_hint(tmp_path: Path) -> None:
     node = BrakedNode(tmp_path / "braked")
     node.change(faults_gpu.power_capped)
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400}, node)
+    result, _ = run_module(gpu_power.main, {"boot_unit": False, "limit_w": 1400}, node)
     assert result["failed"] is True
     assert "enforces 1100.0 W after nvidia-smi -pl 1400: the limit did not take" in result["msg"]
     assert any("rack's power budget" in h for h in result["hints"])
@@ -170,7 +176,9 @@ def test_a_limit_that_does_not_take_fails_with_the_power_budget_hint(tmp_path: P
 
 
 def test_nvidia_smi_failure_is_reported_with_its_output(node: SimNode) -> None:
-    result, _ = run_module(gpu_power.main, {"limit_w": 1400, "nvidia_smi_path": "/nonexistent"}, node)
+    result, _ = run_module(
+        gpu_power.main, {"boot_unit": False, "limit_w": 1400, "nvidia_smi_path": "/nonexistent"}, node
+    )
     assert result["failed"] and result["msg"].startswith("nvidia_smi_path /nonexistent is not an executable")
 
 

@@ -127,14 +127,14 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
 
 
 def run_module(args: dict[str, Any] | None = None) -> dict[str, Any]:
-    with patch_module_args(args or {}), pytest.raises(ExitJson) as result:
+    with patch_module_args({"boot_unit": False, **(args or {})}), pytest.raises(ExitJson) as result:
         rdma_link.main()
     outcome: dict[str, Any] = result.value.args[0]
     return outcome
 
 
 def fail_module(args: dict[str, Any] | None = None) -> dict[str, Any]:
-    with patch_module_args(args or {}), pytest.raises(FailJson) as result:
+    with patch_module_args({"boot_unit": False, **(args or {})}), pytest.raises(FailJson) as result:
         rdma_link.main()
     outcome: dict[str, Any] = result.value.args[0]
     return outcome
@@ -240,8 +240,8 @@ def test_check_mode_reports_changes_writes_nothing_and_diffs(node: Node) -> None
     ]
     assert len(checked["changes"]) == 9
     assert node.calls == QUERIES and node.snapshot() == before
-    assert "mlx5_0.mtu: 1500\nmlx5_0.roce_mode: v1\n" in checked["diff"]["before"]
-    assert "mlx5_0.mtu: 4200\nmlx5_0.roce_mode: v2\n" in checked["diff"]["after"]
+    assert "mlx5_0.mtu: 1500\nmlx5_0.roce_mode: v1\n" in checked["diff"][0]["before"]
+    assert "mlx5_0.mtu: 4200\nmlx5_0.roce_mode: v2\n" in checked["diff"][0]["after"]
     assert run_module()["changes"] == checked["changes"]
 
 

@@ -129,14 +129,14 @@ def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
 
 
 def run_module(args: dict[str, Any]) -> dict[str, Any]:
-    with patch_module_args(args), pytest.raises(ExitJson) as result:
+    with patch_module_args({"boot_unit": False, **args}), pytest.raises(ExitJson) as result:
         rdma_qos.main()
     outcome: dict[str, Any] = result.value.args[0]
     return outcome
 
 
 def fail_module(args: dict[str, Any]) -> dict[str, Any]:
-    with patch_module_args(args), pytest.raises(FailJson) as result:
+    with patch_module_args({"boot_unit": False, **args}), pytest.raises(FailJson) as result:
         rdma_qos.main()
     outcome: dict[str, Any] = result.value.args[0]
     return outcome
@@ -159,8 +159,8 @@ def test_tuned_interface_is_left_alone(node: Node) -> None:
     assert result["changes"] == [] and result["checks"] == [] and result["reboot_required"] is False
     assert node.calls == READS
     assert node.envs == [{"LC_ALL": "C"}] * 2
-    assert result["ibdev"] == "mlx5_0"
-    assert result["state"] == {
+    assert result["interfaces"][IF]["ibdev"] == "mlx5_0"
+    assert result["interfaces"][IF]["state"] == {
         "global_pause": False,
         "trust": "dscp",
         "pfc": [3],
@@ -195,7 +195,7 @@ def test_pfc_off_sets_pfc_only_and_reads_it_back(node: Node) -> None:
     assert result["changes"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
     assert node.calls == [*READS, [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], *READS]
     assert node.nic()["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
-    assert result["state"]["pfc"] == [3]
+    assert result["interfaces"][IF]["state"]["pfc"] == [3]
 
 
 def test_second_run_changes_nothing(node: Node) -> None:
@@ -282,10 +282,10 @@ def test_check_mode_reports_the_changes_and_writes_nothing(node: Node) -> None:
     ]
     assert node.calls == READS
     assert node.snapshot() == before
-    assert checked["diff"]["before"] == (
+    assert checked["diff"][0]["before"] == (
         "global_pause: False\ntrust: dscp\npfc: []\necn_np: []\necn_rp: []\ncnp_dscp: 48\n"
     )
-    assert checked["diff"]["after"] == (
+    assert checked["diff"][0]["after"] == (
         "global_pause: False\ntrust: dscp\npfc: [3]\necn_np: [3]\necn_rp: [3]\ncnp_dscp: 48\n"
     )
     # what check mode promised is what a run does
@@ -304,7 +304,7 @@ def test_only_trust_and_pfc_touch_nothing_else(node: Node) -> None:
     assert result["changes"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
     assert node.calls == [[QOS, "-i", IF], [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], [QOS, "-i", IF]]
     assert node.ecn()["np"] == [False] * 8  # ECN left as it was
-    assert result["state"] == {"trust": "dscp", "pfc": [3]}
+    assert result["interfaces"][IF]["state"] == {"trust": "dscp", "pfc": [3]}
     assert result["boot_commands"] == [f"{QOS} -i {IF} --trust dscp --pfc 0,0,0,1,0,0,0,0"]
 
 
@@ -344,7 +344,9 @@ def test_out_of_range_values_are_refused_before_any_command(
 
 def test_unknown_interface_is_refused_naming_the_interfaces(node: Node) -> None:
     failed = fail_module({**FULL, "interface": "eth9"})
-    assert failed["msg"].startswith("interface: eth9 is not the netdev of an mlx5 RDMA device on this node")
+    assert failed["msg"].startswith(
+        "interfaces: eth9 is not an mlx5 RoCE interface on this node; it has: ens21np0 (mlx5_0),"
+    )
     assert "ens21np0 (mlx5_0)" in failed["msg"] and "ens200np0 (mlx5_7)" in failed["msg"]
     assert node.calls == []
 

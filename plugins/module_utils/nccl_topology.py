@@ -1,0 +1,111 @@
+# Copyright: gpufleet developers
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+"""The nccl_topology role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
+
+The module gpufleet.node.nccl_topology runs plan then apply; node_facts (drift) runs plan only, on a
+module_utils.plan_node.PlanNode. The topology is rendered from the node (module_utils.nccl_topo) and
+validated before it may replace the file.
+
+Runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+
+__all__ = ["ARGUMENT_SPEC", "apply", "nvidia_smi", "plan", "read_text", "validate"]
+
+ARGUMENT_SPEC = dict(
+    path=dict(type="path", default="/etc/nccl/topo.xml"),
+    gdr=dict(type="bool", default=True),
+    nvidia_smi_path=dict(type="path"),
+)
+
+
+def validate(node, params):
+    """Every rule on the options, before anything is read."""
+    path = params["path"]
+    if not (path.startswith("/") and path.endswith(".xml")):
+        node.fail_json(msg="path: %s is not an absolute path ending in .xml" % path)
+
+
+def nvidia_smi(node, path):
+    """The nvidia-smi to run: ``path``, or the one on PATH."""
+    if path is None:
+        return node.get_bin_path("nvidia-smi", required=True)
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        node.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
+    return path
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _old_differences(path, current, parsed, bus_ids):
+    """What was wrong with the file in place, as differences and hint lines."""
+    if current is None:
+        return [], []
+    try:
+        found = nccl_topo.parse(current)
+    except nccl_topo.TopologyError as exc:
+        return [{"kind": "unreadable", "busid": None, "message": str(exc)}], [
+            "%s was not a usable NCCL topology: %s" % (path, exc)
+        ]
+    differences = nccl_topo.compare(found, parsed, bus_ids)
+    return differences, ["%s was stale: %s" % (path, d["message"]) for d in differences]
+
+
+def plan(node, params):
+    """Render the node's topology, validate it and compare it with the file; writes nothing.
+
+    Returns ``{changes, checks, hints, warnings, text, current, differences, gpus, nics}``.
+    """
+    path = params["path"]
+    smi = nvidia_smi(node, params["nvidia_smi_path"])
+    _, text, parsed, bus_ids, warnings = nccl_topo.node_topology(node, smi, params["gdr"])
+    # Validate what would be written: it must read back as a topology that matches the node.
+    problems = nccl_topo.compare(nccl_topo.parse(text), parsed, bus_ids)
+    gpus = sum(1 for d in parsed["devices"].values() if d["kind"] == "gpu")
+    if problems or not gpus:
+        node.fail_json(
+            msg="The rendered topology does not describe this node (%s); %s left as it is."
+            % ("; ".join(p["message"] for p in problems) or "no GPU found", path)
+        )
+    current = read_text(path)
+    differences, hints = _old_differences(path, current, parsed, bus_ids)
+    change = nccl_topo.file_change(current, text)
+    return {
+        "changes": [change] if change else [],
+        "checks": [],
+        "hints": hints,
+        "warnings": warnings,
+        "text": text,
+        "current": current,
+        "differences": differences,
+        "gpus": gpus,
+        "nics": len(parsed["nets"]),
+    }
+
+
+def apply(node, params, planned):
+    """Replace the file (atomically, mode 0644) when the plan changes it."""
+    if not planned["changes"]:
+        return planned
+    path = params["path"]
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, mode=0o755)
+    fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(planned["text"])
+    os.chmod(tmp, 0o644)
+    node.atomic_move(tmp, path)
+    return planned

@@ -1,0 +1,144 @@
+"""gpufleet.node.node_facts runs each role's own validate + plan (module_utils/<role>.py), so drift and the
+role module's check mode give the same changes and messages; its options are each role module's spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+import yaml
+from ansible_collections.gpufleet.node.plugins.module_utils import drift, nccl_topo, rdma
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topology as nccl_topology_role
+from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
+
+from tests.unit.modules.simnode import SMI, SimNode, run_module
+
+REPO = Path(__file__).resolve().parents[3]
+QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
+TOPO = [SMI, "topo", "-m"]
+CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
+
+
+@pytest.fixture
+def node(tmp_path: Path):
+    sim = SimNode(tmp_path / "node")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(CPUINFO)
+    with (
+        mock.patch.object(nccl_topo, "SYS_ROOT", str(sim.dir / "sys")),
+        mock.patch.object(nccl_topo, "CPUINFO", str(cpuinfo)),
+        mock.patch.object(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma")),
+    ):
+        yield sim
+
+
+def test_a_setting_added_to_one_roles_plan_shows_in_check_mode_and_in_drift(
+    node: SimNode, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One function changed (the role's plan in module_utils), no other file: provision --check (the
+    role module in check mode) and drift (node_facts) both report the new setting."""
+    original = nccl_topology_role.plan
+    added = {"setting": "nccl_topology.new_setting", "from": "old", "to": "new"}
+
+    def plan(node: Any, params: dict[str, Any]) -> dict[str, Any]:
+        planned = original(node, params)
+        planned["changes"].append(dict(added))
+        return planned
+
+    monkeypatch.setattr(nccl_topology_role, "plan", plan)
+    path = str(tmp_path / "topo.xml")
+    checked, _ = run_module(nccl_topology.main, {"path": path}, node, check_mode=True)
+    node.calls.clear()
+    compared, _ = run_module(node_facts.main, {"nccl_topology": {"path": path}}, node)
+    assert node.calls == [QUERY, TOPO]
+    assert checked["changes"][-1] == added
+    assert compared["changes"] == checked["changes"]
+    assert compared["roles"]["nccl_topology"] == {"changes": checked["changes"], "checks": [], "error": None}
+    assert compared["drift_status"] == "drifted" and compared["changed"] is False
+    assert not Path(path).exists()
+
+
+def test_a_role_that_cannot_be_planned_fails_with_its_modules_message(node: SimNode) -> None:
+    checked, _ = run_module(rdma_link.main, {}, node, check_mode=True)
+    compared, _ = run_module(node_facts.main, {"rdma_link": {}}, node)
+    assert checked["failed"] and checked["msg"].startswith("No mlx5 RDMA devices under /sys/class/infiniband")
+    assert compared["failed"] and compared["roles"]["rdma_link"]["error"] == checked["msg"]
+    assert compared["msg"] == "rdma_link: " + checked["msg"]
+    assert compared["drift_status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(
+            {"rdma_link": {"tos": 300}}, "rdma_link: tos: 300 is not a type of service", id="rdma_link"
+        ),
+        pytest.param(
+            {"rdma_qos": {"pfc_priorities": [3, 9]}},
+            "rdma_qos: pfc_priorities: 9 is not a priority",
+            id="rdma_qos",
+        ),
+        pytest.param(
+            {"gpu_power": {"limits": {"GPU-1": 1000}}},
+            "gpu_power: limits: keys must be GPU UUIDs",
+            id="gpu_power",
+        ),
+        pytest.param(
+            {"rdma_qos": {"trust": "lossless"}},
+            "value of trust must be one of: dscp, pcp",
+            id="argument-spec",
+        ),
+        pytest.param(
+            {"gpu_pinning": {"instances": [{"name": "a"}]}}, "one of the following is required", id="sub-spec"
+        ),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_read(
+    node: SimNode, options: dict[str, Any], message: str
+) -> None:
+    """Each role's options go through that role module's own argument spec and input rules."""
+    result, _ = run_module(node_facts.main, {**options, "nccl_topology": {}}, node)
+    assert result["failed"] and message in result["msg"], result["msg"]
+    assert "roles" not in result and node.calls == []
+
+
+def test_the_options_are_the_role_modules_spec() -> None:
+    spec = node_facts_spec()
+    for role, utils in drift.ROLES.items():
+        assert spec[role] == {"type": "dict", "options": utils.ARGUMENT_SPEC}
+
+
+def node_facts_spec() -> dict[str, Any]:
+    captured: dict[str, Any] = {}
+
+    class Stop(Exception):
+        pass
+
+    def capture(**kwargs: Any) -> None:
+        captured.update(kwargs["argument_spec"])
+        raise Stop
+
+    with mock.patch.object(node_facts, "AnsibleModule", side_effect=capture), pytest.raises(Stop):
+        node_facts.main()
+    return captured
+
+
+@pytest.mark.parametrize("role", list(drift.ROLES))
+def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> None:
+    """vars/main.yml's __<role>_options names only options of the role's module, configure.yml hands it
+    to the module, and drift.yml to node_facts: one list of arguments, no copy."""
+    options = yaml.safe_load((REPO / "roles" / role / "vars" / "main.yml").read_text())[f"__{role}_options"]
+    assert set(options) <= set(drift.ROLES[role].ARGUMENT_SPEC), role
+    configure = yaml.safe_load((REPO / "roles" / role / "tasks" / "configure.yml").read_text())
+    text = yaml.safe_dump(configure)
+    assert f"gpufleet.node.{role}: '{{{{ __{role}_options }}}}'" in text
+    drift_play = yaml.safe_load((REPO / "playbooks" / "drift.yml").read_text())[0]
+    facts = next(t for t in drift_play["tasks"] if "gpufleet.node.node_facts" in t)
+    assert facts["gpufleet.node.node_facts"][role] == f"{{{{ __{role}_options }}}}"
+    imports = [
+        t["ansible.builtin.import_role"] for t in drift_play["tasks"] if "ansible.builtin.import_role" in t
+    ]
+    assert {"name": f"gpufleet.node.{role}", "tasks_from": "options"} in imports
+    assert yaml.safe_load((REPO / "roles" / role / "tasks" / "options.yml").read_text()) == []
