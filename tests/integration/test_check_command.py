@@ -13,6 +13,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import run_on
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +57,51 @@ def test_check_reports_the_power_cap_and_writes_nothing(fleet: Fleet, tmp_path: 
     assert shown == (report_dir / "report.md").read_text()
     assert "## node01: drifted" in shown
     assert f"| gpu_power.enforced_limit_w[{uuids[0]}] | 1100.0 | 1400.0 |" in shown
+
+
+def _series(report_dir: Path) -> list[str]:
+    """The label sets of gpufleet_check_ok in a run's gpufleet.prom."""
+    prom = (report_dir / "gpufleet.prom").read_text()
+    return [line.rsplit(" ", 1)[0] for line in prom.splitlines() if line.startswith("gpufleet_check_ok{")]
+
+
+def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -> None:
+    """A PDU-capped node with a RoCE link down, through facts, check, drift and the gate: each
+    command that can show a condition shows it under the same name, and every .prom has one series
+    per condition per host."""
+    node_dir = fleet.root / "nodes" / "node01"
+    control.fault(fleet, "node01", "power-capped", clear=False)
+    control.fault(fleet, "node01", "link-down", clear=False)
+    reports: dict[str, dict[str, Any]] = {}
+    try:
+        uuids = [g["uuid"] for g in state.present_gpus(state.load(node_dir))]
+        for command in (["facts"], ["check"], ["drift"], ["gate", "--burn-in-seconds", "5"]):
+            _, report = run_on(fleet, tmp_path / command[0], *command)
+            reports[command[0]] = report["hosts"]["node01"]
+    finally:
+        control.fault(fleet, "node01", None, clear=True)
+
+    def failed(command: str, prefix: str) -> set[str]:
+        return {c["name"] for c in reports[command]["checks"] if not c["ok"] and c["name"].startswith(prefix)}
+
+    def settings(command: str, prefix: str) -> set[str]:
+        return {c["setting"] for c in reports[command]["changes"] if c["setting"].startswith(prefix)}
+
+    power = {f"gpu_power.enforced_limit_w[{u}]" for u in uuids}
+    # facts judges the cap as a failed check; check and drift name it as the change that fixes it;
+    # the gate makes that change and then checks it took.
+    assert failed("facts", "gpu_power.enforced_limit_w[") == power
+    assert settings("check", "gpu_power.enforced_limit_w[") == power
+    assert settings("drift", "gpu_power.enforced_limit_w[") == power
+    assert settings("gate", "gpu_power.enforced_limit_w[") == power
+    assert {c["name"] for c in reports["gate"]["checks"] if c["name"] in power} == power
+    # The link that is down: one name in facts, check and drift (the gate does not look at RDMA).
+    link = failed("facts", "rdma_link.link_state[")
+    assert len(link) == 1
+    assert failed("check", "rdma_link.link_state[") == link
+    assert failed("drift", "rdma_link.link_state[") == link
+    for command in reports:
+        series = _series(tmp_path / command)
+        assert len(series) == len(set(series)), command
+    prom = (tmp_path / "facts" / "gpufleet.prom").read_text()
+    assert all(f'gpufleet_check_ok{{host="node01",check="{name}"}} 0' in prom for name in power | link)

@@ -54,7 +54,7 @@ def test_faults_are_named_on_their_node_only(fleet, tmp_path: Path) -> None:
     assert hosts["node01"]["status"] == "ok"
     failed02 = [c for c in hosts["node02"]["checks"] if not c["ok"]]
     assert len(failed02) == 16
-    assert all(c["name"].startswith("gpu.power.enforced_limit_w[GPU-") for c in failed02)
+    assert all(c["name"].startswith("gpu_power.enforced_limit_w[GPU-") for c in failed02)
     assert {c["value"] for c in failed02} == {1100.0} and {c["limit"] for c in failed02} == {1400.0}
     failed03 = [c for c in hosts["node03"]["checks"] if not c["ok"]]
     assert [(c["name"], c["value"], c["limit"]) for c in failed03] == [("gpu.count", 15, 16)]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.sim import control, state
+from gpufleet.sim import control, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import run_on
 
@@ -19,8 +19,24 @@ DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
 RUN_A = {"node01": "127.0.33.2", "node02": "127.0.33.3", "node03": "127.0.33.4", "node04": "127.0.33.5"}
 
 
+# nvidia-smi -q -x calls per node during each gate run, counted from the simulator's call log.
+FULL_READS: dict[str, dict[str, int]] = {}
+
+
+def _full_reads(fleet: Fleet) -> dict[str, int]:
+    """How many times each node's nvidia-smi was asked for -q -x so far (the simulator's call log)."""
+    return {
+        node.name: sum(1 for argv in tools.calls(node, "nvidia-smi") if "-q" in argv and "-x" in argv)
+        for node in sorted((fleet.root / "nodes").iterdir())
+        if node.is_dir()
+    }
+
+
 def _gate(fleet: Fleet, report_dir: Path) -> tuple[int, dict[str, Any]]:
-    return run_on(fleet, report_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
+    before = _full_reads(fleet)
+    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
+    FULL_READS[str(report_dir)] = {name: n - before.get(name, 0) for name, n in _full_reads(fleet).items()}
+    return code, report
 
 
 def _failed(host: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -127,6 +143,29 @@ def test_hot_gpu_blocks_before_start(run_a) -> None:
     assert _instances_active(fleet, "node03") == [False, False]
 
 
+def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(run_a) -> None:
+    """GPU facts once per run (the first GPU role's), gpu_power's own read; the thermal gate and the
+    burn-in take the cheap CSV sample instead."""
+    _, _, report, report_dir = run_a
+    reads = FULL_READS[str(report_dir)]
+    assert set(reads) == set(report["hosts"])
+    assert all(1 <= n <= 2 for n in reads.values()), reads
+
+
+def test_prometheus_has_one_series_per_condition(run_a) -> None:
+    """node01 was judged at idle and under load under the same thermal.* names: one series each."""
+    _, _, report, report_dir = run_a
+    names = [c["name"] for c in report["hosts"]["node01"]["checks"]]
+    assert any(names.count(n) == 2 for n in names if n.startswith("thermal.gpu_temp_c["))
+    series = [
+        line.rsplit(" ", 1)[0]
+        for line in (report_dir / "gpufleet.prom").read_text().splitlines()
+        if line.startswith("gpufleet_check_ok{")
+    ]
+    assert len(series) == len(set(series))
+    assert sum(1 for s in series if 'host="node01"' in s) == len(set(names))
+
+
 def test_bmc_down_fails_closed(run_a) -> None:
     fleet, _, report, _ = run_a
     host = report["hosts"]["node04"]
@@ -158,8 +197,13 @@ def test_throttling_under_load_fails_burn_in_and_stops_instances(run_b) -> None:
     fleet, code, report, _ = run_b
     host = report["hosts"]["node01"]
     assert host["status"] == "blocked"
-    assert not _failed(host, "coolant.flow_lpm") and not _failed(host, "thermal.")
-    assert _failed(host, "burn_in.")
+    assert not _failed(host, "coolant.flow_lpm")
+    # The idle gate and the burn-in judge under the same thermal.* names: every failed one is the
+    # burn-in's (under load), and the same condition passed at idle.
+    hot = _failed(host, "thermal.")
+    assert hot and all("under load" in c["message"] for c in hot)
+    passed_idle = {c["name"] for c in host["checks"] if c["ok"]}
+    assert {c["name"] for c in hot} <= passed_idle
     assert _instances_active(fleet, "node01") == [False, False]
     assert code == 1
 
