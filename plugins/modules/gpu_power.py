@@ -51,6 +51,23 @@ options:
       - Path to the C(nvidia-smi) binary.
       - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
     type: path
+  boot_unit:
+    description:
+      - Write the boot path that re-applies and verifies the limits at every boot - the limits by UUID
+        (C(/etc/gpufleet/gpu-power.conf)), the script that applies them (C(/usr/local/sbin/gpufleet-gpu-power),
+        checked with C(sh -n) before it replaces the old one) and C(gpufleet-gpu-power.service) - and enable
+        the unit (C(systemctl daemon-reload) when the unit file changed, C(systemctl enable)).
+      - Each file starts with C(# managed by gpufleet.node.gpu_power; edits are overwritten); they are
+        changes named C(gpu_power.boot_file[<path>]), C(gpu_power.boot_file_mode[<path>]) and
+        C(gpu_power.boot_unit_enabled[<unit>]), as C(gpufleet drift) names them.
+      - V(false) leaves them as they are.
+    type: bool
+    default: true
+  boot_before:
+    description: Units the boot unit must finish before (C(Before=)), such as the inference units.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -64,8 +81,8 @@ attributes:
     platforms: posix
 notes:
   - Commands run as argument lists with C(LC_ALL=C); needs root.
-  - C(nvidia-smi -pl) is lost at every reboot and driver reload. The gpufleet.node.gpu_power role
-    installs a boot unit that re-applies the limits this module returns in RV(limits).
+  - C(nvidia-smi -pl) is lost at every reboot and driver reload; the boot unit (O(boot_unit)) re-applies the
+    limits this module returns in RV(limits).
 seealso:
   - name: nvidia-smi documentation
     description: C(-pl) and C(-pm), and the meaning of enforced versus requested power limits.

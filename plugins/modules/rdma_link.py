@@ -26,8 +26,14 @@ description:
     in RV(checks) (named C(rdma_link.link_state[<dev>]) or C(rdma_link.speed_gbps[<dev>])), never as a
     change, and the module does not fail for it; with C(mlxlink) installed the message carries its
     troubleshooting recommendation.
-  - None of the RoCE settings survives a reboot. RV(boot_commands) lists the shell commands that re-apply
-    them, for a boot-time unit (the C(gpufleet.node.rdma_link) role installs one).
+  - None of the RoCE settings survives a reboot. With O(boot_unit) (the default) the module writes
+    C(/etc/gpufleet/rdma-link.sh), the script of RV(boot_commands), and C(gpufleet-rdma-link.service), a
+    oneshot unit that runs it at boot, and enables the unit (C(systemctl daemon-reload) when the unit file
+    changed, C(systemctl enable)). Files are written atomically, the script is checked with C(sh -n)
+    first, and each starts with C(# managed by gpufleet.node.rdma_link; edits are overwritten).
+    They are changes like any other setting, C(rdma_link.boot_file[<path>]) (from and to
+    C(sha256:<16 hex>) of the content, from null when missing), C(rdma_link.boot_file_mode[<path>]) and
+    C(rdma_link.boot_unit_enabled[<unit>]); C(gpufleet drift) names them the same.
 options:
   ports:
     description:
@@ -61,6 +67,12 @@ options:
     description: Lowest acceptable link speed in Gb/s; V(0) only checks that each link is up.
     type: int
     default: 0
+  boot_unit:
+    description:
+      - Write the boot script and unit that re-apply the settings at every boot, and enable the unit.
+      - V(false) leaves them as they are.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - action_common_attributes
 attributes:

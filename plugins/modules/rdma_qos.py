@@ -7,10 +7,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: rdma_qos
-short_description: Make an mlx5 RoCE interface lossless (DSCP trust, PFC, ECN, CNP DSCP, no global pause)
+short_description: Make the mlx5 RoCE interfaces lossless (DSCP trust, PFC, ECN, CNP DSCP, no global pause)
 version_added: "0.1.0"
 description:
-  - Sets the QoS of one NVIDIA (Mellanox) mlx5 Ethernet interface for RoCE, namely the priority trust
+  - Sets the QoS of NVIDIA (Mellanox) mlx5 Ethernet interfaces for RoCE (O(interfaces), or every one
+    of the node), namely the priority trust
     state, PFC per priority, ECN notification point (NP) and reaction point (RP) per priority, the DSCP
     of the congestion notification packets (CNPs) it sends, and IEEE 802.3x global pause.
   - Reads trust and PFC from C(mlnx_qos -i <interface>) (the current and the older layouts), ECN and CNP
@@ -18,18 +19,29 @@ description:
   - Sets trust and PFC with one C(mlnx_qos -i <interface> [--trust T] [--pfc F]) run, ECN and CNP DSCP by
     writing those sysfs files, global pause with C(ethtool -A <interface> rx off tx off). Only what
     differs is set, and every setting is read back; the module fails when one did not take.
-  - Each setting is managed only when its option is given; an option left out is neither read nor changed.
-    With only O(trust) and O(pfc_priorities) the module runs C(mlnx_qos) and touches nothing else.
-  - None of these settings survives a reboot. RV(boot_commands) lists the shell commands that re-apply
-    them, for a boot-time unit (the C(gpufleet.node.rdma_qos) role installs one).
+  - Each setting is managed only when its option is given (and, with O(manage), named there); an option
+    left out is neither read nor changed. With only O(trust) and O(pfc_priorities) the module runs
+    C(mlnx_qos) and touches nothing else.
+  - None of these settings survives a reboot. With O(boot_unit) (the default) the module writes
+    C(/etc/gpufleet/rdma-qos.sh), the script of RV(boot_commands) for every managed interface, and
+    C(gpufleet-rdma-qos.service), a oneshot unit that runs it at boot, and enables the unit
+    (C(systemctl daemon-reload) when the unit file changed, C(systemctl enable)). Files are written
+    atomically, the script is checked with C(sh -n) first, and each starts with
+    C(# managed by gpufleet.node.rdma_qos; edits are overwritten). They are changes named
+    C(rdma_qos.boot_file[<path>]), C(rdma_qos.boot_file_mode[<path>]) and
+    C(rdma_qos.boot_unit_enabled[<unit>]), as C(gpufleet drift) names them.
   - Refuses, before it changes anything, an interface that is not the netdev of an mlx5 RDMA device, a
     priority outside 0..7, a CNP DSCP outside 0..63 and global pause together with PFC.
 options:
-  interface:
+  interfaces:
     description:
-      - The netdev of the mlx5 RDMA device (as C(ibdev2netdev) shows it), e.g. C(ens21np0).
-    type: str
-    required: true
+      - The netdevs of mlx5 RDMA devices (as C(ibdev2netdev) shows them), e.g. C(ens21np0).
+      - Empty means every Ethernet port of an mlx5 RDMA device on the node. A name the node does not
+        have fails the module before any change.
+    type: list
+    elements: str
+    default: []
+    aliases: [interface]
   trust:
     description:
       - Priority trust state. V(dscp) classifies by the IP DSCP (what RoCEv2 fabrics use), V(pcp) by the
@@ -68,6 +80,20 @@ options:
         carries it.
     type: bool
     default: false
+  manage:
+    description:
+      - The settings managed, of V(trust), V(pfc) (O(pfc_priorities)), V(ecn) (O(ecn_priorities)),
+        V(cnp_dscp) and V(global_pause); an option whose setting is not named is ignored.
+      - When not set, every setting whose option is given.
+    type: list
+    elements: str
+    choices: [trust, pfc, ecn, cnp_dscp, global_pause]
+  boot_unit:
+    description:
+      - Write the boot script and unit that re-apply the settings at every boot, and enable the unit.
+      - V(false) leaves them as they are.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - action_common_attributes
 attributes:
@@ -95,30 +121,27 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Lossless RoCE on priority 3 (DSCP 26), CNPs on DSCP 48
+- name: Lossless RoCE on priority 3 (DSCP 26), CNPs on DSCP 48, on every RoCE interface
   gpufleet.node.rdma_qos:
-    interface: ens21np0
     trust: dscp
     pfc_priorities: [3]
     ecn_priorities: [3]
     cnp_dscp: 48
     global_pause: false
 
-- name: Only trust and PFC; ECN and pause stay as they are
+- name: Only trust and PFC on one interface; ECN and pause stay as they are
   gpufleet.node.rdma_qos:
-    interface: ens21np0
+    interfaces: [ens21np0]
     trust: dscp
     pfc_priorities: [3]
 
-- name: Every RoCE interface the facts found, reported as drift in check mode
+- name: Every setting given, only ECN and CNP DSCP managed (the switch sets trust and PFC), as drift
   gpufleet.node.rdma_qos:
-    interface: "{{ item }}"
     trust: dscp
     pfc_priorities: [3]
     ecn_priorities: [3]
     cnp_dscp: 48
-  loop: "{{ gpufleet_rdma.devices.values() | selectattr('link_layer', 'equalto', 'Ethernet')
-            | map(attribute='netdev') | list }}"
+    manage: [ecn, cnp_dscp]
   check_mode: true
 """
 
@@ -127,7 +150,9 @@ changes:
   description:
     - One entry per setting that differed (in check mode, that would change), in the order applied.
     - Setting names are C(rdma_qos.<setting>[<interface>]) with setting one of C(global_pause), C(trust),
-      C(pfc), C(ecn_np), C(ecn_rp), C(cnp_dscp); priorities are lists of the priorities that are on.
+      C(pfc), C(ecn_np), C(ecn_rp), C(cnp_dscp); priorities are lists of the priorities that are on. Then
+      the boot files' C(rdma_qos.boot_file[<path>]), C(rdma_qos.boot_file_mode[<path>]) and
+      C(rdma_qos.boot_unit_enabled[<unit>]).
   returned: always
   type: list
   elements: dict
@@ -150,25 +175,16 @@ hints:
   type: list
   elements: str
   sample: ["ens21np0: DCBX mode is FW controlled, so the switch (LLDP) can override trust and PFC"]
-interface:
-  description: The interface, as given.
-  returned: always
-  type: str
-  sample: ens21np0
-ibdev:
-  description: Its RDMA device.
-  returned: always
-  type: str
-  sample: mlx5_0
-state:
-  description: The managed settings as read after the run (in check mode, as found).
+interfaces:
+  description: Each managed interface, its RDMA device and its managed settings after the run (in check mode, as found).
   returned: always
   type: dict
-  sample: {"trust": "dscp", "pfc": [3], "ecn_np": [3], "ecn_rp": [3], "cnp_dscp": 48, "global_pause": false}
+  sample: {"ens21np0": {"ibdev": "mlx5_0", "state": {"trust": "dscp", "pfc": [3], "ecn_np": [3], "ecn_rp": [3],
+           "cnp_dscp": 48, "global_pause": false}}}
 boot_commands:
   description:
-    - POSIX shell lines that re-apply every managed setting (not only the changed ones), for a boot-time
-      unit; words are quoted. Rendered the same in check mode.
+    - POSIX shell lines that re-apply every managed setting of every interface (not only the changed
+      ones), what the boot script runs; words are quoted. Rendered the same in check mode.
   returned: always
   type: list
   elements: str

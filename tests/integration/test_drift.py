@@ -1,11 +1,13 @@
-"""`gpufleet drift [--fix]` on a simulated fleet of four b300-16 nodes (subnet 127.0.51).
+"""`gpufleet drift [--fix]` on a simulated fleet of eleven b300-16 nodes (subnet 127.0.51).
 
-Provisioned once; then: clean drift (and a dead node listed as unreachable; clean also says that
-drift renders the boot files byte for byte as provision wrote them), a boot file edited by hand is
-named on its node only, faults on some nodes give exactly their settings and match
-`provision --check` (the edited boot file too), a batched --fix drains, fixes and undrains only the
-drifted nodes and restores the boot file, a second drift is clean, and a batch over the failure
-limit stops the rollout with the remaining nodes reported as not reached.
+Provisioned once; the first tests run on node01..node04 (--limit): clean drift (and a dead node
+listed as unreachable; clean also says that drift renders the boot files byte for byte as provision
+wrote them), a boot file edited by hand is named on its node only, faults on some nodes give exactly
+their settings and match `provision --check` (the edited boot file too), a batched --fix drains,
+fixes and undrains only the drifted nodes and restores the boot file, a second drift is clean, and a
+batch over the failure limit stops the rollout with the remaining nodes reported as not reached. The
+last test puts every fault drift can see on its own node of the whole fleet (and one node clean) and
+holds drift's {setting, from, to} to `gpufleet check`'s on every node.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from gpufleet.sim.fleet import Fleet
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("node01", "node02", "node03", "node04")
+ALL_NODES = tuple(f"node{i:02d}" for i in range(1, 12))
+LIMIT = ["--limit", ",".join(NODES)]
 
 
 @pytest.fixture(scope="module")
 def fleet(fleet_factory) -> Fleet:
-    started: Fleet = fleet_factory(nodes=4, subnet="127.0.51")
+    started: Fleet = fleet_factory(nodes=len(ALL_NODES), subnet="127.0.51")
     return started
 
 
@@ -77,7 +81,7 @@ def provisioned(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_clean_fleet_and_an_unreachable_node(fleet: Fleet, provisioned: Path, tmp_path: Path) -> None:
     dead = inventory_dir(fleet, "inv-dead", DEAD)
-    code, report = run(["drift", "--inventory", str(dead)], tmp_path)
+    code, report = run(["drift", "--inventory", str(dead), "--limit", ",".join([*NODES, "node99"])], tmp_path)
     assert code == 1
     statuses = {name: host["status"] for name, host in report["hosts"].items()}
     assert statuses == {**dict.fromkeys(NODES, "ok"), "node99": "unreachable"}
@@ -109,7 +113,7 @@ def test_an_edited_boot_file_is_named_on_its_node_only(
     fleet: Fleet, edited_conf: tuple[bytes, bytes], tmp_path: Path
 ) -> None:
     written, edited = edited_conf
-    code, report = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path)
+    code, report = run(["drift", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path)
     assert code == 1
     assert report["hosts"]["node04"]["status"] == "drifted"
     assert report["hosts"]["node04"]["changes"] == [
@@ -128,7 +132,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     control.fault(fleet, "node04", "ecn-off", clear=False)
     inventory = str(provisioned)
 
-    code, drift = run(["drift", "--inventory", inventory], tmp_path / "drift")
+    code, drift = run(["drift", "--inventory", inventory, *LIMIT], tmp_path / "drift")
     assert code == 1
     assert drift["hosts"]["node01"]["status"] == "ok"
     assert drift["hosts"]["node01"]["changes"] == []
@@ -162,7 +166,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     for name in NODES:
         before = calls(fleet, name)
         assert before == [], (name, before)
-    code, fixed = run(["drift", "--fix", "--batch", "2", "--inventory", inventory], tmp_path / "fix")
+    code, fixed = run(["drift", "--fix", "--batch", "2", "--inventory", inventory, *LIMIT], tmp_path / "fix")
     assert code == 0, fixed
     assert {n: fixed["hosts"][n]["status"] for n in NODES} == {
         "node01": "ok",
@@ -181,7 +185,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
 
     assert (fleet.root / "nodes" / "node04" / "etc-upper" / CONF).read_bytes() == written
 
-    code, again = run(["drift", "--inventory", inventory], tmp_path / "again")
+    code, again = run(["drift", "--inventory", inventory, *LIMIT], tmp_path / "again")
     assert code == 0, again
     assert {n: again["hosts"][n]["status"] for n in NODES} == dict.fromkeys(NODES, "ok")
 
@@ -191,7 +195,17 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     control.fault(fleet, "node01", "pfc-off", clear=False)
     control.fault(fleet, "node02", "pfc-off", clear=True)  # the earlier test's fault, fixed since
     control.fault(fleet, "node02", "pfc-off", clear=False)
-    argv = ["drift", "--fix", "--batch", "1", "--max-fail-percent", "0", "--inventory", str(provisioned)]
+    argv = [
+        "drift",
+        "--fix",
+        "--batch",
+        "1",
+        "--max-fail-percent",
+        "0",
+        "--inventory",
+        str(provisioned),
+        *LIMIT,
+    ]
     code, report = run(argv, tmp_path)
     assert code == 1
     assert report["hosts"]["node01"]["status"] == "failed"
@@ -202,3 +216,65 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     # node01 was drained and, having failed, stays drained; node02 was never touched.
     assert calls(fleet, "node01")[-1][2] == "state=drain"
     assert len(calls(fleet, "node02")) == 2
+
+
+# One fault per node, every fault drift can see; node01 stays clean and node11 gets an edited boot file.
+ALL_FAULTS = {
+    "node02": "power-capped",
+    "node03": "persistence-off",
+    "node04": "bus-order-swapped",  # no setting changes: the pinning is by UUID
+    "node05": "gpu-missing",  # a role cannot be planned: failed, not drift
+    "node06": "link-down",  # a failed check, not a change
+    "node07": "pfc-off",
+    "node08": "ecn-off",
+    "node09": "roce-v1",
+    "node10": "stale-nccl-topo",
+}
+EDITED = "node11"
+
+
+def test_drift_and_check_name_the_same_changes_for_every_fault(
+    fleet: Fleet, provisioned: Path, tmp_path: Path
+) -> None:
+    """Drift (node_facts: each role's plan, read-only) and `gpufleet check` (provision --check --diff:
+    each role's module in check mode) run the same code: the whole set of {setting, from, to} is the
+    same on every node of a fleet with every fault drift can see."""
+    for name in ALL_NODES:
+        control.fault(fleet, name, None, clear=True)
+    code, report = run(["provision", "--inventory", str(fleet.inventory_path)], tmp_path / "reprovision")
+    assert code == 0, {n: h["message"] for n, h in report["hosts"].items() if h["status"] != "changed"}
+    for name, fault in ALL_FAULTS.items():
+        assert control.fault(fleet, name, fault, clear=False) == [fault]
+    conf = fleet.root / "nodes" / EDITED / "etc-upper" / CONF
+    lines = conf.read_text().splitlines(keepends=True)
+    conf.write_text("".join(x if x.startswith("#") else x.split()[0] + " 1100\n" for x in lines))
+
+    code, drift = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "drift")
+    assert code == 1
+    code, check = run(["check", "--inventory", str(fleet.inventory_path)], tmp_path / "check")
+    assert code == 1
+    assert set(drift["hosts"]) == set(check["hosts"]) == set(ALL_NODES)
+    mismatched = {
+        n: (changes(drift, n), changes(check, n)) for n in ALL_NODES if changes(drift, n) != changes(check, n)
+    }
+    assert mismatched == {}
+
+    statuses = {n: drift["hosts"][n]["status"] for n in ALL_NODES}
+    assert statuses == {
+        **dict.fromkeys(ALL_NODES, "drifted"),
+        "node01": "ok",
+        "node04": "ok",
+        "node05": "failed",
+        "node06": "failed",
+    }
+    named = {n: {c[0].split("[")[0] for c in changes(drift, n)} for n in ALL_NODES}
+    assert named["node02"] == {"gpu_power.enforced_limit_w"}
+    assert named["node03"] == {"gpu_power.persistence_mode"}
+    assert named["node07"] == {"rdma_qos.pfc"}
+    assert named["node08"] == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
+    assert named["node09"] == {"rdma_link.roce_mode"}
+    assert named["node10"] == {"nccl_topology.file"}
+    assert named[EDITED] == {"gpu_power.boot_file"}
+    assert [c["name"] for c in drift["hosts"]["node06"]["checks"] if not c["ok"]] == [
+        "rdma_link.link_state[mlx5_7]"
+    ]
