@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpufleet.node.plugins.module_utils import gpu_power as power_role
 from ansible_collections.gpufleet.node.plugins.modules import gpu_power
 
 from gpufleet.sim import faults_gpu, state
 from gpufleet.sim import node as sim_node
+from tests.unit.modules import simnode
 from tests.unit.modules.simnode import SMI, SYSTEMCTL, UNIT, SimNode, run_module
 
 QUERY = [SMI, "-q", "-x"]
@@ -182,11 +188,10 @@ def test_nvidia_smi_failure_is_reported_with_its_output(node: SimNode) -> None:
     assert result["failed"] and result["msg"].startswith("nvidia_smi_path /nonexistent is not an executable")
 
 
-SCRIPT = Path(__file__).resolve().parents[3] / "roles/gpu_power/files/usr/local/sbin/gpufleet-gpu-power"
-
-
 def boot_script(node: SimNode, tmp_path: Path, limits: dict[str, float]) -> subprocess.CompletedProcess[str]:
-    """The role's boot script, run as the unit runs it, against the fake nvidia-smi of the node."""
+    """The module's boot script, run as the unit runs it, against the fake nvidia-smi of the node."""
+    script = tmp_path / "gpufleet-gpu-power"
+    script.write_text(power_role.SCRIPT_TEXT)
     smi = tmp_path / "nvidia-smi"
     smi.write_text(sim_node._tool_wrapper("nvidia-smi", node.dir))
     smi.chmod(0o755)
@@ -194,7 +199,7 @@ def boot_script(node: SimNode, tmp_path: Path, limits: dict[str, float]) -> subp
     conf.write_text("# Ansible managed\n" + "".join(f"{u} {w}\n" for u, w in limits.items()))
     env = {"PATH": "/usr/bin:/bin", "NVIDIA_SMI": str(smi)}
     return subprocess.run(
-        ["/bin/sh", str(SCRIPT), str(conf)], env=env, capture_output=True, text=True, check=False
+        ["/bin/sh", str(script), str(conf)], env=env, capture_output=True, text=True, check=False
     )
 
 
@@ -215,6 +220,131 @@ def test_boot_script_fails_naming_the_gpu_it_could_not_set(node: SimNode, tmp_pa
     assert missing.returncode == 0
     (tmp_path / "gpu-power.conf").unlink()
     gone = subprocess.run(
-        ["/bin/sh", str(SCRIPT), str(tmp_path / "gpu-power.conf")], capture_output=True, text=True
+        ["/bin/sh", str(tmp_path / "gpufleet-gpu-power"), str(tmp_path / "gpu-power.conf")],
+        capture_output=True,
+        text=True,
     )
     assert gone.returncode == 1 and "cannot read" in gone.stderr
+
+
+BOOT_UNIT = "gpufleet-gpu-power.service"
+
+
+class BootNode(SimNode):
+    """A node whose systemctl also knows the boot unit, and whose sh checks scripts (sh -n)."""
+
+    def __init__(self, node_dir: Path) -> None:
+        super().__init__(node_dir)
+        self.boot_enabled = False
+
+    def __call__(self, module, args, **kwargs):
+        if args[0] == SYSTEMCTL and args[1] in ("daemon-reload", "is-enabled", "enable") and args[-1] != UNIT:
+            self.calls.append(list(args))
+            if args[1] == "is-enabled":
+                return (0, "enabled\n", "") if self.boot_enabled else (1, "disabled\n", "")
+            self.boot_enabled = self.boot_enabled or args[1] == "enable"
+            return 0, "", ""
+        if args[0] == "/bin/sh":
+            self.calls.append(list(args[:2]))
+            return subprocess.run(list(args), capture_output=True, text=True, check=False).returncode, "", ""
+        return super().__call__(module, args, **kwargs)
+
+
+def boot_run(node: BootNode, check_mode: bool = False, diff: bool = False) -> dict[str, Any]:
+    """run_module, with sh on the node's PATH too."""
+    args = {"limit_w": 1400, "boot_before": ["vllm@glm52.service"]}
+    if check_mode:
+        args["_ansible_check_mode"] = True
+    if diff:
+        args["_ansible_diff"] = True
+    paths = {"nvidia-smi": SMI, "systemctl": SYSTEMCTL, "sh": "/bin/sh"}
+    with (
+        patch_module_args(args),
+        mock.patch.object(basic.AnsibleModule, "exit_json", simnode._exit_json),
+        mock.patch.object(basic.AnsibleModule, "fail_json", simnode._fail_json),
+        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=node),
+        mock.patch.object(
+            basic.AnsibleModule,
+            "get_bin_path",
+            autospec=True,
+            side_effect=lambda self, name, *a, **k: paths.get(name),
+        ),
+        mock.patch.object(basic.AnsibleModule, "warn", autospec=True),
+        pytest.raises(simnode.ExitJson) as outcome,
+    ):
+        gpu_power.main()
+    result: dict[str, Any] = outcome.value.args[0]
+    return result
+
+
+def test_the_boot_files_are_named_in_check_mode_written_once_and_restore_the_limits(
+    tmp_path: Path, boot_root: Path
+) -> None:
+    node = BootNode(tmp_path / "node")
+    ids = uuids(node)
+    is_enabled = [SYSTEMCTL, "is-enabled", BOOT_UNIT]
+    checked = boot_run(node, check_mode=True, diff=True)
+    assert node.calls == [QUERY, SHOW, is_enabled]
+    assert not (boot_root / "etc").exists()
+    conf = "/etc/gpufleet/gpu-power.conf"
+    unit = f"/etc/systemd/system/{BOOT_UNIT}"
+    assert [(c["setting"], c["from"]) for c in checked["changes"]] == [
+        (f"gpu_power.boot_file[{conf}]", None),
+        ("gpu_power.boot_file[/usr/local/sbin/gpufleet-gpu-power]", None),
+        (f"gpu_power.boot_file[{unit}]", None),
+        (f"gpu_power.boot_unit_enabled[{BOOT_UNIT}]", False),
+    ]
+    assert [d.get("after_header") for d in checked["diff"][1:]] == [
+        conf,
+        "/usr/local/sbin/gpufleet-gpu-power",
+        unit,
+    ]
+
+    node.calls.clear()
+    applied = boot_run(node)
+    assert applied["changes"] == checked["changes"]
+    assert node.calls == [
+        QUERY,
+        SHOW,
+        is_enabled,
+        ["/bin/sh", "-n"],
+        [SYSTEMCTL, "daemon-reload"],
+        [SYSTEMCTL, "enable", BOOT_UNIT],
+    ]
+    written = (boot_root / conf.lstrip("/")).read_text()
+    assert written.startswith("# managed by gpufleet.node.gpu_power; edits are overwritten\n")
+    assert [line for line in written.splitlines() if not line.startswith("#")] == [
+        f"{u} 1400.0" for u in sorted(ids)
+    ]
+    script = boot_root / "usr/local/sbin/gpufleet-gpu-power"
+    assert script.stat().st_mode & 0o777 == 0o755 and script.read_text() == power_role.SCRIPT_TEXT
+    unit_text = (boot_root / unit.lstrip("/")).read_text()
+    assert "Before=vllm@glm52.service\n" in unit_text and f"Environment=NVIDIA_SMI={SMI}\n" in unit_text
+    assert f"ExecStart=/usr/local/sbin/gpufleet-gpu-power {conf}\n" in unit_text
+
+    node.calls.clear()
+    again = boot_run(node)
+    assert again["changed"] is False and node.calls == [QUERY, SHOW, is_enabled]
+
+    # the written conf and script restore the limits after a reboot, as the unit runs them
+    node.change(faults_gpu.power_capped)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(sim_node._tool_wrapper("nvidia-smi", node.dir))
+    smi.chmod(0o755)
+    done = subprocess.run(
+        ["/bin/sh", str(script), str(boot_root / conf.lstrip("/"))],
+        env={"PATH": "/usr/bin:/bin", "NVIDIA_SMI": str(smi)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert {p[0] for p in power_view(node)} == {1400.0}
+
+
+def test_boot_before_must_name_units(node: SimNode) -> None:
+    result, _ = run_module(gpu_power.main, {"boot_before": ["vllm"]}, node)
+    assert result["failed"] and result["msg"].startswith(
+        "boot_before: vllm is not a unit name with its suffix"
+    )
+    assert node.calls == []

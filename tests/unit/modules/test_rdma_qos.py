@@ -438,3 +438,50 @@ def test_switch_snippet_is_a_read_only_hint(node: Node) -> None:
     ]
     assert result["hints"] == ["; ".join(result["switch_config"])]
     assert run_module(FULL)["hints"] == []
+
+
+NETDEVS = ["ens21np0", "ens38np0", "ens55np0", "ens72np0", "ens149np0", "ens166np0", "ens183np0", "ens200np0"]
+SYSTEMCTL = f"{BIN}/systemctl"
+BOOT_UNIT = "gpufleet-rdma-qos.service"
+
+
+def test_every_roce_interface_with_manage_and_one_boot_script(node: Node, boot_root: Path) -> None:
+    """No interface named: every mlx5 Ethernet port; manage leaves global pause out (not read, not in
+    the boot script); the script and unit are written once, checked with sh -n, the unit enabled."""
+    enabled: list[str] = []
+    node.installed |= {"systemctl", "sh"}
+    node.override["systemctl"] = lambda argv: (
+        ((0, "enabled\n", "") if enabled else (1, "disabled\n", ""))
+        if argv[1] == "is-enabled"
+        else (enabled.append(argv[-1]) or (0, "", ""))
+        if argv[1] == "enable"
+        else (0, "", "")
+    )
+    node.override["sh"] = lambda argv: (0, "", "")
+    args = {**FULL, "boot_unit": True, "manage": ["trust", "pfc", "ecn", "cnp_dscp"]}
+    del args["interface"]
+    result = run_module(args)
+    assert list(result["interfaces"]) == NETDEVS
+    assert ETHTOOL not in {c[0] for c in node.calls}
+    is_enabled = [SYSTEMCTL, "is-enabled", BOOT_UNIT]
+    assert node.calls[-4:] == [
+        is_enabled,
+        [f"{BIN}/sh", "-n", node.calls[-3][2]],
+        [SYSTEMCTL, "daemon-reload"],
+        [SYSTEMCTL, "enable", BOOT_UNIT],
+    ]
+    script = (boot_root / "etc/gpufleet/rdma-qos.sh").read_text()
+    assert script.startswith("# managed by gpufleet.node.rdma_qos; edits are overwritten\n")
+    assert [line for line in script.splitlines() if line.startswith("# ens")] == [
+        f"# {n} (mlx5_{i})" for i, n in enumerate(NETDEVS)
+    ]
+    assert f"{QOS} -i ens200np0 --trust dscp --pfc 0,0,0,1,0,0,0,0 || rc=1" in script
+    assert "ethtool" not in script
+    assert [c["setting"] for c in result["changes"][-3:]] == [
+        "rdma_qos.boot_file[/etc/gpufleet/rdma-qos.sh]",
+        f"rdma_qos.boot_file[/etc/systemd/system/{BOOT_UNIT}]",
+        f"rdma_qos.boot_unit_enabled[{BOOT_UNIT}]",
+    ]
+    node.calls.clear()
+    again = run_module(args)
+    assert again["changed"] is False and node.calls[-1] == is_enabled
