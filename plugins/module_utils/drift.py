@@ -61,15 +61,36 @@ def _compare_role(role, node, params):
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 
 
+def _failed(result):
+    return bool(result["error"]) or any(not c["ok"] for c in result["checks"])
+
+
 def compare_roles(module, desired):
-    """``{role: {changes, checks, error}}`` per role in ``desired`` ({role: its options}), in ROLES order."""
+    """``{role: {changes, checks, error}}`` per role in ``desired`` ({role: its options}), in ROLES order.
+
+    provision stops a node at its first role that fails (an error, or a failed check its verify step
+    asserts), so the roles after it are not reported either: they have ``not_compared`` (why) and no
+    changes or checks, and drift names what ``provision --check`` names.
+    """
     commands = Commands(module)
     roles = [role for role in ROLES if desired.get(role) is not None]
     with ThreadPoolExecutor(max_workers=max(len(roles), 1)) as pool:
         futures = [
             pool.submit(_compare_role, role, PlanNode(module, commands), desired[role]) for role in roles
         ]
-        return {role: future.result() for role, future in zip(roles, futures, strict=True)}
+        results = {role: future.result() for role, future in zip(roles, futures, strict=True)}
+    stopped = None
+    for role in roles:
+        if stopped:
+            results[role] = {
+                "changes": [],
+                "checks": [],
+                "error": None,
+                "not_compared": "%s failed first; provision stops the node there" % stopped,
+            }
+        elif _failed(results[role]):
+            stopped = role
+    return results
 
 
 def host_status(results):

@@ -54,7 +54,8 @@ options:
   boot_unit:
     description:
       - Write the boot path that re-applies and verifies the limits at every boot - the limits by UUID
-        (C(/etc/gpufleet/gpu-power.conf)), the script that applies them (C(/usr/local/sbin/gpufleet-gpu-power),
+        (C(/etc/gpufleet/gpu-power.conf)), the script that applies them
+        (C(/usr/local/sbin/gpufleet-gpu-power),
         checked with C(sh -n) before it replaces the old one) and C(gpufleet-gpu-power.service) - and enable
         the unit (C(systemctl daemon-reload) when the unit file changed, C(systemctl enable)).
       - Each file starts with C(# managed by gpufleet.node.gpu_power; edits are overwritten); they are

@@ -22,8 +22,9 @@ description:
     rules; bad input fails the module before anything is read. C(playbooks/drift.yml) passes each role's
     C(__<role>_options), the arguments its C(configure) task gives its module.
   - A role whose comparison cannot be made (no GPUs, a GPU missing for an instance, an interface that is
-    not there) is reported in RV(roles) with its error and the module fails after comparing the others.
-    A link that is down is a failed check in RV(checks), not a change.
+    not there) is reported in RV(roles) with its error and the module fails. A link that is down is a
+    failed check in RV(checks), not a change. Either stops the node in provision, so the roles after it
+    are not reported (see RV(roles)).
 options:
   rdma_link:
     description:
@@ -103,7 +104,10 @@ checks:
   sample: [{"name": "rdma_link.link_state[mlx5_3]", "ok": false, "value": "DOWN", "limit": "ACTIVE",
             "unit": "", "message": "mlx5_3 (ens39np0) link is DOWN ..."}]
 roles:
-  description: Per role compared, its changes, checks and error (null when it was compared).
+  description:
+    - Per role given, its changes, checks and error (null when it was compared).
+    - As provision stops a node at the first role that fails (an error or a failed check), the roles after
+      it carry C(not_compared) (why) and no changes or checks, so drift names what C(provision --check) names.
   returned: always
   type: dict
   sample: {"gpu_power": {"changes": [], "checks": [], "error": null}}

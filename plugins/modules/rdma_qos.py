@@ -176,11 +176,13 @@ hints:
   elements: str
   sample: ["ens21np0: DCBX mode is FW controlled, so the switch (LLDP) can override trust and PFC"]
 interfaces:
-  description: Each managed interface, its RDMA device and its managed settings after the run (in check mode, as found).
+  description:
+    - Each managed interface, its RDMA device and its managed settings after the run (in check mode, as
+      found).
   returned: always
   type: dict
-  sample: {"ens21np0": {"ibdev": "mlx5_0", "state": {"trust": "dscp", "pfc": [3], "ecn_np": [3], "ecn_rp": [3],
-           "cnp_dscp": 48, "global_pause": false}}}
+  sample: {"ens21np0": {"ibdev": "mlx5_0", "state": {"trust": "dscp", "pfc": [3], "ecn_np": [3],
+           "ecn_rp": [3], "cnp_dscp": 48, "global_pause": false}}}
 boot_commands:
   description:
     - POSIX shell lines that re-apply every managed setting of every interface (not only the changed
