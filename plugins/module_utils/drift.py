@@ -61,16 +61,12 @@ def _compare_role(role, node, params):
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 
 
-def _failed(result):
-    return bool(result["error"]) or any(not c["ok"] for c in result["checks"])
-
-
 def compare_roles(module, desired):
     """``{role: {changes, checks, error}}`` per role in ``desired`` ({role: its options}), in ROLES order.
 
-    provision stops a node at its first role that fails (an error, or a failed check its verify step
-    asserts), so the roles after it are not reported either: they have ``not_compared`` (why) and no
-    changes or checks, and drift names what ``provision --check`` names.
+    As in provision --check: a failed check (a link down) does not stop the node (the roles' verify
+    steps run outside check mode only), a role that cannot be planned (its module fails) does, so the
+    roles after it carry ``not_compared`` (why) and no changes or checks.
     """
     commands = Commands(module)
     roles = [role for role in ROLES if desired.get(role) is not None]
@@ -88,7 +84,7 @@ def compare_roles(module, desired):
                 "error": None,
                 "not_compared": "%s failed first; provision stops the node there" % stopped,
             }
-        elif _failed(results[role]):
+        elif results[role]["error"]:
             stopped = role
     return results
 

@@ -23,8 +23,7 @@ description:
     C(__<role>_options), the arguments its C(configure) task gives its module.
   - A role whose comparison cannot be made (no GPUs, a GPU missing for an instance, an interface that is
     not there) is reported in RV(roles) with its error and the module fails. A link that is down is a
-    failed check in RV(checks), not a change. Either stops the node in provision, so the roles after it
-    are not reported (see RV(roles)).
+    failed check in RV(checks), not a change.
 options:
   rdma_link:
     description:
@@ -106,8 +105,8 @@ checks:
 roles:
   description:
     - Per role given, its changes, checks and error (null when it was compared).
-    - As provision stops a node at the first role that fails (an error or a failed check), the roles after
-      it carry C(not_compared) (why) and no changes or checks, so drift names what C(provision --check) names.
+    - As provision stops a node at a role whose module fails, the roles after one with an error carry
+      C(not_compared) (why) and no changes or checks; a failed check stops nothing (as in check mode).
   returned: always
   type: dict
   sample: {"gpu_power": {"changes": [], "checks": [], "error": null}}
