@@ -75,9 +75,16 @@ def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -
     reports: dict[str, dict[str, Any]] = {}
     try:
         uuids = [g["uuid"] for g in state.present_gpus(state.load(node_dir))]
-        for command in (["facts"], ["check"], ["drift"], ["gate", "--burn-in-seconds", "5"]):
+        # Both faults: facts and drift judge every role; check stops at the link (rdma_link comes first).
+        for command in (["facts"], ["check"], ["drift"]):
             _, report = run_on(fleet, tmp_path / command[0], *command)
             reports[command[0]] = report["hosts"]["node01"]
+        # The link back up: check and drift reach gpu_power, and the gate fixes the cap.
+        control.fault(fleet, "node01", "link-down", clear=True)
+        for command in (["check"], ["drift"], ["gate", "--burn-in-seconds", "5"]):
+            name = command[0] + "-power"
+            _, report = run_on(fleet, tmp_path / name, *command)
+            reports[name] = report["hosts"]["node01"]
     finally:
         control.fault(fleet, "node01", None, clear=True)
 
@@ -91,10 +98,10 @@ def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -
     # facts judges the cap as a failed check; check and drift name it as the change that fixes it;
     # the gate makes that change and then checks it took.
     assert failed("facts", "gpu_power.enforced_limit_w[") == power
-    assert settings("check", "gpu_power.enforced_limit_w[") == power
-    assert settings("drift", "gpu_power.enforced_limit_w[") == power
-    assert settings("gate", "gpu_power.enforced_limit_w[") == power
-    assert {c["name"] for c in reports["gate"]["checks"] if c["name"] in power} == power
+    assert settings("check-power", "gpu_power.enforced_limit_w[") == power
+    assert settings("drift-power", "gpu_power.enforced_limit_w[") == power
+    assert settings("gate-power", "gpu_power.enforced_limit_w[") == power
+    assert {c["name"] for c in reports["gate-power"]["checks"] if c["name"] in power} == power
     # The link that is down: one name in facts, check and drift (the gate does not look at RDMA).
     link = failed("facts", "rdma_link.link_state[")
     assert len(link) == 1
