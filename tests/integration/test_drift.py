@@ -260,6 +260,7 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     assert mismatched == {}
 
     statuses = {n: drift["hosts"][n]["status"] for n in ALL_NODES}
+    assert statuses == {n: check["hosts"][n]["status"] for n in ALL_NODES}
     assert statuses == {
         **dict.fromkeys(ALL_NODES, "drifted"),
         "node01": "ok",
@@ -269,7 +270,17 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     }
     named = {n: {c[0].split("[")[0] for c in changes(drift, n)} for n in ALL_NODES}
     assert named["node02"] == {"gpu_power.enforced_limit_w"}
-    assert named["node03"] == {"gpu_power.persistence_mode"}
+    # the fault stops nvidia-persistenced too: the role enables and starts it, which sets persistence
+    assert named["node03"] == {
+        "gpu_power.persistence_mode",
+        "gpu_power.nvidia_persistenced.enabled",
+        "gpu_power.nvidia_persistenced.active",
+    }
+    # 15 GPUs: other limits in the boot conf and another topology; pinning cannot be planned
+    assert named["node05"] == {"gpu_power.boot_file", "nccl_topology.file"}
+    assert "gpu_pinning: Refusing to pin" in drift["hosts"]["node05"]["message"]
+    # a NIC without link is another topology; the link itself is a failed check
+    assert named["node06"] == {"nccl_topology.file"}
     assert named["node07"] == {"rdma_qos.pfc"}
     assert named["node08"] == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
     assert named["node09"] == {"rdma_link.roce_mode"}
