@@ -144,8 +144,9 @@ def test_hot_gpu_blocks_before_start(run_a) -> None:
 
 
 def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(run_a) -> None:
-    """GPU facts once per run (the first GPU role's), gpu_power's own read; the thermal gate and the
-    burn-in take the cheap CSV sample instead."""
+    """GPU facts once per run (the first GPU role's) and gpu_power's own read; the thermal gate and
+    the burn-in take the cheap CSV sample instead. (A node whose power limit the gate has to fix
+    still reads a third time: gpu_power reads the GPUs back after nvidia-smi -pl.)"""
     _, _, report, report_dir = run_a
     reads = FULL_READS[str(report_dir)]
     assert set(reads) == set(report["hosts"])
