@@ -25,6 +25,13 @@ __all__ = ["Commands", "PlanNode", "RoleFailed", "parallel"]
 # Threads per role for its ports: a node has 8 (B300) to 16 RDMA ports; more would only queue.
 _PORT_WORKERS = 8
 
+# AnsibleModule.run_command stops reading when select() waited its 1 s with no output and the process
+# has exited by then: output written in between is dropped. With many threads contending for the GIL
+# that window is wide (measured: 5 of 80 concurrent runs of a tool printing at ~1 s came back empty,
+# rc 0), so a read that comes back empty with rc 0 is run again, at most this many times. Every tool
+# the plans read prints something when it succeeds.
+_EMPTY_RETRIES = 2
+
 
 class RoleFailed(Exception):
     """A role's plan could not be made on this node (its module would have failed with this message)."""
@@ -51,10 +58,17 @@ class Commands:
                 future = self._runs[key] = Future()
         if owner:
             try:
-                future.set_result(self._module.run_command(args, **kwargs))
+                future.set_result(self._run(args, kwargs))
             except BaseException as exc:  # handed to every waiter, raised in each
                 future.set_exception(exc)
         return future.result()
+
+    def _run(self, args, kwargs):
+        for _ in range(_EMPTY_RETRIES):
+            rc, out, err = self._module.run_command(args, **kwargs)
+            if rc != 0 or out or err:
+                return rc, out, err
+        return self._module.run_command(args, **kwargs)
 
 
 class PlanNode:

@@ -45,6 +45,19 @@ def test_a_command_asked_for_by_many_threads_runs_once() -> None:
     assert len(module.calls) == 2
 
 
+def test_an_empty_answer_with_rc_0_is_read_again() -> None:
+    """AnsibleModule.run_command can drop a tool's output under thread contention (see plan_node)."""
+    answers = [(0, "", ""), (0, "", ""), (0, "ok", "")]
+    module = FakeModule()
+    module.run_command = lambda args, **kwargs: answers.pop(0)  # type: ignore[method-assign]
+    assert plan_node.Commands(module).run(["ethtool", "-a", "ens21np0"], {}) == (0, "ok", "")
+    answers[:] = [(0, "", "")] * 3
+    assert plan_node.Commands(module).run(["true"], {}) == (0, "", "")
+    assert answers == []  # three runs, then the empty answer stands
+    answers[:] = [(1, "", "")]
+    assert plan_node.Commands(module).run(["false"], {}) == (1, "", "")
+
+
 def test_a_failed_command_fails_every_caller() -> None:
     commands = plan_node.Commands(FakeModule())
     for _ in range(2):
