@@ -75,11 +75,12 @@ def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -
     reports: dict[str, dict[str, Any]] = {}
     try:
         uuids = [g["uuid"] for g in state.present_gpus(state.load(node_dir))]
-        # Both faults: facts and drift judge every role; check stops at the link (rdma_link comes first).
+        # Both faults: the link that is down, named by facts, check and drift.
         for command in (["facts"], ["check"], ["drift"]):
             _, report = run_on(fleet, tmp_path / command[0], *command)
             reports[command[0]] = report["hosts"]["node01"]
-        # The link back up: check and drift reach gpu_power, and the gate fixes the cap.
+        # The link back up (a host that fails its first role is not compared further): the power
+        # cap, named by check, drift and the gate, which fixes it.
         control.fault(fleet, "node01", "link-down", clear=True)
         for command in (["check"], ["drift"], ["gate", "--burn-in-seconds", "5"]):
             name = command[0] + "-power"
