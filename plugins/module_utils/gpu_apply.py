@@ -2,12 +2,13 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """The gpu_power module's reads, plan and changes, shared with node_facts (one read of the node).
 
+The GPUs are read with one CSV query (nvidia_smi.power_query: persistence and power limits), before
+and after the limits are set; the full -q -x read is gpu_facts', once per run.
+
 Runs on the managed node (Python 3.11, stdlib only).
 """
 
 from __future__ import annotations
-
-import os
 
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
     PlanError,
@@ -24,22 +25,15 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     ParseError,
     build_topology,
     gpu_list_query,
+    parse_power_sample,
     parse_query_csv,
-    parse_query_xml,
     parse_topo_matrix,
+    power_query,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import first_line, nvidia_smi, run
 
 __all__ = ["GpuPower", "pinning_gpus"]
-
-_ENV = {"LC_ALL": "C"}
-
-
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
 
 
 class GpuPower:
@@ -48,42 +42,24 @@ class GpuPower:
     def __init__(self, module, params):
         self.module = module
         self.params = params
-        self.smi = self._nvidia_smi()
+        self.smi = nvidia_smi(module, params["nvidia_smi_path"])
         self.changes = []
         self.hints = []
 
-    def _nvidia_smi(self):
-        path = self.params["nvidia_smi_path"]
-        if path is None:
-            return self.module.get_bin_path("nvidia-smi", required=True)
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            self.module.fail_json(
-                msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path
-            )
-        return path
-
-    def run(self, cmd, what):
-        rc, out, err = self.module.run_command(cmd, environ_update=_ENV)
-        if rc != 0:
-            self.module.fail_json(
-                msg="%s failed (rc=%d): %s" % (what, rc, _first_line(out, err)),
-                cmd=cmd,
-                rc=rc,
-                stdout=out,
-                stderr=err,
-                changes=self.changes,
-                hints=self.hints,
-            )
-        return out
+    def run(self, cmd):
+        """Run one of the plan's commands; a failure carries the changes and hints so far."""
+        return run(self.module, cmd, changes=self.changes, hints=self.hints)[1]
 
     def read_gpus(self):
-        cmd = [self.smi, "-q", "-x"]
-        out = self.run(cmd, "nvidia-smi -q -x")
+        """``[{uuid, pci_bus_id, persistence_mode, power: {...}}]`` of every GPU, from one CSV query."""
+        cmd = power_query(self.smi)
+        out = self.run(cmd)
         try:
-            return parse_query_xml(out)["gpus"]
+            return parse_power_sample(out)
         except ParseError as exc:
             self.module.fail_json(
-                msg="Could not read nvidia-smi -q -x output: %s. Run it by hand on this node." % exc,
+                msg="Could not read the GPUs' power limits: %s. Run %s by hand on this node."
+                % (exc, " ".join(cmd)),
                 cmd=cmd,
                 stdout=out,
             )
@@ -95,10 +71,9 @@ class GpuPower:
         unit = self.params["persistenced_unit"]
         if systemctl is None:
             return "nvidia-smi", "systemctl is not on this node", None, None
-        cmd = [systemctl, "show", unit]
-        rc, out, err = self.module.run_command(cmd, environ_update=_ENV)
+        rc, out, err = run(self.module, [systemctl, "show", unit], check=False)
         if rc != 0:
-            return "nvidia-smi", "systemctl show %s failed: %s" % (unit, _first_line(err, out)), None, None
+            return "nvidia-smi", "systemctl show %s failed: %s" % (unit, first_line(err, out)), None, None
         installed, enabled, active = daemon_state(parse_systemctl_show(out))
         if not installed:
             return "nvidia-smi", "the node has no %s" % unit, None, None
@@ -192,31 +167,31 @@ class GpuPower:
             enforced = (gpu.get("power") or {}).get("enforced_limit_w")
             ok = same_watts(enforced, entry["target_w"])
             checks.append(
-                {
-                    "name": "gpu_power.enforced_limit_w[%s]" % entry["uuid"],
-                    "ok": ok,
-                    "value": enforced,
-                    "limit": entry["target_w"],
-                    "unit": "W",
-                    "message": "enforces its target"
+                check(
+                    "gpu_power.enforced_limit_w[%s]" % entry["uuid"],
+                    ok,
+                    enforced,
+                    entry["target_w"],
+                    "W",
+                    "enforces its target"
                     if ok
                     else "%s enforces %s W after nvidia-smi -pl %s: the limit did not take (the rack's power "
                     "budget may be capping it)" % (entry["uuid"], enforced, watts_arg(entry["target_w"])),
-                }
+                )
             )
             if method != "unmanaged":
                 on = gpu.get("persistence_mode") is True
                 checks.append(
-                    {
-                        "name": "gpu_power.persistence_mode[%s]" % entry["uuid"],
-                        "ok": on,
-                        "value": gpu.get("persistence_mode"),
-                        "limit": True,
-                        "unit": "",
-                        "message": "in persistence mode"
+                    check(
+                        "gpu_power.persistence_mode[%s]" % entry["uuid"],
+                        on,
+                        gpu.get("persistence_mode"),
+                        True,
+                        "",
+                        "in persistence mode"
                         if on
                         else "%s is not in persistence mode after %s" % (entry["uuid"], method),
-                    }
+                    )
                 )
         return checks
 
@@ -260,34 +235,13 @@ class GpuPower:
 # ---------------------------------------------------------------- gpu_pinning (and node_facts)
 
 
-def _pinning_first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
-def _pinning_run(module, cmd):
-    rc, out, err = module.run_command(cmd, environ_update=_ENV)
-    if rc != 0:
-        module.fail_json(
-            msg="%s failed (rc=%d): %s" % (" ".join(cmd[1:]), rc, _pinning_first_line(out, err)),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    return out
-
-
 def pinning_gpus(module, smi, need_domains):
     """The gpu_pinning inputs: ``([{index, uuid, pci_bus_id}], nvlink domains)``.
 
     Fails the module on a tool error.
     """
     query = gpu_list_query(smi)
-    out = _pinning_run(module, query)
+    out = run(module, query)[1]
     try:
         rows = parse_query_csv(out, fields=GPU_LIST_FIELDS)
     except ParseError as exc:
@@ -296,7 +250,7 @@ def pinning_gpus(module, smi, need_domains):
     if not need_domains:
         return gpus, []
     topo_cmd = [smi, "topo", "-m"]
-    out = _pinning_run(module, topo_cmd)
+    out = run(module, topo_cmd)[1]
     try:
         topology, warnings = build_topology(gpus, parse_topo_matrix(out))
     except ParseError as exc:

@@ -175,8 +175,8 @@ def apply(node, planned):
     power = planned["power"]
     after = planned["gpus"]
     if planned["commands"]:
-        for cmd, what in planned["commands"]:
-            power.run(cmd, what)
+        for cmd, _what in planned["commands"]:
+            power.run(cmd)
         after = power.read_gpus()
     planned["after"] = after
     planned["checks"] = power.verify(planned["plan"], after, planned["method"])

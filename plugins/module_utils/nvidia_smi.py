@@ -20,24 +20,6 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.gpufleet.node.plugins.module_utils.results import CLOCK_EVENT_REASONS
 
-__all__ = [
-    "REASON_BITS",
-    "THERMAL_FIELDS",
-    "THROTTLE_REASONS",
-    "ParseError",
-    "build_topology",
-    "decode_reasons",
-    "nearest_nics",
-    "nvlink_domains",
-    "parse_list",
-    "parse_query_csv",
-    "parse_query_text",
-    "parse_query_xml",
-    "parse_thermal_sample",
-    "parse_topo_matrix",
-    "thermal_query",
-]
-
 
 class ParseError(ValueError):
     """Raised when tool output is empty, truncated or not in the expected format."""
@@ -681,6 +663,53 @@ def parse_thermal_sample(text):
             "utilization_pct": _reading_number(row["utilization.gpu"]),
             "power_w": _reading_number(row["power.draw"]),
             "sm_mhz": _reading_number(row["clocks.sm"]),
+        }
+        for row in rows
+    ]
+
+
+# ---------------------------------------------------------------- power sample (one CSV query)
+
+# What gpu_power reads of every GPU, before and after it sets limits: persistence and the power limits,
+# in one CSV query (a fraction of -q -x's output and time). power.limit is the requested limit,
+# enforced.power.limit what the GPU enforces (lower under a rack/PDU power brake).
+POWER_FIELDS = (
+    "uuid",
+    "pci.bus_id",
+    "persistence_mode",
+    "power.limit",
+    "enforced.power.limit",
+    "power.default_limit",
+    "power.min_limit",
+    "power.max_limit",
+)
+
+
+def power_query(smi):
+    """argv of the power sample (``--format=csv,noheader,nounits``; parse with parse_power_sample)."""
+    return [smi, "--query-gpu=" + ",".join(POWER_FIELDS), "--format=csv,noheader,nounits"]
+
+
+@_guard(_CSV_TOOL)
+def parse_power_sample(text):
+    """One ``power_query`` output -> ``[{uuid, pci_bus_id, persistence_mode, power: {requested_limit_w,
+    enforced_limit_w, default_limit_w, min_limit_w, max_limit_w}}]``, the keys -q -x gives; a reading
+    the GPU does not report is None. Raises ParseError (no GPU listed, or a row cut short)."""
+    rows = parse_query_csv(text, fields=list(POWER_FIELDS))
+    if not rows:
+        raise ParseError("%s: no GPU in the power query's output" % _CSV_TOOL)
+    return [
+        {
+            "uuid": row["uuid"],
+            "pci_bus_id": row["pci.bus_id"],
+            "persistence_mode": _flag(row["persistence_mode"]),
+            "power": {
+                "requested_limit_w": _reading_number(row["power.limit"]),
+                "enforced_limit_w": _reading_number(row["enforced.power.limit"]),
+                "default_limit_w": _reading_number(row["power.default_limit"]),
+                "min_limit_w": _reading_number(row["power.min_limit"]),
+                "max_limit_w": _reading_number(row["power.max_limit"]),
+            },
         }
         for row in rows
     ]

@@ -80,6 +80,8 @@ def run_a(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any], 
     control.fault(fleet, "node02", "low-coolant-flow", clear=False)
     control.fault(fleet, "node03", "hot-gpu", clear=False)
     control.fault(fleet, "node04", "bmc-down", clear=False)
+    # ...and a PDU-capped power limit the gate re-asserts: gpu_power sets it and reads it back.
+    control.fault(fleet, "node04", "power-capped", clear=False)
     report_dir = tmp_path_factory.mktemp("gate-a")
     code, report = _gate(fleet, report_dir)
     return fleet, code, report, report_dir
@@ -144,13 +146,14 @@ def test_hot_gpu_blocks_before_start(run_a) -> None:
 
 
 def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(run_a) -> None:
-    """GPU facts once per run (the first GPU role's) and gpu_power's own read; the thermal gate and
-    the burn-in take the cheap CSV sample instead. (A node whose power limit the gate has to fix
-    still reads a third time: gpu_power reads the GPUs back after nvidia-smi -pl.)"""
+    """GPU facts once per run (the first GPU role's); gpu_power (before and after nvidia-smi -pl, on
+    node04), the thermal gate and the burn-in take cheap CSV queries instead."""
     _, _, report, report_dir = run_a
     reads = FULL_READS[str(report_dir)]
     assert set(reads) == set(report["hosts"])
     assert all(1 <= n <= 2 for n in reads.values()), reads
+    changes = {c["setting"].split("[")[0] for c in report["hosts"]["node04"]["changes"]}
+    assert "gpu_power.enforced_limit_w" in changes, report["hosts"]["node04"]["changes"]
 
 
 def test_prometheus_has_one_series_per_condition(run_a) -> None:

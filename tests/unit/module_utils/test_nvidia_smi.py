@@ -990,3 +990,38 @@ def test_build_topology_refuses_duplicate_uuids(read_fixture):
 
 def test_build_topology_without_matrix():
     assert nvidia_smi.build_topology(fake_gpus(2), None) == (None, [])
+
+
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "nvidia-smi-csv/utku-h200-590.48.01-load-query-gpu.csv",
+        "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-idle-query-gpu.csv",
+    ],
+)
+def test_power_sample_reads_the_real_query_columns(read_fixture, capture):
+    """The power sample's columns, cut from real full queries (H100/H200 SXM: 200..700 W)."""
+    rows = nvidia_smi.parse_query_csv(read_fixture(capture))
+    text = "".join(
+        ", ".join("" if row[f] is None else str(row[f]) for f in nvidia_smi.POWER_FIELDS) + "\n"
+        for row in rows
+    )
+    sample = nvidia_smi.parse_power_sample(text)
+    assert sample[0]["uuid"] == "GPU-00000000-0000-0000-0000-000000000000"
+    assert sample[0]["persistence_mode"] is True
+    assert sample[0]["power"] == {
+        "requested_limit_w": 700.0,
+        "enforced_limit_w": 700.0,
+        "default_limit_w": 700.0,
+        "min_limit_w": 200.0,
+        "max_limit_w": 700.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("", "empty output"), ("GPU-1, 00000000:18:00.0, Enabled, 1400.00, 1400.00\n", "row 1 has 5 values")],
+)
+def test_power_sample_refuses_empty_or_cut_output(text, why):
+    with pytest.raises(ParseError, match=why):
+        nvidia_smi.parse_power_sample(text)

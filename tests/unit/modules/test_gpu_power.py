@@ -18,7 +18,12 @@ from gpufleet.sim import node as sim_node
 from tests.unit.modules import simnode
 from tests.unit.modules.simnode import SMI, SYSTEMCTL, UNIT, SimNode, run_module
 
-QUERY = [SMI, "-q", "-x"]
+QUERY = [
+    SMI,
+    "--query-gpu=uuid,pci.bus_id,persistence_mode,power.limit,enforced.power.limit,power.default_limit,"
+    "power.min_limit,power.max_limit",
+    "--format=csv,noheader,nounits",
+]
 SHOW = [SYSTEMCTL, "show", UNIT]
 
 

@@ -728,3 +728,19 @@ def test_list_and_topo_round_trip(parsers: ModuleType, smi: Run, b300: Path) -> 
 def test_tool_writes_nothing_outside_its_node_dir(smi: Run, b300: Path) -> None:
     smi(b300, "-pl", "1300")
     assert sorted(p.name for p in b300.iterdir()) == ["state.json", "state.lock"]
+
+
+def test_power_sample_round_trips(parsers: ModuleType, smi: Run, b300: Path) -> None:
+    """gpu_power's one CSV query reads what -q -x reads of persistence and the power limits."""
+    degrade(b300)
+    sample = parsers.parse_power_sample(smi(b300, *parsers.power_query("nvidia-smi")[1:])[1])
+    full = parsers.parse_query_xml(smi(b300, "-q", "-x")[1])["gpus"]
+    assert len(sample) == 16
+    for row, gpu in zip(sample, full, strict=True):
+        assert (row["uuid"], row["pci_bus_id"], row["persistence_mode"]) == (
+            gpu["uuid"],
+            gpu["pci_bus_id"],
+            gpu["persistence_mode"],
+        )
+        assert row["power"] == {k: v for k, v in gpu["power"].items() if k != "draw_w"}
+    assert (sample[2]["persistence_mode"], sample[2]["power"]["enforced_limit_w"]) == (False, 1100.0)
