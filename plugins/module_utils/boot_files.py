@@ -31,22 +31,7 @@ import os
 import stat
 import tempfile
 
-__all__ = [
-    "BOOT_ROLES",
-    "boot_file",
-    "compare",
-    "content_change",
-    "diffs",
-    "digest",
-    "file_state",
-    "header",
-    "mode_change",
-    "mode_text",
-    "read",
-    "unit_change",
-    "unit_enabled",
-    "write",
-]
+from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
 
 # The roles that write boot files (nccl_topology and gpu_pinning write their files through their
 # modules, which report them as nccl_topology.file and gpu_pinning.instance[...]).
@@ -55,8 +40,6 @@ BOOT_ROLES = ("rdma_link", "rdma_qos", "gpu_power")
 # Prefix of every boot file path on this node ("": the paths as named). Unit tests point it at a
 # temporary directory; the names in changes never carry it.
 ROOT = ""
-
-_ENV = {"LC_ALL": "C"}
 
 # `systemctl is-enabled` states that exit 0 yet ansible.builtin.systemd_service enables anyway.
 _NOT_ENABLED_ON_ZERO = ("enabled-runtime", "indirect", "alias")
@@ -166,14 +149,6 @@ def _local(path):
     return ROOT + path if ROOT else path
 
 
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
 def read(node, files):
     """What the node has of ``files``: ``{"files": {path: {sha256, mode} or None}, "units": {unit:
     enabled}}`` (``systemctl is-enabled``, read as ansible.builtin.systemd_service reads it)."""
@@ -187,7 +162,7 @@ def read(node, files):
         unit = entry.get("unit")
         if unit:
             systemctl = node.get_bin_path("systemctl", required=True)
-            rc, out, _ = node.run_command([systemctl, "is-enabled", unit], environ_update=_ENV)
+            rc, out, _ = tool_runner.run(node, [systemctl, "is-enabled", unit], check=False)
             found["units"][unit] = unit_enabled(rc, out)
     return found
 
@@ -218,12 +193,12 @@ def diffs(files, found):
 
 
 def _check_script(node, entry, tmp, sh):
-    rc, out, err = node.run_command([sh, "-n", tmp], environ_update=_ENV)
+    rc, out, err = tool_runner.run(node, [sh, "-n", tmp], check=False)
     if rc != 0:
         os.unlink(tmp)
         node.fail_json(
             msg="The script for %s does not parse (sh -n: %s); the old file was left as it is"
-            % (entry["path"], _first_line(err, out)),
+            % (entry["path"], tool_runner.first_line(err, out)),
             rc=rc,
             stdout=out,
             stderr=err,
@@ -271,13 +246,4 @@ def write(node, files, found):
 
 
 def _systemctl(node, argv):
-    rc, out, err = node.run_command(argv, environ_update=_ENV)
-    if rc != 0:
-        node.fail_json(
-            msg="%s failed (rc=%d): %s; check the unit with systemctl status"
-            % (" ".join(argv[1:]), rc, _first_line(err, out)),
-            cmd=argv,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
+    tool_runner.run(node, argv, "Check the unit with systemctl status.")

@@ -21,10 +21,8 @@ import threading
 import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
-    REASON_BITS,
     THERMAL_FIELDS,
     ParseError,
-    decode_reasons,
     parse_thermal_sample,
     thermal_query,
 )
@@ -34,23 +32,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict impo
     gpu_checks,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
-
-__all__ = [
-    "DEFAULT_LIMITS",
-    "DEFAULT_PROMPT",
-    "QUERY_FIELDS",
-    "REASON_BITS",
-    "Load",
-    "LoadError",
-    "SampleError",
-    "Watch",
-    "checks",
-    "decode_reasons",
-    "parse_sample",
-    "query_argv",
-    "run",
-    "violations",
-]
 
 QUERY_FIELDS = THERMAL_FIELDS
 query_argv = thermal_query

@@ -29,8 +29,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import Pa
 from ansible_collections.gpufleet.node.plugins.module_utils.plan_node import Commands, PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
 
-__all__ = ["ROLES", "compare_roles", "host_status", "validate_roles"]
-
 # Each role, in provision's order, and its module_utils file (ARGUMENT_SPEC, validate, plan).
 ROLES = {
     "rdma_link": rdma_link,

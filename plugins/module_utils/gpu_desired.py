@@ -10,22 +10,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = [
-    "PlanError",
-    "capped",
-    "daemon_state",
-    "env_text",
-    "instance_change",
-    "instance_env",
-    "parse_env",
-    "parse_systemctl_show",
-    "pinning_plan",
-    "power_changes",
-    "power_plan",
-    "same_watts",
-    "watts_arg",
-]
-
 UUID = re.compile(r"^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 

@@ -20,9 +20,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
     instance_change,
     pinning_plan,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl_topology import nvidia_smi
-
-__all__ = ["ARGUMENT_SPEC", "apply", "plan", "validate"]
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 ARGUMENT_SPEC = dict(
     instances=dict(

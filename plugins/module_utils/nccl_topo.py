@@ -23,27 +23,6 @@ from xml.sax.saxutils import quoteattr
 
 from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
 
-__all__ = [
-    "NVSWITCH_TARGET",
-    "TopologyError",
-    "compare",
-    "cpumask",
-    "digest",
-    "file_change",
-    "is_bdf",
-    "max_nvlinks",
-    "net_guid",
-    "normalize_bus_id",
-    "nvlinks_from_matrix",
-    "parse",
-    "parse_cpuinfo",
-    "parse_cpulist",
-    "rate_mbps",
-    "read_node",
-    "render",
-    "sm_from_compute_cap",
-]
-
 TOPO_VERSION = "1"
 # What NCCL writes for an NVLink whose far end is an NVSwitch it cannot see over PCI.
 NVSWITCH_TARGET = "fffffff:ffff:ff"
@@ -651,14 +630,6 @@ SYS_ROOT = "/sys"
 CPUINFO = "/proc/cpuinfo"
 
 
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
 def node_topology(module, smi, gdr=True):
     """What both modules need from the node: ``(system, rendered_text, parsed, bus_ids, warnings)``.
 
@@ -666,6 +637,7 @@ def node_topology(module, smi, gdr=True):
     ``nvidia-smi topo -m`` (LC_ALL=C), reads SYS_ROOT and CPUINFO. Fails the module on a
     tool error; a topo -m it cannot read only costs the NVLink edges (with a warning).
     """
+    from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
     from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
         GPU_LIST_FIELDS,
         ParseError,
@@ -674,31 +646,22 @@ def node_topology(module, smi, gdr=True):
         parse_topo_matrix,
     )
 
-    env = {"LC_ALL": "C"}
-    query = gpu_list_query(smi)
-    rc, out, err = module.run_command(query, environ_update=env)
-    if rc != 0:
-        module.fail_json(
-            msg="nvidia-smi --query-gpu failed (rc=%d): %s" % (rc, _first_line(out, err)),
-            cmd=query,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    try:
-        gpus = parse_query_csv(out, fields=GPU_LIST_FIELDS)
-    except ParseError as exc:
-        module.fail_json(msg="Could not read nvidia-smi's GPU list: %s" % exc, cmd=query, stdout=out)
+    gpus = tool_runner.run_parsed(
+        module,
+        gpu_list_query(smi),
+        lambda out: parse_query_csv(out, fields=GPU_LIST_FIELDS),
+        "Check that the NVIDIA driver is loaded and that nvidia-smi works on this node.",
+    )
     gpus = [
         {"index": g["index"], "pci_bus_id": g["pci.bus_id"], "compute_cap": g["compute_cap"]} for g in gpus
     ]
     warnings = []
     matrix = None
     topo_cmd = [smi, "topo", "-m"]
-    rc, out, err = module.run_command(topo_cmd, environ_update=env)
+    rc, out, err = tool_runner.run(module, topo_cmd, check=False)
     try:
         if rc != 0:
-            raise ParseError("rc=%d: %s" % (rc, _first_line(out, err)))
+            raise ParseError("rc=%d: %s" % (rc, tool_runner.first_line(out, err)))
         matrix = parse_topo_matrix(out, gpu_count=len(gpus))["matrix"]
     except ParseError as exc:
         warnings.append("nvidia-smi topo -m: %s; the topology has no NVLink edges" % exc)

@@ -15,8 +15,7 @@ import os
 import tempfile
 
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-
-__all__ = ["ARGUMENT_SPEC", "apply", "nvidia_smi", "plan", "read_text", "validate"]
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", default="/etc/nccl/topo.xml"),
@@ -30,15 +29,6 @@ def validate(node, params):
     path = params["path"]
     if not (path.startswith("/") and path.endswith(".xml")):
         node.fail_json(msg="path: %s is not an absolute path ending in .xml" % path)
-
-
-def nvidia_smi(node, path):
-    """The nvidia-smi to run: ``path``, or the one on PATH."""
-    if path is None:
-        return node.get_bin_path("nvidia-smi", required=True)
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        node.fail_json(msg="nvidia_smi_path %s is not an executable file; point it at nvidia-smi" % path)
-    return path
 
 
 def read_text(path):

@@ -20,8 +20,6 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
-__all__ = ["Commands", "PlanNode", "RoleFailed", "parallel"]
-
 # Threads per role for its ports: a node has 8 (B300) to 16 RDMA ports; more would only queue.
 _PORT_WORKERS = 8
 

@@ -23,35 +23,6 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = [
-    "SYSFS_ROOT",
-    "ParseError",
-    "ib_ports",
-    "list_ib_devices",
-    "mlxconfig_value",
-    "parse_cma_roce_mode",
-    "parse_ethtool_info",
-    "parse_ethtool_pause",
-    "parse_ib_rate",
-    "parse_ibdev2netdev",
-    "parse_ibstat",
-    "parse_ibstatus",
-    "parse_mlnx_qos",
-    "parse_mlxconfig_query",
-    "parse_mlxconfig_set",
-    "parse_mlxlink",
-    "parse_show_gids",
-    "read_ecn",
-    "read_ib_device",
-    "read_ib_port",
-    "read_netdev",
-    "read_roce_mode",
-    "read_roce_tos",
-    "read_traffic_class",
-    "roce_mode_name",
-    "sysfs_path",
-]
-
 # Filesystem root the sysfs readers use when not given one; tests patch it.
 SYSFS_ROOT = "/"
 

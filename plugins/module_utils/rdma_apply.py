@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     ParseError,
     ib_ports,
@@ -42,65 +43,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import 
     mlxconfig_link_param,
     write_line,
 )
-
-__all__ = [
-    "ENV",
-    "MODE_NUMBER",
-    "ROCE_SETTINGS",
-    "LinkPort",
-    "QosInterface",
-    "first_line",
-    "link_change_name",
-    "plan_link_port",
-    "port_names",
-    "qos_desired",
-    "run_tool",
-    "tool_output",
-    "write_sysfs",
-]
-
-# Tool messages and number formats are only stable in the C locale.
-ENV = {"LC_ALL": "C"}
-
-
-def first_line(*texts: str | None) -> str:
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
-
-
-def run_tool(module: Any, cmd: list[str], parser: Any, hint: str) -> Any:
-    """Run a tool and parse what it printed; fail with the command and its output on either error."""
-    rc, out, err = module.run_command(cmd, environ_update=ENV)
-    return tool_output(module, cmd, (rc, out, err), parser, hint)
-
-
-def tool_output(module: Any, cmd: list[str], ran: tuple[int, str, str], parser: Any, hint: str) -> Any:
-    """What a tool printed, parsed (None parser: the text); fail on a non-zero exit or unreadable output."""
-    rc, out, err = ran
-    if rc != 0:
-        module.fail_json(
-            msg="%s failed (rc=%d): %s. %s" % (" ".join(cmd), rc, first_line(out, err), hint),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    if parser is None:
-        return out
-    try:
-        return parser(out)
-    except ParseError as exc:
-        module.fail_json(
-            msg="Could not read the output of %s: %s. Run it by hand on this node to see what it prints."
-            % (" ".join(cmd), exc),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
 
 
 def write_sysfs(module: Any, path: str, value: str, hint: str) -> None:
@@ -148,10 +90,10 @@ class LinkPort:
     def next_boot(self, tool):
         """'eth'/'ib'/'vpi' the firmware loads next, or None when the NIC has no LINK_TYPE setting."""
         cmd = [tool, "-d", self.pci_bus_id or self.ibdev, "q", self.param]
-        rc, out, err = self.module.run_command(cmd, environ_update=ENV)
+        rc, out, err = tool_runner.run(self.module, cmd, check=False)
         if rc != 0 and "doesn't support %s" % self.param in out + err:
             return None
-        devices = tool_output(
+        devices = tool_runner.parsed(
             self.module,
             cmd,
             (rc, out, err),
@@ -169,7 +111,7 @@ class LinkPort:
     def set_link_type(self, tool, link_type):
         value = "%s=%s" % (self.param, LINK_TYPES[link_type])
         cmd = [tool, "-y", "-d", self.pci_bus_id or self.ibdev, "set", value]
-        result = run_tool(
+        result = tool_runner.run_parsed(
             self.module,
             cmd,
             parse_mlxconfig_set,
@@ -223,7 +165,9 @@ class LinkPort:
             write_sysfs(self.module, self.mtu_path, str(want["mtu"]), hint)
         if current["roce_mode"] != want["roce_mode"]:
             cmd = [cma_tool, "-d", self.ibdev, "-p", str(self.port), "-m", MODE_NUMBER[want["roce_mode"]]]
-            run_tool(self.module, cmd, parse_cma_roce_mode, "Check that the rdma_cm module is loaded.")
+            tool_runner.run_parsed(
+                self.module, cmd, parse_cma_roce_mode, "Check that the rdma_cm module is loaded."
+            )
         if current["roce_tos"] != want["roce_tos"]:
             self.ensure_configfs_group()
             write_sysfs(self.module, self.tos_path, str(want["roce_tos"]), hint)
@@ -248,9 +192,9 @@ class LinkPort:
         if tool is None:
             return None
         cmd = [tool, "-d", self.pci_bus_id or self.ibdev]
-        rc, out, err = self.module.run_command(cmd, environ_update=ENV)
+        rc, out, err = tool_runner.run(self.module, cmd, check=False)
         if rc != 0:
-            return "could not run mlxlink: %s" % first_line(out, err)
+            return "could not run mlxlink: %s" % tool_runner.first_line(out, err)
         try:
             return parse_mlxlink(out)["recommendation"]
         except ParseError:
@@ -331,7 +275,7 @@ class QosInterface:
         self.ethtool = module.get_bin_path("ethtool", required=True) if "global_pause" in wants else None
 
     def _mlnx_qos(self, args):
-        return run_tool(
+        return tool_runner.run_parsed(
             self.module,
             [self.qos_tool, "-i", self.netdev, *args],
             parse_mlnx_qos,
@@ -339,7 +283,7 @@ class QosInterface:
         )
 
     def _pause(self):
-        pause = run_tool(
+        pause = tool_runner.run_parsed(
             self.module,
             [self.ethtool, "-a", self.netdev],
             parse_ethtool_pause,
@@ -399,7 +343,7 @@ class QosInterface:
         want = self.desired
         if want["global_pause"] is not None and current["global_pause"] != want["global_pause"]:
             value = "on" if want["global_pause"] else "off"
-            run_tool(
+            tool_runner.run_parsed(
                 self.module,
                 [self.ethtool, "-A", self.netdev, "rx", value, "tx", value],
                 None,

@@ -20,26 +20,6 @@ from typing import Any
 # The one definition of a check (results vocabulary), re-exported under this module's name.
 from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
-__all__ = [
-    "DSCP_RANGE",
-    "PRIORITIES",
-    "bad_values",
-    "boot_line",
-    "change",
-    "check",
-    "ecn_writes",
-    "enabled_priorities",
-    "link_checks",
-    "link_type_plan",
-    "mlnx_qos_args",
-    "mlxconfig_link_param",
-    "nvue_snippet",
-    "priority_flags",
-    "qos_changes",
-    "select_ports",
-    "write_line",
-]
-
 PRIORITIES = range(8)  # IEEE 802.1p priorities
 DSCP_RANGE = range(64)
 LINK_TYPES = {"eth": "ETH", "ib": "IB"}

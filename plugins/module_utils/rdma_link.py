@@ -22,8 +22,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import link_checks, select_ports
 
-__all__ = ["ARGUMENT_SPEC", "SCRIPT", "UNIT", "apply", "boot_texts", "plan", "validate"]
-
 MODULE = "rdma_link"
 SCRIPT = "/etc/gpufleet/rdma-link.sh"
 UNIT = "gpufleet-rdma-link.service"

@@ -27,8 +27,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import 
     qos_changes,
 )
 
-__all__ = ["ARGUMENT_SPEC", "MANAGE", "apply", "boot_texts", "effective", "plan", "validate"]
-
 MODULE = "rdma_qos"
 SCRIPT = "/etc/gpufleet/rdma-qos.sh"
 UNIT = "gpufleet-rdma-qos.service"

@@ -31,20 +31,6 @@ from urllib.parse import urlsplit, urlunsplit
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 
-__all__ = [
-    "HEALTH_ORDER",
-    "RedfishClient",
-    "RedfishError",
-    "coolant_report",
-    "leak_state",
-    "normalize_baseuri",
-    "parse_connector",
-    "parse_leak_detection",
-    "parse_leak_detector",
-    "reading",
-    "worst",
-]
-
 SERVICE_ROOT = "/redfish/v1"
 _HEADERS = {"Accept": "application/json", "OData-Version": "4.0"}
 # Health and DetectorState values in rising order of trouble (Resource.Health, LeakDetector.DetectorState).

@@ -18,15 +18,6 @@ Pure, stdlib only: runs on the managed node (Python 3.11) and is loaded by the c
 
 from __future__ import annotations
 
-__all__ = [
-    "CLOCK_EVENT_REASONS",
-    "HARMFUL_REASONS",
-    "change",
-    "check",
-    "failed_names",
-    "hint",
-]
-
 # Every clock event reason nvidia-smi names (NVML's nvmlClocksEventReasons), in its order.
 CLOCK_EVENT_REASONS = (
     "gpu_idle",

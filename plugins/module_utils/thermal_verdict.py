@@ -25,22 +25,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.results import (
     check,
 )
 
-__all__ = [
-    "COOLANT_LIMITS",
-    "COOLANT_SKIPS",
-    "DEFAULT_LIMITS",
-    "GPU_SKIPS",
-    "IDLE_LIMITS",
-    "LOAD_LIMITS",
-    "check",
-    "coolant_checks",
-    "evaluate",
-    "gpu_checks",
-    "gpu_limit_spec",
-    "limits_from_params",
-    "verdict",
-]
-
 # GPU limits at idle (the gate, on a drained node) and under load (the burn-in); the modules'
 # DOCUMENTATION says why each is what it is. Same keys, same meaning, different defaults.
 IDLE_LIMITS = {

@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["ENV", "first_line", "nvidia_smi", "run", "run_parsed", "tool_path"]
-
 # Tool messages and number formats are only stable in the C locale.
 ENV = {"LC_ALL": "C"}
 
@@ -54,21 +52,35 @@ def run(
     module: Any, cmd: list[str], hint: str = "", check: bool = True, **extra: Any
 ) -> tuple[int, str, str]:
     """``(rc, stdout, stderr)`` of ``cmd`` in the C locale. With ``check``, a non-zero exit fails the
-    module: '<cmd> failed (rc=N): <first line>. <hint>', with cmd, rc, stdout, stderr and ``extra``
-    (e.g. the changes made so far) in the result."""
-    rc, out, err = module.run_command(cmd, environ_update=ENV)
-    if check and rc != 0:
-        message = "%s failed (rc=%d): %s." % (" ".join(cmd), rc, first_line(err, out))
+    module (:func:`check_exit`)."""
+    ran = module.run_command(cmd, environ_update=ENV)
+    if check:
+        check_exit(module, cmd, ran, hint, **extra)
+    return ran
+
+
+def check_exit(module: Any, cmd: list[str], ran: tuple[int, str, str], hint: str = "", **extra: Any) -> None:
+    """Fail the module when ``ran`` (what ``cmd`` returned) is a non-zero exit: '<cmd> failed (rc=N):
+    <first line>. <hint>', with cmd, rc, stdout, stderr and ``extra`` (e.g. the changes made so far)
+    in the result."""
+    rc, out, err = ran
+    if rc != 0:
+        message = "%s failed (rc=%d): %s." % (" ".join(cmd), rc, first_line(err, out).rstrip("."))
         module.fail_json(
             msg=message + (" " + hint if hint else ""), cmd=cmd, rc=rc, stdout=out, stderr=err, **extra
         )
-    return rc, out, err
 
 
-def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra: Any) -> Any:
-    """What ``cmd`` printed, read by ``parser``; an unreadable output (the parser's ValueError, which
-    every gpufleet parse error is) fails the module like an error exit."""
-    rc, out, err = run(module, cmd, hint, **extra)
+def parsed(
+    module: Any, cmd: list[str], ran: tuple[int, str, str], parser: Any, hint: str = "", **extra: Any
+) -> Any:
+    """What ``cmd`` printed (``ran``: its ``(rc, stdout, stderr)``), read by ``parser`` (None: the
+    text). A non-zero exit fails the module (:func:`check_exit`), and so does an unreadable output
+    (the parser's ValueError, which every gpufleet parse error is)."""
+    check_exit(module, cmd, ran, hint, **extra)
+    rc, out, err = ran
+    if parser is None:
+        return out
     try:
         return parser(out)
     except ValueError as exc:
@@ -81,3 +93,8 @@ def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra
             stderr=err,
             **extra,
         )
+
+
+def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra: Any) -> Any:
+    """What ``cmd`` printed, read by ``parser`` (:func:`parsed`)."""
+    return parsed(module, cmd, run(module, cmd, check=False), parser, hint, **extra)

@@ -17,8 +17,6 @@ from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
 
-__all__ = ["VllmClient", "model_ids"]
-
 
 def model_ids(text):
     """The ids of a ``/v1/models`` answer (empty when there are none or it is not that JSON)."""

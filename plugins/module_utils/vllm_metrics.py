@@ -19,17 +19,6 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = [
-    "GAUGE",
-    "HITS",
-    "QUERIES",
-    "MetricsError",
-    "cache_config",
-    "hit_rate_between",
-    "parse_prometheus",
-    "prefix_cache",
-]
-
 # (current name, 0.8-0.9 name) per counter, as exposed (with _total).
 QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
 HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")

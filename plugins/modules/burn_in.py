@@ -249,15 +249,13 @@ from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
     checks,
     run,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import (
-    nvidia_smi_bin,
-    thermal_sampler,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import thermal_sampler
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
     GPU_SKIPS,
     gpu_limit_spec,
     limits_from_params,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 _LIMITS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons", "min_utilization_pct")
 
@@ -310,7 +308,7 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="check mode: no load sent, nothing sampled")
     p = module.params
     urls = _validate(module)
-    smi = nvidia_smi_bin(module)
+    smi = nvidia_smi(module, p["nvidia_smi_path"])
     limits = limits_from_params(p, _LIMITS, GPU_SKIPS)
     load = Load(
         urls,

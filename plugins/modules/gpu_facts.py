@@ -229,9 +229,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import ENV as _ENV
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import first_line as _first_line
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import nvidia_smi_bin
+from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     ParseError,
     build_topology,
@@ -242,37 +240,22 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
 
 def _query(module, smi):
     """The per-GPU facts; any failure here fails the module (without them there is nothing to report)."""
-    cmd = [smi, "-q", "-x"]
-    rc, out, err = module.run_command(cmd, environ_update=_ENV)
-    if rc != 0:
-        module.fail_json(
-            msg="nvidia-smi -q -x failed (rc=%d): %s. Check that the NVIDIA driver is loaded "
-            "and that nvidia-smi works on this node." % (rc, _first_line(err, out)),
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
-    try:
-        return parse_query_xml(out)
-    except ParseError as exc:
-        module.fail_json(
-            msg="Could not read nvidia-smi -q -x output: %s. "
-            "Run it by hand on this node to see what it prints." % exc,
-            cmd=cmd,
-            rc=rc,
-            stdout=out,
-            stderr=err,
-        )
+    return tool_runner.run_parsed(
+        module,
+        [smi, "-q", "-x"],
+        parse_query_xml,
+        "Check that the NVIDIA driver is loaded and that nvidia-smi works on this node.",
+    )
 
 
 def _topology(module, smi, gpus):
     """Topology is optional: on any problem warn and return None, never fail."""
     cmd = [smi, "topo", "-m"]
-    rc, out, err = module.run_command(cmd, environ_update=_ENV)
+    rc, out, err = tool_runner.run(module, cmd, check=False)
     if rc != 0:
         module.warn(
-            "nvidia-smi topo -m failed (rc=%d): %s; GPU topology left unset" % (rc, _first_line(err, out))
+            "nvidia-smi topo -m failed (rc=%d): %s; GPU topology left unset"
+            % (rc, tool_runner.first_line(err, out))
         )
         return None
     try:
@@ -291,7 +274,7 @@ def main():
         argument_spec=dict(nvidia_smi_path=dict(type="path")),
         supports_check_mode=True,
     )
-    smi = nvidia_smi_bin(module)
+    smi = tool_runner.nvidia_smi(module, module.params["nvidia_smi_path"])
     report = _query(module, smi)
     if report["attached_gpus"] is not None and report["attached_gpus"] != len(report["gpus"]):
         module.warn(

@@ -100,8 +100,8 @@ differences:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import nvidia_smi_bin
 from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 
 def _check(name, ok, value, limit, message):
@@ -159,7 +159,7 @@ def main():
         supports_check_mode=True,
     )
     path = module.params["path"]
-    smi = nvidia_smi_bin(module)
+    smi = nvidia_smi(module, module.params["nvidia_smi_path"])
     _, _, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi)
     for warning in warnings:
         module.warn(warning)

@@ -221,7 +221,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     read_roce_tos,
     read_traffic_class,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import run_tool
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import run_parsed
 
 _MLXLINK_KEYS = (
     "state",
@@ -235,18 +235,13 @@ _MLXLINK_KEYS = (
 )
 
 
-def _run(module, cmd, parser, hint):
-    """Run a tool and parse its output (the collection's one tool runner)."""
-    return run_tool(module, cmd, parser, hint)
-
-
 def _netdevs(module, ibdevs):
     """ibdev -> netdev: ibdev2netdev when installed, else (and for what it leaves out) the sysfs
     file it reads, the netdev of GID 0."""
     mapping = {}
     tool = module.get_bin_path("ibdev2netdev")
     if tool is not None:
-        entries = _run(
+        entries = run_parsed(
             module,
             [tool],
             parse_ibdev2netdev,
@@ -277,7 +272,7 @@ def _select(module, names):
 
 def _qos(module, netdev):
     tool = module.get_bin_path("mlnx_qos", required=True)
-    qos = _run(
+    qos = run_parsed(
         module,
         [tool, "-i", netdev],
         parse_mlnx_qos,
@@ -292,7 +287,7 @@ def _roce_mode(module, ibdev, port):
         return mode
     # No rdma_cm configfs group for this device: cma_roce_mode creates one to read it.
     tool = module.get_bin_path("cma_roce_mode", required=True)
-    return _run(
+    return run_parsed(
         module,
         [tool, "-d", ibdev, "-p", str(port)],
         parse_cma_roce_mode,
@@ -302,7 +297,7 @@ def _roce_mode(module, ibdev, port):
 
 def _mlxlink(module, ibdev, pci_bus_id):
     tool = module.get_bin_path("mlxlink", required=True)
-    link = _run(
+    link = run_parsed(
         module,
         [tool, "-d", pci_bus_id or ibdev],
         parse_mlxlink,

@@ -238,7 +238,6 @@ changes:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import (
     ReadError,
-    nvidia_smi_bin,
     thermal_sampler,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.results import check
@@ -250,6 +249,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict impo
     gpu_limit_spec,
     limits_from_params,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 _SKIP = dict(GPU_SKIPS, **COOLANT_SKIPS)
 _LIMITS = (
@@ -288,7 +288,7 @@ def main():
     limits = limits_from_params(p, _LIMITS, _SKIP)
     error = None
     try:
-        readings = thermal_sampler(module, nvidia_smi_bin(module))()
+        readings = thermal_sampler(module, nvidia_smi(module, p["nvidia_smi_path"]))()
     except ReadError as exc:
         readings, error = [], str(exc)
     result = evaluate(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import burn_in as bi
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import parse_query_csv
+from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import decode_reasons, parse_query_csv
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi
@@ -186,7 +186,7 @@ def test_query_argv() -> None:
     ],
 )
 def test_decode_reasons(mask: Any, expected: list[str] | None) -> None:
-    assert bi.decode_reasons(mask) == expected
+    assert decode_reasons(mask) == expected
 
 
 @pytest.mark.parametrize(("capture", "reasons"), [(IDLE_CSV, ["gpu_idle"]), (LOAD_CSV, [])])

@@ -112,7 +112,7 @@ def fast(vllm: FakeVllm, **extra: Any) -> dict[str, Any]:
 def test_healthy_node_passes(node: Node, vllm: FakeVllm) -> None:
     result, which = run_module(fast(vllm), node)
     assert "failed" not in result and result["changed"] is False
-    which.assert_called_once_with(mock.ANY, "nvidia-smi", required=True)
+    which.assert_called_once_with(mock.ANY, "nvidia-smi")
     assert {tuple(args) for args, _ in node.calls} == {tuple(QUERY)}
     assert all(kwargs == {"environ_update": {"LC_ALL": "C"}} for _, kwargs in node.calls)
     assert 8 <= result["samples"]["count"] == len(node.calls) <= 11

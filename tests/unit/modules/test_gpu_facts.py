@@ -89,7 +89,7 @@ def test_facts_single_gpu_with_topology(read_fixture, single_gpu_topo):
     result, warnings, which = run_module({}, fake)
     assert [argv for argv, _ in fake.calls] == [QUERY, TOPO]
     assert all(kwargs == {"environ_update": {"LC_ALL": "C"}} for _, kwargs in fake.calls)
-    which.assert_called_once_with(mock.ANY, "nvidia-smi", required=True)
+    which.assert_called_once_with(mock.ANY, "nvidia-smi")
     assert warnings == []
     assert result["changed"] is False
     facts = result["ansible_facts"]
@@ -174,7 +174,7 @@ def test_query_failure_fails_with_driver_message():
     result, _, _ = run_module({}, fake)
     assert result["failed"] is True
     assert result["msg"].startswith(
-        "nvidia-smi -q -x failed (rc=9): "
+        "/usr/bin/nvidia-smi -q -x failed (rc=9): "
         "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     )
     assert "driver is loaded" in result["msg"]
@@ -188,7 +188,7 @@ def test_query_truncated_fails_with_parse_message(read_fixture):
     result, _, _ = run_module({}, fake)
     assert result["failed"] is True
     assert result["msg"].startswith(
-        "Could not read nvidia-smi -q -x output: nvidia-smi -q -x: malformed or truncated"
+        "Could not read the output of /usr/bin/nvidia-smi -q -x: nvidia-smi -q -x: malformed or truncated"
     )
     assert (result["cmd"], result["rc"], result["stdout"]) == (QUERY, 0, text)
 
