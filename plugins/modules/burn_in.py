@@ -117,26 +117,20 @@ options:
     description: End the load at the first bad sample (no point heating a GPU that already throttles).
     type: bool
     default: true
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes
 attributes:
   check_mode:
     support: partial
     details: Skipped in check mode (nothing sent, no checks); a burn-in has nothing to predict.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
 notes:
   - Runs on the node, against instances listening there, with the same HTTP client as
     M(gpufleet.node.service_check) (Ansible's open_url).
-  - nvidia-smi runs with C(LC_ALL=C); a driver without C(temperature.gpu.tlimit) (before R525) fails the
-    first sample.
+  - A driver without C(temperature.gpu.tlimit) (before R525) fails the first sample.
 seealso:
   - module: gpufleet.node.thermal_gate
   - module: gpufleet.node.service_check

@@ -92,16 +92,10 @@ options:
 extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.facts
+  - gpufleet.node.attributes.facts
 attributes:
   check_mode:
-    support: full
     details: Only reads (a session is still opened and closed).
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Redfish sensor excerpts are read from their C(Reading); DMTF's liquid-cooled server mockup has
     no C(FlowLitersPerMinute) on its cold plates, so its flow reads V(null).

@@ -20,27 +20,16 @@ description:
   - If C(topo -m) fails or its GPU count disagrees with C(-q -x), C(gpufleet_gpu_topology) is V(null) and
     the module warns; the other facts are still returned.
   - Changes nothing on the node.
-options:
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
   - action_common_attributes.facts
+  - gpufleet.node.attributes.facts
 attributes:
   check_mode:
-    support: full
     details: Only reads; runs the same commands in check mode.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 notes:
-  - Needs a loaded NVIDIA driver; C(nvidia-smi) is run with C(LC_ALL=C).
+  - Needs a loaded NVIDIA driver.
   - C(temperature.tlimit_c) is the margin to the GPU's slowdown temperature (T.Limit), not a temperature;
     it falls as the GPU heats up.
 seealso:

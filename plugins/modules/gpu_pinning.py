@@ -57,22 +57,15 @@ options:
     description: The NCCL topology file the instances read (C(NCCL_TOPO_FILE)).
     type: path
     default: /etc/nccl/topo.xml
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes.writes
 attributes:
   check_mode:
-    support: full
     details: Plans and compares; writes nothing.
   diff_mode:
-    support: full
     details: One diff per instance file.
-  platform:
-    platforms: posix
 notes:
   - Runs C(nvidia-smi --query-gpu=index,uuid,pci.bus_id,compute_cap --format=csv,noheader) and
     C(nvidia-smi topo -m) with C(LC_ALL=C).

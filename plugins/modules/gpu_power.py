@@ -46,11 +46,6 @@ options:
     description: The driver's persistence daemon unit.
     type: str
     default: nvidia-persistenced.service
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
   boot_unit:
     description:
       - Write the boot path that re-applies and verifies the limits at every boot - the limits by UUID
@@ -70,16 +65,14 @@ options:
     elements: str
     default: []
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes.writes
 attributes:
   check_mode:
-    support: full
     details: Reads the GPUs and the daemon's unit, reports in RV(changes) exactly what a run would change.
   diff_mode:
-    support: full
     details: Per GPU, the enforced limit and persistence mode before and after.
-  platform:
-    platforms: posix
 notes:
   - Commands run as argument lists with C(LC_ALL=C); needs root.
   - C(nvidia-smi -pl) is lost at every reboot and driver reload; the boot unit (O(boot_unit)) re-applies the

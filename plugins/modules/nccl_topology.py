@@ -37,22 +37,15 @@ options:
         C(<gpu>) and C(<net>).
     type: bool
     default: true
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes.writes
 attributes:
   check_mode:
-    support: full
     details: Discovers, renders and validates; writes nothing.
   diff_mode:
-    support: full
     details: The old and new file.
-  platform:
-    platforms: posix
 notes:
   - The file has no C(host_hash) (NCCL computes it at run time from the host name and boot ID) and no
     timestamp, so it only changes when the node does.

@@ -22,21 +22,13 @@ options:
     description: The topology file.
     type: path
     default: /etc/nccl/topo.xml
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
-    support: full
     details: Only reads; the same in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - A failed check does not fail the task; gate on RV(matches) or the checks.
 seealso:

@@ -46,14 +46,10 @@ options:
     type: dict
 extends_documentation_fragment:
   - action_common_attributes
+  - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
-    support: full
     details: Never writes, in or out of check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - Runs the same commands as the role modules in check mode, each once (C(nvidia-smi -q -x),
     C(nvidia-smi topo -m), C(mlxconfig -d <pci> q), C(mlnx_qos -i <if>), C(ethtool -a <if>),

@@ -42,18 +42,12 @@ options:
 extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.facts
+  - gpufleet.node.attributes.facts
 attributes:
   check_mode:
-    support: full
     details:
       - Only reads; runs the same commands in check mode. C(cma_roce_mode), when needed, creates and
         removes the device's rdma_cm configfs group, which is a view and changes no setting.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Needs the mlx5 drivers (C(mlx5_core), C(mlx5_ib)) and C(mlnx_qos) from MLNX_OFED/DOCA-OFED or
     mlnx-tools; tools run with C(LC_ALL=C). C(mlnx_qos) and C(cma_roce_mode) need root (C(become)).

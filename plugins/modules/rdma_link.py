@@ -67,25 +67,16 @@ options:
     description: Lowest acceptable link speed in Gb/s; V(0) only checks that each link is up.
     type: int
     default: 0
-  boot_unit:
-    description:
-      - Write the boot script and unit that re-apply the settings at every boot, and enable the unit.
-      - V(false) leaves them as they are.
-    type: bool
-    default: true
 extends_documentation_fragment:
+  - gpufleet.node.boot_unit
   - action_common_attributes
+  - gpufleet.node.attributes.writes
 attributes:
   check_mode:
-    support: full
     details:
       - Reads the same, reports in RV(changes) exactly what a run would change and runs the link checks;
         writes nothing. When a device has no rdma_cm configfs group, the module creates it to read the
         defaults (a view, which changes no setting), as C(cma_roce_mode) does.
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Needs the mlx5 drivers, the C(rdma_cm) module with configfs on C(/sys/kernel/config), C(cma_roce_mode)
     (MLNX_OFED/DOCA-OFED or mlnx-tools) and C(mlxconfig) (MFT) or C(mstconfig) (mstflint). Tools run

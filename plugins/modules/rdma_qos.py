@@ -88,23 +88,14 @@ options:
     type: list
     elements: str
     choices: [trust, pfc, ecn, cnp_dscp, global_pause]
-  boot_unit:
-    description:
-      - Write the boot script and unit that re-apply the settings at every boot, and enable the unit.
-      - V(false) leaves them as they are.
-    type: bool
-    default: true
 extends_documentation_fragment:
+  - gpufleet.node.boot_unit
   - action_common_attributes
+  - gpufleet.node.attributes.writes
 attributes:
   check_mode:
-    support: full
     details:
       - Reads the same and reports in RV(changes) exactly what a run would change; writes nothing.
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Needs C(mlnx_qos) (MLNX_OFED/DOCA-OFED or mlnx-tools) for O(trust) and O(pfc_priorities), the mlx5
     driver's C(ecn/) sysfs files for O(ecn_priorities) and O(cnp_dscp), and C(ethtool) for O(global_pause).

@@ -77,14 +77,10 @@ options:
     default: true
 extends_documentation_fragment:
   - action_common_attributes
+  - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
-    support: full
     details: Only reads; the same checks in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 seealso:
   - name: vLLM metrics
     description: The metric names vLLM exports on /metrics.

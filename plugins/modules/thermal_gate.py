@@ -108,32 +108,24 @@ options:
     elements: str
     choices: [gpu_temp_c, memory_temp_c, tlimit_c, flow_lpm, supply_temp_c, delta_temp_c]
     default: []
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
   override_reason:
     description:
       - Why the gate is overridden (ticket, who, what was checked by hand). A non-blank reason lets a
         blocked node pass as C(overridden); the checks are still listed and the reason is recorded.
     type: str
 extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
   - action_common_attributes
+  - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
-    support: full
     details: Only computes; the same verdict in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 seealso:
   - module: gpufleet.node.coolant_facts
   - module: gpufleet.node.burn_in
 notes:
-  - nvidia-smi runs with C(LC_ALL=C); a driver without C(temperature.gpu.tlimit) (before R525) reports no
-    T.Limit margin, which fails closed unless C(tlimit_c) is in O(skip_checks).
+  - A driver without C(temperature.gpu.tlimit) (before R525) reports no T.Limit margin, which fails
+    closed unless C(tlimit_c) is in O(skip_checks).
 author:
   - gpufleet developers
 """
