@@ -9,36 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from unittest import mock
-
-import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 from gpufleet.sim import build, state, sysfs
 from gpufleet.sim.tools import nvidia_smi
 from gpufleet.sim.tools import nvsmi_common as c
+from tests.unit.modules import harness
 
 SMI = "/usr/bin/nvidia-smi"
 SYSTEMCTL = "/usr/bin/systemctl"
 UNIT = "nvidia-persistenced.service"
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self: Any, **kwargs: Any) -> None:
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self: Any, **kwargs: Any) -> None:
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
 
 
 class SimNode:
@@ -99,25 +78,11 @@ class SimNode:
         return 0, "", ""
 
 
+def _which(self: Any, name: str, required: bool = False, opt_dirs: Any = None) -> str | None:
+    return {"nvidia-smi": SMI, "systemctl": SYSTEMCTL}.get(name)
+
+
 def run_module(main: Any, args: dict[str, Any], node: SimNode, check_mode: bool = False, diff: bool = False):
     """Run a module's main() against the node; returns (result, warnings)."""
-    args = dict(args)
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
-
-    def which(self: Any, name: str, required: bool = False, opt_dirs: Any = None) -> str | None:
-        return {"nvidia-smi": SMI, "systemctl": SYSTEMCTL}.get(name)
-
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=node),
-        mock.patch.object(basic.AnsibleModule, "get_bin_path", autospec=True, side_effect=which),
-        mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        main()
-    return outcome.value.args[0], [call.args[1] for call in warn.call_args_list]
+    run = harness.run_module(main, args, check_mode, diff, run_command=node, get_bin_path=_which)
+    return run.result, run.warnings

@@ -14,13 +14,12 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi
 from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.modules import harness
 
 SMI = "/usr/bin/nvidia-smi"
 QUERY = [
@@ -29,23 +28,6 @@ QUERY = [
     "clocks_event_reasons.active,utilization.gpu,power.draw,clocks.sm",
     "--format=csv,noheader,nounits",
 ]
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self: Any, **kwargs: Any) -> None:
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self: Any, **kwargs: Any) -> None:
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
 
 
 class Node:
@@ -86,16 +68,8 @@ def vllm() -> Iterator[FakeVllm]:
 
 
 def run_module(args: dict[str, Any], node: Node) -> tuple[dict[str, Any], Any]:
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=node),
-        mock.patch.object(basic.AnsibleModule, "get_bin_path", autospec=True, return_value=SMI) as which,
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        burn_in.main()
-    return outcome.value.args[0], which
+    run = harness.run_module(burn_in.main, args, run_command=node, get_bin_path=SMI)
+    return run.result, run.which
 
 
 def fast(vllm: FakeVllm, **extra: Any) -> dict[str, Any]:

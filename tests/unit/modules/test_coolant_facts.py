@@ -16,7 +16,6 @@ from unittest import mock
 
 import pytest
 from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.modules import coolant_facts
 
 from tests.unit.module_utils.test_redfish_client import (
@@ -27,23 +26,7 @@ from tests.unit.module_utils.test_redfish_client import (
     load_tree,
     make_tls,
 )
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self: Any, **kwargs: Any) -> None:
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self: Any, **kwargs: Any) -> None:
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
+from tests.unit.modules import harness
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +41,8 @@ def bmc(fixtures_dir: Path, tls: tuple[Path, ssl.SSLContext]) -> Iterator[FakeBm
 
 
 def run_module(args: dict[str, Any], check_mode: bool = False) -> tuple[dict[str, Any], list[str]]:
-    if check_mode:
-        args = {**args, "_ansible_check_mode": True}
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        coolant_facts.main()
-    return outcome.value.args[0], [c.args[1] for c in warn.call_args_list]
+    run = harness.run_module(coolant_facts.main, args, check_mode)
+    return run.result, run.warnings
 
 
 def base_args(bmc: FakeBmc, ca: Path, **extra: Any) -> dict[str, Any]:
@@ -168,7 +142,7 @@ def test_documentation_matches_argument_spec(name: str) -> None:
         module.main()
     spec = init.call_args.kwargs["argument_spec"]
     assert init.call_args.kwargs["supports_check_mode"] is True
-    options = yaml.safe_load(module.DOCUMENTATION)["options"]
+    options = harness.documentation(module)["options"]
     assert sorted(options) == sorted(spec)
     for key, doc in options.items():
         arg = spec[key]

@@ -4,9 +4,9 @@ import re
 from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
+
+from tests.unit.modules import harness
 
 SMI = "/usr/bin/nvidia-smi"
 QUERY = [SMI, "-q", "-x"]
@@ -19,23 +19,6 @@ DRIVER_DOWN = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
     "Make sure that the latest NVIDIA driver is installed and running.\n"
 )
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self, **kwargs):
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self, **kwargs):
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
 
 
 class FakeNvidiaSmi:
@@ -70,18 +53,7 @@ def eight_gpu_xml(read_fixture):
 
 def run_module(args, fake, bin_path=SMI):
     """Run gpu_facts.main(); returns (result, warnings, get_bin_path mock)."""
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=fake),
-        mock.patch.object(basic.AnsibleModule, "get_bin_path", autospec=True, return_value=bin_path) as which,
-        mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        gpu_facts.main()
-    warnings = [call.args[1] for call in warn.call_args_list]
-    return outcome.value.args[0], warnings, which
+    return harness.run_module(gpu_facts.main, args, run_command=fake, get_bin_path=bin_path)
 
 
 def test_facts_single_gpu_with_topology(read_fixture, single_gpu_topo):
@@ -204,15 +176,8 @@ def test_missing_nvidia_smi_fails(tmp_path, monkeypatch):
     # The real get_bin_path, on a PATH without nvidia-smi (it also looks in the sbin dirs).
     monkeypatch.setenv("PATH", str(tmp_path))
     fake = FakeNvidiaSmi({})
-    with (
-        patch_module_args({}),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=fake),
-        pytest.raises(FailJson) as outcome,
-    ):
-        gpu_facts.main()
-    assert "nvidia-smi" in outcome.value.args[0]["msg"]
+    result = harness.run_module(gpu_facts.main, {}, run_command=fake, expect=harness.FailJson).result
+    assert "nvidia-smi" in result["msg"]
     assert fake.calls == []
 
 
@@ -248,7 +213,7 @@ def test_check_mode_and_rerun_report_the_same_and_no_change(read_fixture, single
 def test_documentation_matches_argument_spec():
     import yaml
 
-    doc = yaml.safe_load(gpu_facts.DOCUMENTATION)
+    doc = harness.documentation(gpu_facts)
     assert set(doc["options"]) == {"nvidia_smi_path"}
     assert doc["attributes"]["check_mode"]["support"] == "full"
     assert doc["attributes"]["diff_mode"]["support"] == "none"

@@ -5,17 +5,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.module_utils import gpu_power as power_role
 from ansible_collections.gpufleet.node.plugins.modules import gpu_power
 
 from gpufleet.sim import faults_gpu, state
 from gpufleet.sim import node as sim_node
-from tests.unit.modules import simnode
+from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SYSTEMCTL, UNIT, SimNode, run_module
 
 QUERY = [
@@ -258,28 +255,16 @@ class BootNode(SimNode):
 def boot_run(node: BootNode, check_mode: bool = False, diff: bool = False) -> dict[str, Any]:
     """run_module, with sh on the node's PATH too."""
     args = {"limit_w": 1400, "boot_before": ["vllm@glm52.service"]}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    if diff:
-        args["_ansible_diff"] = True
     paths = {"nvidia-smi": SMI, "systemctl": SYSTEMCTL, "sh": "/bin/sh"}
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", simnode._exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", simnode._fail_json),
-        mock.patch.object(basic.AnsibleModule, "run_command", autospec=True, side_effect=node),
-        mock.patch.object(
-            basic.AnsibleModule,
-            "get_bin_path",
-            autospec=True,
-            side_effect=lambda self, name, *a, **k: paths.get(name),
-        ),
-        mock.patch.object(basic.AnsibleModule, "warn", autospec=True),
-        pytest.raises(simnode.ExitJson) as outcome,
-    ):
-        gpu_power.main()
-    result: dict[str, Any] = outcome.value.args[0]
-    return result
+    return harness.run_module(
+        gpu_power.main,
+        args,
+        check_mode,
+        diff,
+        run_command=node,
+        get_bin_path=lambda self, name, *a, **k: paths.get(name),
+        expect=harness.ExitJson,
+    ).result
 
 
 def test_the_boot_files_are_named_in_check_mode_written_once_and_restore_the_limits(

@@ -10,21 +10,20 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 from ansible_collections.gpufleet.node.plugins.modules import rdma_qos
 
-from gpufleet.sim import build, faults_rdma, state, sysfs_rdma
+from gpufleet.sim import state
 from gpufleet.sim.tools import ethtool, mlnx_qos
+from tests.unit.modules import harness, rdmanode
 
 TOOLS: dict[str, Any] = {"mlnx_qos": mlnx_qos, "ethtool": ethtool}
-BIN = "/usr/sbin"
+BIN = rdmanode.BIN
 IF = "ens21np0"
 QOS = f"{BIN}/mlnx_qos"
 ETHTOOL = f"{BIN}/ethtool"
@@ -40,40 +39,8 @@ FULL = {
 QOS_OLDEST = "PFC configuration:\n\npriority 0 1 2 3 4 5 6 7\n\nenabled 0 0 0 1 0 0 0 0\n"
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-class Node:
-    """A fake node: its sysfs under ``root``, the tools it has, the commands the module ran."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.installed = set(TOOLS)
-        self.calls: list[list[str]] = []
-        self.envs: list[dict[str, str] | None] = []
-        # tool name -> callable(args) returning (rc, out, err), or None to run the fake tool
-        self.override: dict[str, Callable[[list[str]], tuple[int, str, str] | None]] = {}
-
-    def run_command(self, args: list[str], environ_update: dict[str, str] | None = None, **_: Any) -> Any:
-        self.calls.append(list(args))
-        self.envs.append(environ_update)
-        name = os.path.basename(args[0])
-        answer = self.override[name](list(args)) if name in self.override else None
-        if answer is not None:
-            return answer
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = TOOLS[name].main(list(args[1:]), self.root)
-        return rc, out.getvalue(), err.getvalue()
-
-    def fault(self, name: str) -> None:
-        with state.locked(self.root) as current:
-            faults_rdma.FAULTS[name][0](current, self.root / "sys")
+class Node(rdmanode.RdmaNode):
+    """The RDMA node, with what these tests look at."""
 
     def nic(self, netdev: str = IF) -> dict[str, Any]:
         found: dict[str, Any] = next(n for n in state.load(self.root)["nics"] if n["netdev"] == netdev)
@@ -82,64 +49,18 @@ class Node:
     def ecn(self, netdev: str = IF) -> dict[str, Any]:
         return rdma.read_ecn(netdev, str(self.root))
 
-    def snapshot(self) -> dict[str, str]:
-        """Every file of the node (state and sysfs), to prove a run wrote nothing."""
-        return {
-            str(p.relative_to(self.root)): p.read_text(encoding="utf-8")
-            for p in sorted(self.root.rglob("*"))
-            if p.is_file() and not p.is_symlink() and p.name != "state.lock"
-        }
-
 
 @pytest.fixture
-def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Node]:
-    sys_root = tmp_path / "sys"
-    sys_root.mkdir()
-    node_state = build.build_node_state("b300-node-0", "b300-16", 0)
-    for nic in node_state["nics"]:
-        pci_dir = sys_root / "devices" / "pci0000:00" / nic["pci_bus_id"]
-        pci_dir.mkdir(parents=True)
-        for name, value in (("vendor", "0x15b3"), ("device", nic["pci_device_id"]), ("numa_node", 0)):
-            (pci_dir / name).write_text(f"{value}\n", encoding="utf-8")
-        sysfs_rdma.render_nic(node_state, nic, pci_dir, sys_root)
-    state.save(tmp_path, node_state)
-    fake = Node(tmp_path)
-
-    def get_bin_path(module: Any, name: str, required: bool = False, opt_dirs: Any = None) -> str | None:
-        if name in fake.installed:
-            return f"{BIN}/{name}"
-        if required:
-            module.fail_json(msg=f"Failed to find required executable {name!r}")
-        return None
-
-    def exit_json(module: Any, **kwargs: Any) -> None:
-        raise ExitJson(kwargs)
-
-    def fail_json(module: Any, **kwargs: Any) -> None:
-        raise FailJson(kwargs)
-
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path))
-    monkeypatch.setattr(
-        basic.AnsibleModule, "run_command", lambda self, args, **kw: fake.run_command(args, **kw)
-    )
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    yield fake
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Node:
+    return rdmanode.install(Node(tmp_path, TOOLS), monkeypatch)
 
 
 def run_module(args: dict[str, Any]) -> dict[str, Any]:
-    with patch_module_args({"boot_unit": False, **args}), pytest.raises(ExitJson) as result:
-        rdma_qos.main()
-    outcome: dict[str, Any] = result.value.args[0]
-    return outcome
+    return harness.run_module(rdma_qos.main, {"boot_unit": False, **args}, expect=harness.ExitJson).result
 
 
 def fail_module(args: dict[str, Any]) -> dict[str, Any]:
-    with patch_module_args({"boot_unit": False, **args}), pytest.raises(FailJson) as result:
-        rdma_qos.main()
-    outcome: dict[str, Any] = result.value.args[0]
-    return outcome
+    return harness.run_module(rdma_qos.main, {"boot_unit": False, **args}, expect=harness.FailJson).result
 
 
 def ecn_path(node: Node, point: str, prio: int, netdev: str = IF) -> str:

@@ -7,43 +7,17 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.modules import service_check
 
 from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.modules import harness
 
 FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
 RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self: Any, **kwargs: Any) -> None:
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self: Any, **kwargs: Any) -> None:
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
-
-
 def run_module(args: dict[str, Any]) -> dict[str, Any]:
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        service_check.main()
-    result: dict[str, Any] = outcome.value.args[0]
-    return result
+    return harness.run_module(service_check.main, args).result
 
 
 @pytest.fixture

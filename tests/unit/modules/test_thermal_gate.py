@@ -7,11 +7,8 @@ of GPUs (gpu_facts' shape, from real captures), and asserts the exact argv.
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     REASON_BITS,
     THERMAL_FIELDS,
@@ -19,26 +16,11 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
 )
 from ansible_collections.gpufleet.node.plugins.modules import thermal_gate
 
+from tests.unit.modules import harness
+
 HGX_Q = "nvidia-smi-text/gpud-8xH100-80GB-HBM3-535.161.08-q.txt"
 SMI = "/usr/bin/nvidia-smi"
 QUERY = [SMI, "--query-gpu=" + ",".join(THERMAL_FIELDS), "--format=csv,noheader,nounits"]
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
-def _exit_json(self: Any, **kwargs: Any) -> None:
-    raise ExitJson(kwargs)
-
-
-def _fail_json(self: Any, **kwargs: Any) -> None:
-    kwargs["failed"] = True
-    raise FailJson(kwargs)
 
 
 def _cell(value: Any) -> str:
@@ -70,19 +52,10 @@ def run_module(
         calls.append(argv)
         return reply
 
-    with (
-        patch_module_args(args),
-        mock.patch.object(basic.AnsibleModule, "exit_json", _exit_json),
-        mock.patch.object(basic.AnsibleModule, "fail_json", _fail_json),
-        mock.patch.object(basic.AnsibleModule, "get_bin_path", return_value=SMI),
-        mock.patch.object(basic.AnsibleModule, "run_command", run_command),
-        mock.patch.object(basic.AnsibleModule, "warn", autospec=True) as warn,
-        pytest.raises((ExitJson, FailJson)) as outcome,
-    ):
-        thermal_gate.main()
+    run = harness.run_module(thermal_gate.main, args, run_command=run_command, get_bin_path=SMI)
     # One cheap sample per run, never nvidia-smi -q -x.
     assert calls in ([], [QUERY])
-    return outcome.value.args[0], [c.args[1] for c in warn.call_args_list]
+    return run.result, run.warnings
 
 
 def coolant(flow: float) -> dict[str, Any]:
