@@ -132,6 +132,29 @@ def header(module):
     return "# managed by gpufleet.node.%s; edits are overwritten\n" % module
 
 
+_ONESHOT_UNIT = """[Unit]
+Description=%s
+Documentation=%s
+After=%s
+Wants=network-pre.target
+Before=network.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh %s
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def oneshot_unit(module, description, documentation, after, script):
+    """The text of a unit that runs ``script`` once at boot, after the units ``after`` (a space-separated
+    list) and before the network is up, so the settings it re-applies are in place before traffic."""
+    return header(module) + _ONESHOT_UNIT % (description, documentation, after, script)
+
+
 def boot_file(path, text, mode="0644", unit=None, script=False):
     """One file a role writes: ``{path, text, sha256, mode, unit, script}`` (unit: the name it
     enables, or None; script: checked with ``sh -n`` before it replaces the old file)."""

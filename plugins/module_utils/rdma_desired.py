@@ -20,6 +20,9 @@ from typing import Any
 # The one definition of a check (results vocabulary), re-exported under this module's name.
 from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
+# NVIDIA's RoCE page, the Documentation= of the RDMA modules' boot units.
+ROCE_DOCS = "https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)"
+
 PRIORITIES = range(8)  # IEEE 802.1p priorities
 DSCP_RANGE = range(64)
 LINK_TYPES = {"eth": "ETH", "ib": "IB"}

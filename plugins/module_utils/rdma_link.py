@@ -20,7 +20,11 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
     plan_link_port,
     port_names,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import link_checks, select_ports
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
+    ROCE_DOCS,
+    link_checks,
+    select_ports,
+)
 
 MODULE = "rdma_link"
 SCRIPT = "/etc/gpufleet/rdma-link.sh"
@@ -42,21 +46,8 @@ NO_DEVICES = (
     "(modprobe mlx5_ib), or leave this node out of the RoCE roles"
 )
 
-_UNIT_TEXT = """[Unit]
-Description=gpufleet: re-apply the RoCE link settings (MTU, RoCE mode, ToS) of the mlx5 ports
-Documentation=https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
-After=openibd.service sys-kernel-config.mount network-pre.target
-Wants=network-pre.target
-Before=network.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh %s
-
-[Install]
-WantedBy=multi-user.target
-"""
+_UNIT_DESCRIPTION = "gpufleet: re-apply the RoCE link settings (MTU, RoCE mode, ToS) of the mlx5 ports"
+_UNIT_AFTER = "openibd.service sys-kernel-config.mount network-pre.target"
 
 
 def validate(node, params):
@@ -85,7 +76,11 @@ def boot_texts(boot_commands):
     )
     return [
         boot_files.boot_file(SCRIPT, script, script=True),
-        boot_files.boot_file(UNIT_PATH, boot_files.header(MODULE) + _UNIT_TEXT % SCRIPT, unit=UNIT),
+        boot_files.boot_file(
+            UNIT_PATH,
+            boot_files.oneshot_unit(MODULE, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER, SCRIPT),
+            unit=UNIT,
+        ),
     ]
 
 

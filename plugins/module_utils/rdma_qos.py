@@ -23,6 +23,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_apply import (
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import (
     DSCP_RANGE,
     PRIORITIES,
+    ROCE_DOCS,
     bad_values,
     qos_changes,
 )
@@ -53,21 +54,10 @@ ARGUMENT_SPEC = dict(
     boot_unit=dict(type="bool", default=True),
 )
 
-_UNIT_TEXT = """[Unit]
-Description=gpufleet: re-apply lossless RoCE QoS (trust, PFC, ECN, CNP DSCP, global pause) of the mlx5 ports
-Documentation=https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
-After=openibd.service network-pre.target gpufleet-rdma-link.service
-Wants=network-pre.target
-Before=network.target
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/sh %s
-
-[Install]
-WantedBy=multi-user.target
-"""
+_UNIT_DESCRIPTION = (
+    "gpufleet: re-apply lossless RoCE QoS (trust, PFC, ECN, CNP DSCP, global pause) of the mlx5 ports"
+)
+_UNIT_AFTER = "openibd.service network-pre.target gpufleet-rdma-link.service"
 
 
 def effective(params):
@@ -112,7 +102,11 @@ def boot_texts(interfaces):
     )
     return [
         boot_files.boot_file(SCRIPT, script, script=True),
-        boot_files.boot_file(UNIT_PATH, boot_files.header(MODULE) + _UNIT_TEXT % SCRIPT, unit=UNIT),
+        boot_files.boot_file(
+            UNIT_PATH,
+            boot_files.oneshot_unit(MODULE, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER, SCRIPT),
+            unit=UNIT,
+        ),
     ]
 
 
