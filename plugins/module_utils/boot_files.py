@@ -155,6 +155,25 @@ def oneshot_unit(module, description, documentation, after, script):
     return header(module) + _ONESHOT_UNIT % (description, documentation, after, script)
 
 
+def reapply_files(module, script_path, unit, intro, commands, description, documentation, after):
+    """The boot script that re-applies a module's settings and the oneshot unit ``unit`` that runs it
+    (:func:`oneshot_unit`): ``[boot_file(script), boot_file(unit)]``. The script runs every command
+    (a ``# ...`` line is a comment) and fails when one of them did; ``intro`` starts its comment."""
+    body = "".join(line + "\n" if line.startswith("#") else "%s || rc=1\n" % line for line in commands)
+    script = (
+        header(module)
+        + intro
+        + "Run by %s;\n# every line runs, and the script fails when one of them did.\nrc=0\n" % unit
+        + body
+        + 'exit "$rc"\n'
+    )
+    unit_text = oneshot_unit(module, description, documentation, after, script_path)
+    return [
+        boot_file(script_path, script, script=True),
+        boot_file("/etc/systemd/system/" + unit, unit_text, unit=unit),
+    ]
+
+
 def boot_file(path, text, mode="0644", unit=None, script=False):
     """One file a role writes: ``{path, text, sha256, mode, unit, script}`` (unit: the name it
     enables, or None; script: checked with ``sh -n`` before it replaces the old file)."""

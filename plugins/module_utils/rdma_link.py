@@ -29,7 +29,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import 
 MODULE = "rdma_link"
 SCRIPT = "/etc/gpufleet/rdma-link.sh"
 UNIT = "gpufleet-rdma-link.service"
-UNIT_PATH = "/etc/systemd/system/" + UNIT
 
 ARGUMENT_SPEC = dict(
     ports=dict(type="list", elements="str", default=[]),
@@ -67,21 +66,13 @@ def validate(node, params):
 
 def boot_texts(boot_commands):
     """The boot script and unit: ``[boot_files.boot_file(...)]``."""
-    script = (
-        boot_files.header(MODULE)
-        + "# Re-applies what the kernel forgets at reboot and gpufleet.node.rdma_link set on the\n"
-        "# RoCE ports: MTU, RDMA CM default RoCE mode and default ToS. Run by %s;\n"
-        "# every line runs, and the script fails when one of them did.\n"
-        "rc=0\n" % UNIT + "".join("%s || rc=1\n" % line for line in boot_commands) + 'exit "$rc"\n'
+    intro = (
+        "# Re-applies what the kernel forgets at reboot and gpufleet.node.rdma_link set on the\n"
+        "# RoCE ports: MTU, RDMA CM default RoCE mode and default ToS. "
     )
-    return [
-        boot_files.boot_file(SCRIPT, script, script=True),
-        boot_files.boot_file(
-            UNIT_PATH,
-            boot_files.oneshot_unit(MODULE, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER, SCRIPT),
-            unit=UNIT,
-        ),
-    ]
+    return boot_files.reapply_files(
+        MODULE, SCRIPT, UNIT, intro, boot_commands, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER
+    )
 
 
 def _want(params):

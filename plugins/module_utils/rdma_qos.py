@@ -31,7 +31,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import 
 MODULE = "rdma_qos"
 SCRIPT = "/etc/gpufleet/rdma-qos.sh"
 UNIT = "gpufleet-rdma-qos.service"
-UNIT_PATH = "/etc/systemd/system/" + UNIT
 
 # What `manage` names -> the options it covers.
 MANAGE = {
@@ -89,25 +88,17 @@ def validate(node, params):
 
 def boot_texts(interfaces):
     """The boot script and unit from ``[{interface, ibdev, boot_commands}]``."""
-    lines = []
+    commands = []
     for entry in interfaces:
-        lines.append("# %s (%s)\n" % (entry["interface"], entry["ibdev"]))
-        lines += ["%s || rc=1\n" % line for line in entry["boot_commands"]]
-    script = (
-        boot_files.header(MODULE)
-        + "# Re-applies what the kernel and the NIC forget at reboot and gpufleet.node.rdma_qos set on the\n"
-        "# RoCE interfaces: global pause, trust, PFC, ECN and CNP DSCP. Run by %s;\n"
-        "# every line runs, and the script fails when one of them did.\n"
-        "rc=0\n" % UNIT + "".join(lines) + 'exit "$rc"\n'
+        commands.append("# %s (%s)" % (entry["interface"], entry["ibdev"]))
+        commands += entry["boot_commands"]
+    intro = (
+        "# Re-applies what the kernel and the NIC forget at reboot and gpufleet.node.rdma_qos set on the\n"
+        "# RoCE interfaces: global pause, trust, PFC, ECN and CNP DSCP. "
     )
-    return [
-        boot_files.boot_file(SCRIPT, script, script=True),
-        boot_files.boot_file(
-            UNIT_PATH,
-            boot_files.oneshot_unit(MODULE, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER, SCRIPT),
-            unit=UNIT,
-        ),
-    ]
+    return boot_files.reapply_files(
+        MODULE, SCRIPT, UNIT, intro, commands, _UNIT_DESCRIPTION, ROCE_DOCS, _UNIT_AFTER
+    )
 
 
 def choose(node, wanted):
