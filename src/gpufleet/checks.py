@@ -48,7 +48,7 @@ hint = cast(Callable[[str], str], _vocabulary.hint)
 HARMFUL_REASONS = cast(tuple[str, ...], _vocabulary.HARMFUL_REASONS)
 
 # What a host's results can make it (report.STATUSES is this tuple).
-STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable")
+STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable", "interrupted")
 GOOD_STATUSES = ("ok", "changed")
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, preflight, procs, runlock, runner
+from gpufleet import commands, interrupt, preflight, procs, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet.report import Report
@@ -255,10 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         vault = _vault_file(args.vault_password_file, args.inventory)
         hosts = _preflight(args, inventory, vault)
         changing = _changing(args)
-        if changing is None:
-            return _run(args, inventory, vault)
-        with runlock.hold(changing, hosts):
-            return _run(args, inventory, vault)
+        with interrupt.installed():
+            if changing is None:
+                return _run(args, inventory, vault)
+            with runlock.hold(changing, hosts):
+                return _run(args, inventory, vault)
     except (
         UsageError,
         preflight.ConfigError,
@@ -270,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     ) as exc:
         print(f"gpufleet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except runner.Canceled as exc:
+        print(
+            f"gpufleet: interrupted: {exc}; its nodes may be part-way through it (drained, half-provisioned "
+            "or gated): run gpufleet drift, or the same command again, to see where they stand",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_OK
     except runner.RunnerError as exc:
         print(f"gpufleet: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import checks, runner
+from gpufleet import checks, interrupt, runner
 from gpufleet.report import HostReport, Report, now, write
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
@@ -130,18 +130,35 @@ def fix(options: DriftOptions, report: Report, progress: runner.Progress | None 
     size = batch_size(options.batch, len(targets))
     plan = batches(targets, size)
     for number, batch in enumerate(plan, start=1):
+        if interrupt.STATE.requested:
+            # Stopped between batches: every node is whole (fixed, or still drifted and in service).
+            _not_started(
+                report, plan[number - 1 :], f"gpufleet was interrupted ({interrupt.STATE.signal_name})"
+            )
+            break
         if progress:
             progress(f"drift --fix: batch {number}/{len(plan)}: {', '.join(batch)}")
-        result = runner.run_playbook(
-            runner.RunOptions(
-                playbook="drift_fix.yml",
-                inventory=options.inventory,
-                limit=",".join(batch),
-                forks=max(1, len(batch)),
-                vault_password_file=options.vault_password_file,
-            ),
-            progress=progress,
-        )
+        try:
+            result = runner.run_playbook(
+                runner.RunOptions(
+                    playbook="drift_fix.yml",
+                    inventory=options.inventory,
+                    limit=",".join(batch),
+                    forks=max(1, len(batch)),
+                    vault_password_file=options.vault_password_file,
+                ),
+                progress=progress,
+            )
+        except runner.Canceled as exc:
+            for name in batch:
+                host = report.hosts[name]
+                host.status = "interrupted"
+                host.message = (
+                    f"batch {number}: {exc}: the node may be drained and half-provisioned; "
+                    "run gpufleet drift to see where it stands, then drift --fix again"
+                )
+            _not_started(report, plan[number:], f"gpufleet was stopped during batch {number}")
+            break
         for name in batch:
             report.hosts[name] = _fixed_host(report.hosts[name], result.hosts.get(name), number)
         failed = sum(1 for name in batch if report.hosts[name].status != "changed")
@@ -157,6 +174,14 @@ def fix(options: DriftOptions, report: Report, progress: runner.Progress | None 
                     )
             break
     return report
+
+
+def _not_started(report: Report, later: list[list[str]], why: str) -> None:
+    for batch in later:
+        for name in batch:
+            host = report.hosts[name]
+            host.status = "interrupted"
+            host.message = f"not started: {why}; still drifted, left in service"
 
 
 def drift(options: DriftOptions, progress: runner.Progress | None = None) -> Report:

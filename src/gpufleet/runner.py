@@ -16,6 +16,8 @@ from typing import Any
 
 import ansible_runner
 
+from gpufleet import interrupt
+
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
 COLLECTIONS_DIR = REPO_DIR / ".gpufleet" / "collections"
@@ -25,6 +27,10 @@ Progress = Callable[[str], None]
 
 class RunnerError(RuntimeError):
     """ansible-runner could not run the playbook at all (not a host failure)."""
+
+
+class Canceled(RunnerError):
+    """The playbook was stopped by a second SIGINT/SIGTERM before it ended (no results)."""
 
 
 @dataclass(frozen=True)
@@ -193,12 +199,18 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             extravars=options.extravars or None,
             envvars=envvars,
             event_handler=_ProgressPrinter(progress),
+            # Our own: ansible-runner's default handler kills the playbook at the first signal.
+            cancel_callback=interrupt.STATE.stop_now,
             quiet=True,
             json_mode=True,
             rotate_artifacts=1,
             suppress_env_files=True,
         )
         if not results_file.exists():
+            if result.status == "canceled":
+                raise Canceled(
+                    f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended"
+                )
             tail = _stdout_tail(result)
             raise RunnerError(
                 f"ansible-playbook ended with status {result.status!r} (rc {result.rc}): {tail}"

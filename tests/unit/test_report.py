@@ -74,6 +74,7 @@ def test_files_follow_the_contract(tmp_path: Path) -> None:
         "blocked": 0,
         "failed": 1,
         "unreachable": 1,
+        "interrupted": 0,
         "hosts": 3,
     }
     md = paths["md"].read_text()

@@ -1,0 +1,64 @@
+"""SIGINT and SIGTERM during a run: the first lets the work under way finish and starts nothing new
+(drift --fix stops between batches, so no node is left half-provisioned or drained by gpufleet's
+own stop); a second stops the running playbook now. Either way the report says what happened.
+
+ansible-runner would otherwise install its own handlers and kill ansible-playbook at the first
+signal, leaving no report; gpufleet gives it :meth:`Interrupt.stop_now` as its cancel callback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from collections.abc import Iterator
+from types import FrameType
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupt:
+    """What the operator asked: nothing, finish what is under way (one signal), or stop now (two)."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self.now = False
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_name is not None
+
+    def handle(self, signum: int, frame: FrameType | None = None) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is None:
+            self.signal_name = name
+            print(
+                f"gpufleet: {name}: finishing the work under way and starting nothing new; "
+                "send it again to stop now",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        self.now = True
+        print(f"gpufleet: {name} again: stopping the running playbook now", file=sys.stderr, flush=True)
+
+    def stop_now(self) -> bool:
+        """ansible-runner's cancel callback: True once a second signal came."""
+        return self.now
+
+
+# The run's interrupt state; :func:`installed` gives each command a fresh one.
+STATE = Interrupt()
+
+
+@contextlib.contextmanager
+def installed() -> Iterator[Interrupt]:
+    """SIGINT and SIGTERM go to a fresh :data:`STATE` while the block runs; the previous handlers after."""
+    global STATE
+    STATE = Interrupt()
+    previous = {s: signal.signal(s, STATE.handle) for s in SIGNALS}
+    try:
+        yield STATE
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
