@@ -14,10 +14,10 @@ Runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 import csv
-import functools
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard
 from ansible_collections.gpufleet.node.plugins.module_utils.results import CLOCK_EVENT_REASONS
 
 
@@ -26,27 +26,8 @@ class ParseError(ValueError):
 
 
 def _guard(tool):
-    """Turn any slip on malformed input into a ParseError naming the tool.
-
-    Callers (modules) catch ParseError to fail with a clear message; an
-    IndexError from a half-written line must not become a traceback.
-    """
-
-    def wrap(func):
-        @functools.wraps(func)
-        def inner(text, *args, **kwargs):
-            if not isinstance(text, str) or not text.strip():
-                raise ParseError("%s: empty output" % tool)
-            try:
-                return func(text, *args, **kwargs)
-            except ParseError:
-                raise
-            except (ValueError, LookupError, AttributeError, TypeError) as exc:
-                raise ParseError("%s: unexpected output (%s)" % (tool, exc)) from exc
-
-        return inner
-
-    return wrap
+    """parsing.guard with this module's ParseError."""
+    return guard(ParseError, tool)
 
 
 # ---------------------------------------------------------------- values

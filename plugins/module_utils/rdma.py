@@ -17,11 +17,12 @@ Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard
 
 # Filesystem root the sysfs readers use when not given one; tests patch it.
 SYSFS_ROOT = "/"
@@ -34,29 +35,8 @@ class ParseError(ValueError):
 
 
 def _guard(tool: str, allow_empty: bool = False) -> Callable[[Func], Func]:
-    """Turn any slip on malformed input into a ParseError naming the tool.
-
-    Modules catch ParseError to fail with a clear message; an IndexError from a
-    half-written line must not become a traceback.
-    """
-
-    def wrap(func: Func) -> Func:
-        @functools.wraps(func)
-        def inner(text: Any, *args: Any, **kwargs: Any) -> Any:
-            if not isinstance(text, str):
-                raise ParseError("%s: no output to parse" % tool)
-            if not text.strip() and not allow_empty:
-                raise ParseError("%s: empty output" % tool)
-            try:
-                return func(text, *args, **kwargs)
-            except ParseError:
-                raise
-            except (ValueError, LookupError, AttributeError, TypeError) as exc:
-                raise ParseError("%s: unexpected output (%s)" % (tool, exc)) from exc
-
-        return inner  # type: ignore[return-value]
-
-    return wrap
+    """parsing.guard with this module's ParseError."""
+    return guard(ParseError, tool, allow_empty)
 
 
 def _na(value: str) -> str | None:
