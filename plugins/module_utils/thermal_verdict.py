@@ -19,6 +19,8 @@ Pure functions, no I/O. Runs on the controller or the node (Python 3.11, stdlib 
 
 from __future__ import annotations
 
+import functools
+
 from ansible_collections.gpufleet.node.plugins.module_utils.results import (
     CLOCK_EVENT_REASONS,
     HARMFUL_REASONS,
@@ -93,38 +95,32 @@ def _missing(what, missing):
     return "%s not reported (fail closed)" % what
 
 
-def _max_check(name, what, value, limit, unit, missing=0, peak=False):
-    """value must be known and at or below limit."""
+# How a message words a reading against a maximum and a minimum: (within, beyond, peak verb, limit noun).
+_WORDS = {
+    "max": ("within", "above", "peaked at ", "limit"),
+    "min": ("at or above", "below", "fell to ", "minimum"),
+}
+
+
+def _limit_check(kind, name, what, value, limit, unit, missing=0, peak=False):
+    """value must be known and within limit: at or below it for a "max", at or above it for a "min"."""
     if value is None or missing:
         return check(name, False, value, limit, unit, _missing(what, missing))
-    ok = value <= limit
-    word = "within" if ok else "above"
+    ok = value <= limit if kind == "max" else value >= limit
+    within, beyond, verb, noun = _WORDS[kind]
     return check(
         name,
         ok,
         value,
         limit,
         unit,
-        "%s %s%s %s, %s the %s %s limit"
-        % (what, "peaked at " if peak else "", _fmt(value), unit, word, _fmt(limit), unit),
+        "%s %s%s %s, %s the %s %s %s"
+        % (what, verb if peak else "", _fmt(value), unit, within if ok else beyond, _fmt(limit), unit, noun),
     )
 
 
-def _min_check(name, what, value, limit, unit, missing=0, peak=False):
-    """value must be known and at or above limit."""
-    if value is None or missing:
-        return check(name, False, value, limit, unit, _missing(what, missing))
-    ok = value >= limit
-    word = "at or above" if ok else "below"
-    return check(
-        name,
-        ok,
-        value,
-        limit,
-        unit,
-        "%s %s%s %s, %s the %s %s minimum"
-        % (what, "fell to " if peak else "", _fmt(value), unit, word, _fmt(limit), unit),
-    )
+_max_check = functools.partial(_limit_check, "max")
+_min_check = functools.partial(_limit_check, "min")
 
 
 def _number(value):
@@ -260,6 +256,15 @@ def _leak_check(name, what, state, required):
     )
 
 
+# A connector's readings judged against a limit, in report order: (judge, limit option, check
+# reading name, coolant_facts field, what the message calls it, unit).
+_CONNECTOR_READINGS = (
+    (_min_check, "min_flow_lpm", "flow_lpm", "flow_lpm", "flow", "L/min"),
+    (_max_check, "max_supply_c", "supply_temp_c", "supply_c", "supply temperature", "C"),
+    (_max_check, "max_delta_c", "delta_temp_c", "delta_c", "supply/return difference", "K"),
+)
+
+
 def coolant_checks(coolant, limits, require_coolant=True):
     """Checks for coolant_facts' gpufleet_coolant, named ``coolant.<reading>[<connector key>]``."""
     if coolant is None:
@@ -294,36 +299,17 @@ def coolant_checks(coolant, limits, require_coolant=True):
     for conn in connectors:
         key = conn.get("key") or conn.get("id")
         what = "coolant connector %s" % key
-        if limits.get("min_flow_lpm") is not None:
-            checks.append(
-                _min_check(
-                    "coolant.flow_lpm[%s]" % key,
-                    "%s flow" % what,
-                    _number(conn.get("flow_lpm")),
-                    limits["min_flow_lpm"],
-                    "L/min",
+        for judge, limit, reading, field, label, unit in _CONNECTOR_READINGS:
+            if limits.get(limit) is not None:
+                checks.append(
+                    judge(
+                        "coolant.%s[%s]" % (reading, key),
+                        "%s %s" % (what, label),
+                        _number(conn.get(field)),
+                        limits[limit],
+                        unit,
+                    )
                 )
-            )
-        if limits.get("max_supply_c") is not None:
-            checks.append(
-                _max_check(
-                    "coolant.supply_temp_c[%s]" % key,
-                    "%s supply temperature" % what,
-                    _number(conn.get("supply_c")),
-                    limits["max_supply_c"],
-                    "C",
-                )
-            )
-        if limits.get("max_delta_c") is not None:
-            checks.append(
-                _max_check(
-                    "coolant.delta_temp_c[%s]" % key,
-                    "%s supply/return difference" % what,
-                    _number(conn.get("delta_c")),
-                    limits["max_delta_c"],
-                    "K",
-                )
-            )
         checks.append(_health_check("coolant.health[%s]" % key, what, conn.get("health"), allowed))
         checks.append(
             _leak_check(
