@@ -93,13 +93,6 @@ options:
         max operating temperature and the driver lowers clocks.
     type: float
     default: 3.0
-  forbidden_reasons:
-    description: Clock event reasons that must never show during the burn-in.
-    type: list
-    elements: str
-    choices: [gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, hw_thermal_slowdown,
-              hw_power_brake_slowdown, sync_boost, sw_thermal_slowdown, display_clocks_setting]
-    default: [hw_slowdown, hw_thermal_slowdown, sw_thermal_slowdown, hw_power_brake_slowdown]
   min_utilization_pct:
     description:
       - When set, each watched GPU must reach this utilization at least once, proving the load reached it.
@@ -119,6 +112,7 @@ options:
     default: true
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
+  - gpufleet.node.clock_events
   - action_common_attributes
   - gpufleet.node.attributes
 attributes:

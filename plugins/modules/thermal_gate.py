@@ -59,15 +59,6 @@ options:
         leaves room for the load.
     type: float
     default: 20.0
-  forbidden_reasons:
-    description:
-      - Clock event reasons that must not be active. By default the thermal and power-brake slowdowns,
-        which cost throughput; C(sw_power_cap) (the configured power limit) and C(gpu_idle) are normal.
-    type: list
-    elements: str
-    choices: [gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, hw_thermal_slowdown,
-              hw_power_brake_slowdown, sync_boost, sw_thermal_slowdown, display_clocks_setting]
-    default: [hw_slowdown, hw_thermal_slowdown, sw_thermal_slowdown, hw_power_brake_slowdown]
   min_flow_lpm:
     description:
       - Lowest coolant flow allowed per node connector, in L/min. Size it per profile from the loop's
@@ -115,6 +106,7 @@ options:
     type: str
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
+  - gpufleet.node.clock_events
   - action_common_attributes
   - gpufleet.node.attributes.read_only
 attributes:
