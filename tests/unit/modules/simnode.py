@@ -7,8 +7,13 @@ units whose start turns persistence on, as the driver's daemon does. Every argv 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
+
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
 
 from gpufleet.sim import build, state, sysfs
 from gpufleet.sim.tools import nvidia_smi
@@ -18,6 +23,7 @@ from tests.unit.modules import harness
 SMI = "/usr/bin/nvidia-smi"
 SYSTEMCTL = "/usr/bin/systemctl"
 UNIT = "nvidia-persistenced.service"
+CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
 
 
 class SimNode:
@@ -86,3 +92,16 @@ def run_module(main: Any, args: dict[str, Any], node: SimNode, check_mode: bool 
     """Run a module's main() against the node; returns (result, warnings)."""
     run = harness.run_module(main, args, check_mode, diff, run_command=node, get_bin_path=_which)
     return run.result, run.warnings
+
+
+@contextmanager
+def topology_node(tmp_path: Path) -> Iterator[SimNode]:
+    """A SimNode whose sysfs and /proc/cpuinfo (CPUINFO, one Intel CPU) nccl_topo reads."""
+    sim = SimNode(tmp_path / "node")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(CPUINFO)
+    with (
+        mock.patch.object(nccl_topo, "SYS_ROOT", str(sim.dir / "sys")),
+        mock.patch.object(nccl_topo, "CPUINFO", str(cpuinfo)),
+    ):
+        yield sim

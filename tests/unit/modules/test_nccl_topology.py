@@ -4,18 +4,16 @@ real fixture files and graph files."""
 from __future__ import annotations
 
 from pathlib import Path
-from unittest import mock
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, nccl_topology_check
 
 from gpufleet.sim import faults_gpu, faults_topo
-from tests.unit.modules.simnode import SMI, SimNode, run_module
+from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 
 QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
 TOPO = [SMI, "topo", "-m"]
-CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
 GRAPH = (
     '<graphs version="1">\n  <graph id="0" pattern="4">\n    <channel><gpu dev="0"/></channel>\n'
     "  </graph>\n</graphs>\n"
@@ -32,13 +30,7 @@ REAL = sorted(
 
 @pytest.fixture
 def node(tmp_path: Path):
-    sim = SimNode(tmp_path / "node")
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(CPUINFO)
-    with (
-        mock.patch.object(nccl_topo, "SYS_ROOT", str(sim.dir / "sys")),
-        mock.patch.object(nccl_topo, "CPUINFO", str(cpuinfo)),
-    ):
+    with topology_node(tmp_path) as sim:
         yield sim
 
 

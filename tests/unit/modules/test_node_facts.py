@@ -9,28 +9,20 @@ from unittest import mock
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.node.plugins.module_utils import drift, nccl_topo, rdma
+from ansible_collections.gpufleet.node.plugins.module_utils import drift, rdma
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topology as nccl_topology_role
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
 
-from tests.unit.modules.simnode import SMI, SimNode, run_module
+from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 
 REPO = Path(__file__).resolve().parents[3]
 QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
 TOPO = [SMI, "topo", "-m"]
-CPUINFO = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 207\n"
 
 
 @pytest.fixture
 def node(tmp_path: Path):
-    sim = SimNode(tmp_path / "node")
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(CPUINFO)
-    with (
-        mock.patch.object(nccl_topo, "SYS_ROOT", str(sim.dir / "sys")),
-        mock.patch.object(nccl_topo, "CPUINFO", str(cpuinfo)),
-        mock.patch.object(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma")),
-    ):
+    with topology_node(tmp_path) as sim, mock.patch.object(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma")):
         yield sim
 
 
