@@ -69,10 +69,10 @@ class RdmaNode:
 Node = TypeVar("Node", bound=RdmaNode)
 
 
-def install(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
-    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma."""
-    sys_root = node.root / "sys"
-    sys_root.mkdir()
+def render(root: Path) -> None:
+    """A b300-16 node under ``root``: its state plus, per NIC, a PCI function directory and its RDMA sysfs."""
+    sys_root = root / "sys"
+    sys_root.mkdir(parents=True)
     node_state = build.build_node_state("b300-node-0", "b300-16", 0)
     for nic in node_state["nics"]:
         pci_dir = sys_root / "devices" / "pci0000:00" / nic["pci_bus_id"]
@@ -84,7 +84,12 @@ def install(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
         ):
             (pci_dir / name).write_text(f"{value}\n", encoding="utf-8")
         sysfs_rdma.render_nic(node_state, nic, pci_dir, sys_root)
-    state.save(node.root, node_state)
+    state.save(root, node_state)
+
+
+def install(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
+    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma."""
+    render(node.root)
     monkeypatch.setattr(rdma, "SYSFS_ROOT", str(node.root))
     monkeypatch.setattr(
         basic.AnsibleModule, "run_command", lambda self, args, **kw: node.run_command(args, **kw)

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 
-from gpufleet.sim import build, faults_rdma, state, sysfs_rdma
+from gpufleet.sim import faults_rdma, state, sysfs_rdma
 from gpufleet.sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink
+from tests.unit.modules import rdmanode
 
 FIXTURES = Path(
     os.environ.get(
@@ -29,20 +30,7 @@ TUNED_PFC = [0, 0, 0, 1, 0, 0, 0, 0]
 def node(tmp_path: Path) -> Path:
     """A b300-16 node: state plus, per NIC, a PCI function directory and its RDMA sysfs."""
     node_dir = tmp_path / "node"
-    sys_root = node_dir / "sys"
-    sys_root.mkdir(parents=True)
-    node_state = build.build_node_state("b300-node-0", "b300-16", 0)
-    for nic in node_state["nics"]:
-        pci_dir = sys_root / "devices" / "pci0000:00" / nic["pci_bus_id"]
-        pci_dir.mkdir(parents=True)
-        for name, value in (
-            ("vendor", "0x15b3"),
-            ("device", nic["pci_device_id"]),
-            ("numa_node", nic["numa_node"]),
-        ):
-            (pci_dir / name).write_text(f"{value}\n", encoding="utf-8")
-        sysfs_rdma.render_nic(node_state, nic, pci_dir, sys_root)
-    state.save(node_dir, node_state)
+    rdmanode.render(node_dir)
     return node_dir
 
 
