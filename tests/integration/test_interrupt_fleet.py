@@ -1,0 +1,65 @@
+"""SIGINT during `gpufleet drift --fix` on a real (simulated) fleet: the batch under way finishes,
+no other starts, the report names every node's state, exit 1, and no playbook is left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufleet.sim import control
+from gpufleet.sim.fleet import Fleet
+
+GPUFLEET = Path(sys.executable).parent / "gpufleet"
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_factory) -> Fleet:
+    started: Fleet = fleet_factory(nodes=2, subnet="127.0.72")
+    return started
+
+
+def _playbooks_running(marker: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"ansible-playbook" in cmdline and marker.encode() in cmdline:
+            found.append(proc.name)
+    return found
+
+
+def test_sigint_finishes_the_batch_and_starts_no_other(fleet: Fleet, tmp_path: Path) -> None:
+    for node in ("node01", "node02"):
+        control.fault(fleet, node, "pfc-off", clear=False)
+    report_dir = tmp_path / "report"
+    argv = [str(GPUFLEET), "drift", "--fix", "--batch", "1", "--inventory", str(fleet.inventory_path)]
+    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
+    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 600
+    for line in proc.stdout:
+        seen.append(line)
+        if "drift --fix: batch 1/2" in line:
+            time.sleep(2)  # the batch's playbook is running
+            proc.send_signal(signal.SIGINT)
+        assert time.monotonic() < deadline, "".join(seen[-20:])
+    assert proc.wait(timeout=60) == 1, "".join(seen[-20:])
+    output = "".join(seen)
+    assert "SIGINT: finishing the work under way and starting nothing new" in output
+    assert "batch 2/2" not in output
+    hosts = json.loads((report_dir / "report.json").read_text())["hosts"]
+    assert (hosts["node01"]["status"], hosts["node01"]["message"]) == ("changed", "fixed in batch 1")
+    assert hosts["node02"]["status"] == "interrupted"
+    assert hosts["node02"]["message"].startswith("not started: gpufleet was interrupted (SIGINT)")
+    assert _playbooks_running(str(fleet.inventory_path)) == []
