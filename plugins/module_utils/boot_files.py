@@ -32,6 +32,7 @@ import stat
 import tempfile
 
 from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.results import change
 
 # The roles that write boot files (nccl_topology and gpu_pinning write their files through their
 # modules, which report them as nccl_topology.file and gpu_pinning.instance[...]).
@@ -64,19 +65,19 @@ def mode_text(mode):
 
 def content_change(role, path, found, expected):
     """found: the node's sha256 hex (None: no file; 'unknown' when it could not be read)."""
-    return {
-        "setting": "%s.boot_file[%s]" % (role, path),
-        "from": found if found in (None, "unknown") else digest(found),
-        "to": digest(expected),
-    }
+    return change(
+        "%s.boot_file[%s]" % (role, path),
+        found if found in (None, "unknown") else digest(found),
+        digest(expected),
+    )
 
 
 def mode_change(role, path, found, expected):
-    return {"setting": "%s.boot_file_mode[%s]" % (role, path), "from": found, "to": expected}
+    return change("%s.boot_file_mode[%s]" % (role, path), found, expected)
 
 
 def unit_change(role, unit, found, expected=True):
-    return {"setting": "%s.boot_unit_enabled[%s]" % (role, unit), "from": found, "to": expected}
+    return change("%s.boot_unit_enabled[%s]" % (role, unit), found, expected)
 
 
 def compare(role, expected, found):

@@ -30,7 +30,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     parse_topo_matrix,
     power_query,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.results import change, check
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import first_line, nvidia_smi, run
 
 __all__ = ["GpuPower", "pinning_gpus"]
@@ -90,14 +90,10 @@ class GpuPower:
         if method == "nvidia-persistenced":
             systemctl = self.module.get_bin_path("systemctl", required=True)
             if not enabled:
-                self.changes.append(
-                    {"setting": "gpu_power.nvidia_persistenced.enabled", "from": False, "to": True}
-                )
+                self.changes.append(change("gpu_power.nvidia_persistenced.enabled", False, True))
                 commands.append(([systemctl, "enable", unit], "systemctl enable %s" % unit))
             if not active:
-                self.changes.append(
-                    {"setting": "gpu_power.nvidia_persistenced.active", "from": False, "to": True}
-                )
+                self.changes.append(change("gpu_power.nvidia_persistenced.active", False, True))
                 commands.append(([systemctl, "start", unit], "systemctl start %s" % unit))
             elif off:
                 # Running, yet a GPU lost persistence (someone ran -pm 0): the daemon sets it on start.
@@ -115,11 +111,7 @@ class GpuPower:
             )
         for gpu in off:
             self.changes.append(
-                {
-                    "setting": "gpu_power.persistence_mode[%s]" % gpu["uuid"],
-                    "from": gpu["persistence_mode"],
-                    "to": True,
-                }
+                change("gpu_power.persistence_mode[%s]" % gpu["uuid"], gpu["persistence_mode"], True)
             )
         return method, commands
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.node.plugins.module_utils import results
+
 UUID = re.compile(r"^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -93,7 +95,7 @@ def power_changes(plan):
             setting, before = "gpu_power.enforced_limit_w[%s]" % entry["uuid"], entry["enforced_w"]
         else:
             setting, before = "gpu_power.requested_limit_w[%s]" % entry["uuid"], entry["requested_w"]
-        changes.append({"setting": setting, "from": before, "to": entry["target_w"]})
+        changes.append(results.change(setting, before, entry["target_w"]))
     return changes
 
 
@@ -233,9 +235,5 @@ def instance_change(name, entry, topo_file, current):
     text = env_text(name, entry["nvlink_domain"], variables)
     if current == text:
         return text, variables, None
-    change = {
-        "setting": "gpu_pinning.instance[%s]" % name,
-        "from": None if current is None else parse_env(current),
-        "to": variables,
-    }
-    return text, variables, change
+    before = None if current is None else parse_env(current)
+    return text, variables, results.change("gpu_pinning.instance[%s]" % name, before, variables)

@@ -21,7 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import quoteattr
 
-from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files, results
 
 TOPO_VERSION = "1"
 # What NCCL writes for an NVLink whose far end is an NVSwitch it cannot see over PCI.
@@ -174,11 +174,7 @@ def file_change(current, text):
     """
     if current == text:
         return None
-    return {
-        "setting": "nccl_topology.file",
-        "from": None if current is None else digest(current),
-        "to": digest(text),
-    }
+    return results.change("nccl_topology.file", None if current is None else digest(current), digest(text))
 
 
 def nvlinks_from_matrix(matrix, gpus):

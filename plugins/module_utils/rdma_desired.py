@@ -18,7 +18,7 @@ import shlex
 from typing import Any
 
 # The one definition of a check (results vocabulary), re-exported under this module's name.
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.results import change, check
 
 # NVIDIA's RoCE page, the Documentation= of the RDMA modules' boot units.
 ROCE_DOCS = "https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)"
@@ -29,10 +29,6 @@ LINK_TYPES = {"eth": "ETH", "ib": "IB"}
 # mlxconfig LINK_TYPE values (raw name or number) -> eth/ib; VPI(3) lets the port choose by cable.
 _LINK_TYPE_NAMES = {"ETH": "eth", "IB": "ib", "VPI": "vpi"}
 _LINK_TYPE_NUMBERS = {1: "ib", 2: "eth", 3: "vpi"}
-
-
-def change(setting: str, before: Any, after: Any) -> dict[str, Any]:
-    return {"setting": setting, "from": before, "to": after}
 
 
 def bad_values(values: list[Any] | None, allowed: range) -> list[Any]:
