@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache-2.0
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 """Collects every host's results into one JSON file for gpufleet's report."""
 

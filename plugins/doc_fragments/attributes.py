@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The attribute support levels shared by kinds of gpufleet modules, in the spirit of
 community.general.attributes (info_module, facts_module). Use with ansible.builtin's
 action_common_attributes (the descriptions); a module adds its own C(details) next to them."""

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The forbidden_reasons option of the modules that judge GPUs with module_utils.thermal_verdict (the
 idle gate and the burn-in take it from the same gpu_limit_spec, with the same default)."""
 

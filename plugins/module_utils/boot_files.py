@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The boot files of the roles (the scripts, confs and units that re-apply settings at boot), as changes.
 
 rdma_link, rdma_qos and gpu_power write files that re-apply their settings at every boot, and enable

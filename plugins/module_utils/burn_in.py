@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Burn-in: small-batch load on local vLLM instances while nvidia-smi is sampled once a second.
 
 Pieces, each testable alone:

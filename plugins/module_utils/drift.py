@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every role's plan against the node in one module run (gpufleet.node.node_facts, drift).
 
 Nothing here knows a setting: each role is its module_utils file (rdma_link, rdma_qos, gpu_power,

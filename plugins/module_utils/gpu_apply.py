@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gpu_power module's reads, plan and changes, shared with node_facts (one read of the node).
 
 The GPUs are read with one CSV query (nvidia_smi.power_query: persistence and power limits), before

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What a node's GPUs must be, compared with what they are: power limits, persistence, pinning.
 
 Pure functions over the data the nvidia_smi parsers return; the gpu_power and gpu_pinning

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The gpu_pinning role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.gpu_pinning runs plan then apply; node_facts (drift) runs plan only, on a

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Running nvidia-smi from a module for the GPU readings (through module_utils.tool_runner): the one cheap
 thermal sample (the idle gate takes it once, the burn-in once a second) and the error an operator
 can act on. Parsing stays in nvidia_smi (pure); this file is the I/O around it.

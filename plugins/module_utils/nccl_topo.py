@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NCCL topology XML (``<system version="1">``): build it from a node, render, parse, compare.
 
 The file is what NCCL itself writes with NCCL_TOPO_DUMP_FILE, and what it reads back with

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The node as the roles' plan functions see it when nothing may be written (node_facts, drift).
 
 Each role's module_utils file (rdma_link, rdma_qos, gpu_power, nccl_topology, gpu_pinning) reads the

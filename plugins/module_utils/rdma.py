@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Parsers and sysfs readers for NVIDIA (Mellanox) RDMA NICs: text in, plain data out.
 
 Parsers take what a tool printed (ibdev2netdev, mlnx_qos, mlxlink, mlxconfig, ibstat,

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the RDMA modules that change a node share: running a tool, writing a sysfs file,
 naming the mlx5 ports. Each failure ends the module with a message the operator can act on.
 

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What an mlx5 RoCE port must be, compared with what it is: pure functions, data in, data out.
 
 The rdma_link and rdma_qos modules read a port (module_utils.rdma), ask these functions what

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rdma_qos role's logic, once: its options, the ports it manages, read + plan and apply.
 
 The module gpufleet.node.rdma_qos runs :func:`plan` then :func:`apply` over every RoCE interface of

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Redfish coolant readings: a small client on Ansible's open_url and pure parsers.
 
 The parsers take Redfish JSON documents (dicts) and return plain data. A reading the BMC

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpufleet's results vocabulary (contract): what every module returns and every report shows.
 
 - a **check** is ``{name, ok, value, limit, unit, message}``: one judged condition, named

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """How every gpufleet module runs a device tool: where the tool is, argv lists, the C locale, and a
 failure message the operator can act on (the command, its exit status, the first line it printed,
 and what to do next).

@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpufleet's one HTTP client for a vLLM instance (OpenAI-compatible server), on Ansible's open_url.
 
 service_check (health, model list, /metrics) and burn_in (model list, completions under load) both
