@@ -17,7 +17,7 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, has_surrogates
 from ansible_collections.gpufleet.node.plugins.module_utils.results import CLOCK_EVENT_REASONS
 
 
@@ -25,9 +25,12 @@ class ParseError(ValueError):
     """Raised when tool output is empty, truncated or not in the expected format."""
 
 
-def _guard(tool):
-    """parsing.guard with this module's ParseError."""
-    return guard(ParseError, tool)
+def _guard(tool, complete=False):
+    """parsing.guard with this module's ParseError; nvidia-smi prints no negative reading.
+
+    ``complete``: the output must end with a newline, as nvidia-smi's always does, so a cut inside
+    the last value ('835' read as '8') is refused rather than read."""
+    return guard(ParseError, tool, complete=complete)
 
 
 # ---------------------------------------------------------------- values
@@ -93,6 +96,16 @@ def _number(value):
         return None
     digits = match.group(1)
     return float(digits) if "." in digits else int(digits)
+
+
+def _reading(value):
+    """A reading the report prints: a number, or None for a no-value marker. Anything else (NaN,
+    Inf, '1e999', a cut or garbled value) raises ValueError, which the guard turns into ParseError:
+    a reading that does not parse fails closed instead of reading as 'unknown'."""
+    number = _number(value)
+    if number is None and _clean(value) is not None:
+        raise ValueError("reading %r is not a number" % _clean(value))
+    return number
 
 
 def _flag(value):
@@ -183,6 +196,9 @@ def _safe_xml_root(text):
         raise ParseError("%s: refusing XML with a DOCTYPE other than nvidia_smi_log's" % _XML_TOOL)
     # ET wants str without an encoding declaration or bytes; the declaration is noise here.
     text = re.sub(r"^\s*<\?xml[^>]*\?>", "", text, count=1)
+    if has_surrogates(text):
+        # Bytes that were not UTF-8 (decoded with surrogateescape) cannot reach expat as they are.
+        raise ParseError("%s: output is not UTF-8 (a byte nvidia-smi does not print)" % _XML_TOOL)
     try:
         root = ET.fromstring(text)
     except ET.ParseError as exc:
@@ -203,7 +219,7 @@ def _xtext(elem, path):
 
 
 def _xnum(elem, path):
-    return _number(_xtext(elem, path))
+    return _reading(_xtext(elem, path))
 
 
 def _xml_power(section, v11):
@@ -247,7 +263,7 @@ def _xml_uncorrected(block):
         # Pre-Ampere schema: <double_bit><device_memory/>...<total/></double_bit>.
         return _xnum(double_bit, "total")
     # dram_uncorrectable + sram_uncorrectable (v11/v12) or sram_uncorrectable_parity/_secded (v13).
-    return _sum_known(_number(c.text) for c in block if "uncorrectable" in c.tag)
+    return _sum_known(_reading(c.text) for c in block if "uncorrectable" in c.tag)
 
 
 def _xml_ecc(gpu):
@@ -305,6 +321,17 @@ def _xml_gpu(index, gpu):
     return record
 
 
+def _all_attached(tool, report, partial):
+    """attached_gpus (what the report says the node has) must match the GPUs it describes, unless
+    ``partial`` (``-i``, or a capture trimmed on purpose): fewer is a cut or lost report."""
+    if not partial and report["attached_gpus"] is not None and report["attached_gpus"] != len(report["gpus"]):
+        raise ParseError(
+            "%s: the report says %d GPUs are attached but describes %d (truncated output?)"
+            % (tool, report["attached_gpus"], len(report["gpus"]))
+        )
+    return report
+
+
 @_guard(_XML_TOOL)
 def parse_query_xml(text):
     """Parse ``nvidia-smi -q -x``.
@@ -317,18 +344,20 @@ def parse_query_xml(text):
     aggregate_uncorrected}, remapped_rows: {pending, failure}, retired_pages:
     {single_bit, double_bit, pending}}``. index is the position in the output, which
     is nvidia-smi's index order. attached_gpus is what the report says is attached; it
-    can exceed len(gpus) (``-i``, or a trimmed capture).
+    can exceed len(gpus) (``-i``, or a trimmed capture); a cut report is not well-formed XML
+    and raises ParseError.
     """
     root = _safe_xml_root(text)
     gpus = root.findall("gpu")
     if not gpus:
         raise ParseError("%s: no <gpu> element in output" % _XML_TOOL)
-    return {
+    report = {
         "driver_version": _xtext(root, "driver_version"),
         "cuda_version": _xtext(root, "cuda_version"),
         "attached_gpus": _xnum(root, "attached_gpus"),
         "gpus": [_fill_missing(_xml_gpu(i, gpu)) for i, gpu in enumerate(gpus)],
     }
+    return report
 
 
 # ---------------------------------------------------------------- nvidia-smi -q (text)
@@ -367,12 +396,15 @@ class _Node:
         return _clean(node.value)
 
     def num(self, *path):
-        return _number(self.text(*path))
+        return _reading(self.text(*path))
 
     def walk(self):
-        for child in self.children:
-            yield child
-            yield from child.walk()
+        """Every node under this one, depth first; iterative, so no nesting can exhaust the stack."""
+        stack = list(reversed(self.children))
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
 
 
 def _text_tree(text):
@@ -429,7 +461,7 @@ def _text_uncorrected(block):
     double_bit = block.get("Double Bit")
     if double_bit is not None:
         return double_bit.num("Total")
-    return _sum_known(_number(c.value) for c in block.children if "uncorrectable" in c.key.lower())
+    return _sum_known(_reading(c.value) for c in block.children if "uncorrectable" in c.key.lower())
 
 
 def _text_gpu(index, section):
@@ -496,19 +528,21 @@ def _fill_missing(record):
     return record
 
 
-@_guard(_TEXT_TOOL)
-def parse_query_text(text):
-    """Parse ``nvidia-smi -q`` (also ``-q -i N`` and ``-q -d SECTION``); same shape as parse_query_xml."""
+@_guard(_TEXT_TOOL, complete=True)
+def parse_query_text(text, partial=False):
+    """Parse ``nvidia-smi -q`` (also ``-q -i N`` with ``partial``, and ``-q -d SECTION``); same
+    shape as parse_query_xml. "Attached GPUs" must match the GPU sections unless ``partial``."""
     tree = _text_tree(text)
     sections = [n for n in tree.children if n.value is None and _GPU_HEADER.match(n.key)]
     if not sections:
         raise ParseError("%s: no 'GPU <pci bus id>' section in output" % _TEXT_TOOL)
-    return {
+    report = {
         "driver_version": tree.text("Driver Version"),
         "cuda_version": tree.text("CUDA Version"),
         "attached_gpus": tree.num("Attached GPUs"),
         "gpus": [_fill_missing(_text_gpu(i, s)) for i, s in enumerate(sections)],
     }
+    return _all_attached(_TEXT_TOOL, report, partial)
 
 
 # ---------------------------------------------------------------- --query-gpu --format=csv
@@ -546,12 +580,14 @@ def gpu_list_query(smi):
     return [smi, "--query-gpu=" + ",".join(GPU_LIST_FIELDS), "--format=csv,noheader"]
 
 
-@_guard(_CSV_TOOL)
+@_guard(_CSV_TOOL, complete=True)
 def parse_query_csv(text, fields=None):
     """Parse ``--query-gpu=... --format=csv[,noheader][,nounits]`` into one dict per GPU row.
 
     With ``noheader`` pass ``fields`` (the --query-gpu names in order). Numbers
-    lose their units; bracketed markers such as ``[N/A]`` become None.
+    lose their units; bracketed markers such as ``[N/A]`` become None. Output with no GPU row,
+    a row with the wrong number of values, or no newline after the last row (cut inside a value)
+    raises ParseError.
     """
     rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
     if rows and fields is None:
@@ -568,6 +604,8 @@ def parse_query_csv(text, fields=None):
                 % (_CSV_TOOL, number, len(row), len(fields))
             )
         result.append({f: _csv_value(f, v) for f, v in zip(fields, row, strict=True)})
+    if not result:
+        raise ParseError("%s: no GPU row after the header (truncated output?)" % _CSV_TOOL)
     return result
 
 
@@ -623,11 +661,34 @@ def decode_reasons(mask):
 
 
 def _reading_number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A sample's reading: a number, or None for a marker ([N/A]); text where a number belongs
+    (NaN, Inf, a garbled value) raises ValueError (ParseError through the guard)."""
+    if value is None:
         return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("reading %r is not a number" % (value,))
     return value
 
 
+def _percent(value):
+    value = _reading_number(value)
+    if value is not None and value > 100:
+        raise ValueError("utilization %r%% is over 100%%" % (value,))
+    return value
+
+
+def _reasons(mask):
+    """The active reasons of a sample; None when the GPU does not report them ([N/A]), and a
+    ValueError when it printed a mask that is not one (a garbled mask must not read as 'none')."""
+    if mask is None:
+        return None
+    reasons = decode_reasons(mask)
+    if reasons is None:
+        raise ValueError("clocks_event_reasons.active %r is not a bit mask" % (mask,))
+    return reasons
+
+
+@_guard(_CSV_TOOL)
 def parse_thermal_sample(text):
     """One ``thermal_query`` output -> ``[{uuid, index, gpu_c, memory_c, tlimit_c, reasons,
     utilization_pct, power_w, sm_mhz}]`` (the thermal judge's readings); missing readings are None.
@@ -640,8 +701,8 @@ def parse_thermal_sample(text):
             "gpu_c": _reading_number(row["temperature.gpu"]),
             "memory_c": _reading_number(row["temperature.memory"]),
             "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
-            "reasons": decode_reasons(row["clocks_event_reasons.active"]),
-            "utilization_pct": _reading_number(row["utilization.gpu"]),
+            "reasons": _reasons(row["clocks_event_reasons.active"]),
+            "utilization_pct": _percent(row["utilization.gpu"]),
             "power_w": _reading_number(row["power.draw"]),
             "sm_mhz": _reading_number(row["clocks.sm"]),
         }
@@ -805,7 +866,7 @@ def _int_or_none(value):
     return number if isinstance(number, int) else None
 
 
-@_guard(_TOPO_TOOL)
+@_guard(_TOPO_TOOL, complete=True)
 def parse_topo_matrix(text, gpu_count=None):
     """Parse ``nvidia-smi topo -m``.
 

@@ -1,7 +1,9 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the tool output parsers (nvidia_smi, rdma) share: the guard that turns a slip on malformed
-output into the parser's own ParseError, naming the tool.
+"""What the tool output parsers (nvidia_smi, rdma, nccl_topo, vllm_metrics) share: the guard that
+turns a slip on malformed output into the parser's own ParseError naming the tool, and the check
+that every reading a parser returns is a number a tool can print (finite, within 64 bits, and not
+negative where the tool has no negative values).
 
 Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 """
@@ -9,27 +11,88 @@ Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
+# No tool we parse prints a reading wider than 64 bits; a longer run of digits is damage.
+READING_LIMIT = 2**64
 
-def guard(error: type[Exception], tool: str, allow_empty: bool = False) -> Callable[[Any], Any]:
+
+def bad_reading(data: Any, non_negative: bool = True) -> str | None:
+    """Why ``data`` (a parser's result: dicts, lists, str, numbers) holds a reading no tool prints,
+    or None. Floats must be finite; every number must fit 64 bits and, with ``non_negative``, be
+    >= 0. Bools are flags, not readings. Walks without recursion, so any nesting is fine."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if item is None or isinstance(item, (bool, str, bytes)):
+            continue
+        if isinstance(item, (int, float)):
+            if isinstance(item, float) and not math.isfinite(item):
+                return "reading %r is not a finite number" % item
+            if abs(item) >= READING_LIMIT:
+                return "reading %s is out of range" % (
+                    ("%.3g" % item) if isinstance(item, float) else "%d digits long" % len(str(abs(item)))
+                )
+            if non_negative and item < 0:
+                return "reading %r is negative" % item
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+    return None
+
+
+def has_surrogates(text: str) -> bool:
+    """True when ``text`` carries bytes that were not UTF-8 (decoded with surrogateescape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def guard(
+    error: type[Exception],
+    tool: str,
+    allow_empty: bool = False,
+    complete: bool = False,
+    non_negative: bool = True,
+) -> Callable[[Any], Any]:
     """Decorate a parser of ``tool``'s output. No text, or blank text unless ``allow_empty``, raises
-    ``error`` ('<tool>: empty output'); a ValueError, LookupError, AttributeError or TypeError inside
-    becomes ``error`` naming the tool. Modules catch ``error`` to fail with a clear message; an
-    IndexError from a half-written line must not become a traceback."""
+    ``error`` ('<tool>: empty output'); with ``complete``, text whose last line has no newline
+    raises it too (the tool ends every line with one: the output was cut, perhaps inside a value).
+    A ValueError, LookupError, AttributeError, TypeError, ArithmeticError or RecursionError inside
+    becomes ``error`` naming the tool, and so does a result holding a reading no tool prints
+    (:func:`bad_reading`). Modules catch ``error`` to fail with a clear message; an IndexError from
+    a half-written line must not become a traceback, nor an Inf a passing check."""
 
     def wrap(func: Any) -> Any:
         @functools.wraps(func)
         def inner(text: Any, *args: Any, **kwargs: Any) -> Any:
             if not isinstance(text, str) or not (text.strip() or allow_empty):
                 raise error("%s: empty output" % tool)
+            if complete and text.strip() and "\n" not in text[len(text.rstrip()) :]:
+                raise error("%s: output does not end with a newline (cut short?)" % tool)
             try:
-                return func(text, *args, **kwargs)
+                result = func(text, *args, **kwargs)
             except error:
                 raise
-            except (ValueError, LookupError, AttributeError, TypeError) as exc:
+            except (
+                ValueError,
+                LookupError,
+                AttributeError,
+                TypeError,
+                ArithmeticError,
+                RecursionError,
+            ) as exc:
                 raise error("%s: unexpected output (%s)" % (tool, exc)) from exc
+            why = bad_reading(result, non_negative)
+            if why is not None:
+                raise error("%s: %s" % (tool, why))
+            return result
 
         return inner
 
