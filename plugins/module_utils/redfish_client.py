@@ -14,6 +14,12 @@ a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at t
 HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
 exponential backoff. Credentials and the session token never appear in its messages.
 
+It fails closed and raises only RedfishError: a plain-HTTP address (without a stated reason) or
+an unusable CA file is refused before any request (transport_security, the rule every management
+client shares); a body that is not JSON or is nested past Python's recursion limit, and a reading
+that is not finite, overflows a float or lies outside its physical range, are errors naming the
+BMC, never a number a gate could pass.
+
 Runs on the controller (the BMCs sit on the management network); stdlib plus
 ansible.module_utils only.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import ssl
 import time
@@ -30,6 +37,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
+from ansible_collections.gpufleet.node.plugins.module_utils.transport_security import (
+    TransportConfigError,
+    check_ca_file,
+    require_tls,
+)
 
 SERVICE_ROOT = "/redfish/v1"
 _HEADERS = {"Accept": "application/json", "OData-Version": "4.0"}
@@ -43,6 +55,16 @@ _RETRY_STATUS = frozenset((502, 503, 504))
 _MAX_RETRY_AFTER_S = 30.0
 # Collections are paged with Members@odata.nextLink; a BMC that loops is cut off here.
 _MAX_PAGES = 50
+# Physical ranges of the readings (low, high, unit). A reading outside is a faulty sensor or
+# firmware, not a state of the loop: no facility or CDU loop moves 10 m3/min, coolant is neither
+# below -40 C nor above 150 C, and supply and return never differ by more than 100 K.
+FLOW_RANGE = (0.0, 10000.0, "L/min")
+TEMPERATURE_RANGE = (-40.0, 150.0, "C")
+DELTA_RANGE = (-100.0, 100.0, "K")
+# The settings the messages name: the module option and the role input / inventory variable.
+ADDRESS_SETTING = "baseuri (thermal_gate_bmc_address, or gpufleet_bmc_address in inventory)"
+HTTP_REASON_SETTING = "insecure_http_reason (thermal_gate_bmc_insecure_http_reason)"
+CA_SETTING = "ca_path (thermal_gate_bmc_ca_path, or gpufleet_bmc_ca_path in inventory)"
 
 
 class RedfishError(Exception):
@@ -50,7 +72,9 @@ class RedfishError(Exception):
 
     kind is one of: auth (HTTP 401/403), not_found (404), connection (refused, timeout,
     unreachable, after retries), tls (certificate verification), http (other statuses, 503
-    after retries), protocol (not JSON, not Redfish).
+    after retries), protocol (not JSON, nested too deeply, not Redfish), reading (a reading that
+    is not finite or outside its physical range), config (a plain-HTTP address without a reason,
+    an unusable CA file: found before any request, never retried), usage (no usable address).
     """
 
     def __init__(self, kind, message, status=None):
@@ -62,13 +86,46 @@ class RedfishError(Exception):
 # ---------------------------------------------------------------- parsing (pure)
 
 
-def reading(value):
-    """A Redfish SensorExcerpt (``{"Reading": 14.8, ...}``) or plain number -> float or None."""
+def reading(value, what="reading", valid=None):
+    """A Redfish SensorExcerpt (``{"Reading": 14.8, ...}``) or plain number -> float or None.
+
+    None when there is no number (absent, null, a string, a bool). A number that is not finite
+    (JSON's 1e999 is inf, NaN), too large for a float, or outside ``valid`` (low, high, unit)
+    raises RedfishError (kind reading) naming ``what``: a gate must not judge it, nor read it as
+    missing.
+    """
     if isinstance(value, dict):
         value = value.get("Reading")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise RedfishError(
+            "reading", "%s is a %d-digit integer, too large to be a reading" % (what, len(str(abs(value))))
+        ) from None
+    if not math.isfinite(number):
+        raise RedfishError("reading", "%s is %s, not a finite number" % (what, number))
+    if valid is not None and not valid[0] <= number <= valid[1]:
+        low, high, unit = valid
+        raise RedfishError(
+            "reading",
+            "%s reads %s %s, outside the physical range %s..%s %s"
+            % (what, _num(number), unit, _num(low), _num(high), unit),
+        )
+    return number
+
+
+def _num(value):
+    return "%d" % value if float(value).is_integer() and abs(value) < 1e15 else "%g" % value
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _state(doc):
+    return _text(_status(doc).get("State"))
 
 
 def _status(doc):
@@ -96,6 +153,16 @@ def worst(states):
     return max(known, key=rank)
 
 
+# connector field -> (CoolantConnector property, physical range)
+_CONNECTOR_READINGS = (
+    ("flow_lpm", "FlowLitersPerMinute", FLOW_RANGE),
+    ("rated_flow_lpm", "RatedFlowLitersPerMinute", FLOW_RANGE),
+    ("supply_c", "SupplyTemperatureCelsius", TEMPERATURE_RANGE),
+    ("return_c", "ReturnTemperatureCelsius", TEMPERATURE_RANGE),
+    ("delta_c", "DeltaTemperatureCelsius", DELTA_RANGE),
+)
+
+
 def parse_connector(doc, key=None):
     """One CoolantConnector resource -> its readings.
 
@@ -103,27 +170,42 @@ def parse_connector(doc, key=None):
     return_c, delta_c, delta_computed, leak, leak_detectors, leak_detector_uris}``. delta_c is
     DeltaTemperatureCelsius when the BMC gives it, else return - supply when both exist
     (delta_computed true), else None. leak is filled in by the caller from the connector's
-    own detectors or its chassis'.
+    own detectors or its chassis'. A reading that is not finite or outside its physical range
+    raises RedfishError (kind reading) naming the connector and the property.
     """
     status = _status(doc)
-    supply = reading(doc.get("SupplyTemperatureCelsius"))
-    ret = reading(doc.get("ReturnTemperatureCelsius"))
-    delta = reading(doc.get("DeltaTemperatureCelsius"))
+    key = key or _text(doc.get("Id"))
+    uri = _text(doc.get("@odata.id"))
+    where = "coolant connector %s%s" % (key, " (%s)" % uri if uri else "")
+    values = {}
+    for field, prop, valid in _CONNECTOR_READINGS:
+        try:
+            values[field] = reading(doc.get(prop), "%s %s" % (where, prop), valid)
+        except RedfishError as exc:
+            raise RedfishError(
+                "reading",
+                "%s; the sensor or the BMC firmware is faulty, so the loop cannot be judged (fail closed)"
+                % exc,
+            ) from None
+    supply, ret, delta = values["supply_c"], values["return_c"], values["delta_c"]
     computed = False
     if delta is None and supply is not None and ret is not None:
         delta = round(ret - supply, 2)
         computed = True
-    detectors = doc.get("LeakDetectors")
-    uris = [d["@odata.id"] for d in detectors or [] if isinstance(d, dict) and "@odata.id" in d]
+    uris = [
+        d["@odata.id"]
+        for d in _list(doc.get("LeakDetectors"))
+        if isinstance(d, dict) and isinstance(d.get("@odata.id"), str)
+    ]
     return {
-        "key": key or _text(doc.get("Id")),
+        "key": key,
         "id": _text(doc.get("Id")),
         "name": _text(doc.get("Name")),
-        "uri": _text(doc.get("@odata.id")),
+        "uri": uri,
         "state": _text(status.get("State")),
         "health": _text(status.get("Health")),
-        "flow_lpm": reading(doc.get("FlowLitersPerMinute")),
-        "rated_flow_lpm": reading(doc.get("RatedFlowLitersPerMinute")),
+        "flow_lpm": values["flow_lpm"],
+        "rated_flow_lpm": values["rated_flow_lpm"],
         "supply_c": supply,
         "return_c": ret,
         "delta_c": delta,
@@ -136,7 +218,7 @@ def parse_connector(doc, key=None):
 
 def parse_leak_detector(doc):
     """One LeakDetector resource -> ``{name, uri, state}`` (None when it is not present)."""
-    if _status(doc).get("State") in _NOT_PRESENT:
+    if _state(doc) in _NOT_PRESENT:
         return None
     return {
         "name": _text(doc.get("Name")) or _text(doc.get("Id")),
@@ -152,10 +234,10 @@ def parse_leak_detection(doc):
     further request; the link is for services that list detectors only in the collection.
     """
     detectors = []
-    for group in doc.get("LeakDetectorGroups") or []:
+    for group in _list(doc.get("LeakDetectorGroups")):
         if not isinstance(group, dict):
             continue
-        for det in group.get("Detectors") or []:
+        for det in _list(group.get("Detectors")):
             if isinstance(det, dict):
                 detectors.append(
                     {
@@ -164,8 +246,7 @@ def parse_leak_detection(doc):
                         "state": _text(det.get("DetectorState")),
                     }
                 )
-    link = doc.get("LeakDetectors")
-    return detectors, (link.get("@odata.id") if isinstance(link, dict) else None)
+    return detectors, _link(doc, "LeakDetectors")
 
 
 def leak_state(detectors):
@@ -222,9 +303,26 @@ def normalize_baseuri(baseuri):
 
 def _link(doc, name):
     value = doc.get(name) if isinstance(doc, dict) else None
-    if isinstance(value, dict) and isinstance(value.get("@odata.id"), str):
-        return value["@odata.id"]
-    return None
+    return _text(value.get("@odata.id")) if isinstance(value, dict) else None
+
+
+def decode_json(raw, where):
+    """An HTTP body -> the JSON value; RedfishError (protocol) naming ``where`` when it cannot be read.
+
+    ``where`` is e.g. "BMC https://bmc01 answered GET /redfish/v1". Not UTF-8, not JSON, an integer
+    past Python's digit limit, or nesting past its recursion limit are all the BMC's fault.
+    """
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise RedfishError("protocol", "%s with JSON nested too deeply to read" % where) from None
+    except ValueError:
+        raise RedfishError("protocol", "%s with something that is not JSON" % where) from None
+
+
+def _usable_path(path):
+    """A link http.client can send: printable ASCII without spaces (else urllib raises ValueError)."""
+    return isinstance(path, str) and bool(path) and all("!" <= ch <= "~" for ch in path)
 
 
 def _reason(exc):
@@ -255,8 +353,19 @@ class RedfishClient:
         use_proxy=False,
         opener=open_url,
         sleep=time.sleep,
+        insecure_http_reason=None,
     ):
         self.baseuri = normalize_baseuri(baseuri)
+        # Before anything is sent: no password over plain HTTP without a reason on the record, and a
+        # CA file that is named must be one (a local error, said as such, never retried).
+        try:
+            self.transport_hint = require_tls(
+                self.baseuri, "BMC", ADDRESS_SETTING, HTTP_REASON_SETTING, insecure_http_reason
+            )
+            if ca_path:
+                check_ca_file(ca_path, "BMC", CA_SETTING)
+        except TransportConfigError as exc:
+            raise RedfishError("config", str(exc)) from None
         self._username = username
         self._password = password
         self.auth = auth
@@ -276,6 +385,11 @@ class RedfishClient:
     # -- plumbing
 
     def _url(self, path):
+        if not _usable_path(path):
+            raise RedfishError(
+                "protocol",
+                "BMC %s linked to %s, which is not a usable URI" % (self.baseuri, ("%r" % (path,))[:200]),
+            )
         if path.startswith(("http://", "https://")):
             parts = urlsplit(path)
             if urlunsplit((parts.scheme, parts.netloc, "", "", "")) != self.baseuri:
@@ -314,7 +428,7 @@ class RedfishClient:
                 resp = self._open(url, **kwargs)
                 raw = resp.read()
                 info = {k.lower(): v for k, v in resp.headers.items()}
-                return resp.status, info, self._json(raw, method, path)
+                return resp.status, info, self._json(raw, method, path, self.baseuri)
             except HTTPError as exc:
                 err = self._http_error(exc, method, path)
                 if exc.code not in _RETRY_STATUS or attempt > self.retries:
@@ -328,25 +442,25 @@ class RedfishClient:
             self._sleep(delay)
 
     @staticmethod
-    def _json(raw, method, path):
+    def _json(raw, method, path, baseuri):
         if not raw:
             return None
         try:
-            return json.loads(raw)
-        except ValueError:
+            return decode_json(raw, "BMC %s answered %s %s" % (baseuri, method, path))
+        except RedfishError:
             if method == "DELETE":
                 return None
-            raise RedfishError(
-                "protocol", "BMC answered %s %s with something that is not JSON" % (method, path)
-            ) from None
+            raise
 
     @staticmethod
     def _retry_after(exc, delay):
         value = exc.headers.get("Retry-After") if exc.headers else None
         try:
-            return min(max(float(value), 0.0), _MAX_RETRY_AFTER_S)
+            wait = float(value)
         except (TypeError, ValueError):
             return delay
+        # NaN is no wait at all (time.sleep refuses it); inf is the longest wait there is.
+        return min(max(wait, 0.0), _MAX_RETRY_AFTER_S) if not math.isnan(wait) else delay
 
     def _http_error(self, exc, method, path):
         code = exc.code
@@ -408,7 +522,7 @@ class RedfishClient:
         )
 
     def get(self, path):
-        _, _, doc = self._call("GET", path)
+        _status, _headers, doc = self._call("GET", path)
         if not isinstance(doc, dict):
             raise RedfishError(
                 "protocol", "BMC %s answered GET %s without a JSON object" % (self.baseuri, path)
@@ -421,9 +535,11 @@ class RedfishClient:
         while page and pages < _MAX_PAGES:
             doc = self.get(page)
             uris.extend(
-                m["@odata.id"] for m in doc.get("Members") or [] if isinstance(m, dict) and "@odata.id" in m
+                m["@odata.id"]
+                for m in _list(doc.get("Members"))
+                if isinstance(m, dict) and _text(m.get("@odata.id"))
             )
-            page = doc.get("Members@odata.nextLink")
+            page = _text(doc.get("Members@odata.nextLink"))
             pages += 1
         return uris
 
@@ -443,7 +559,7 @@ class RedfishClient:
         links = root.get("Links") if isinstance(root.get("Links"), dict) else {}
         sessions = _link(links, "Sessions") or SERVICE_ROOT + "/SessionService/Sessions"
         try:
-            _, headers, doc = self._call(
+            _status, headers, doc = self._call(
                 "POST",
                 sessions,
                 body={"UserName": self._username, "Password": self._password},
@@ -464,7 +580,9 @@ class RedfishClient:
                 "protocol", "BMC %s created a session without an X-Auth-Token; set auth: basic" % self.baseuri
             )
         self._token = token
-        self.session_uri = headers.get("location") or _text((doc or {}).get("@odata.id"))
+        self.session_uri = headers.get("location") or _text(
+            doc.get("@odata.id") if isinstance(doc, dict) else None
+        )
 
     @property
     def token(self):
@@ -514,11 +632,14 @@ class RedfishClient:
         out = []
         for uri in self.members(collection):
             doc = self.get(uri)
-            if _status(doc).get("State") in _NOT_PRESENT:
+            if _state(doc) in _NOT_PRESENT:
                 continue
-            conn = parse_connector(
-                doc, key="%s/%s" % (prefix, doc.get("Id") or uri.rstrip("/").rsplit("/", 1)[-1])
-            )
+            try:
+                conn = parse_connector(
+                    doc, key="%s/%s" % (prefix, _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1])
+                )
+            except RedfishError as exc:
+                raise RedfishError(exc.kind, "BMC %s: %s" % (self.baseuri, exc)) from None
             conn["leak_detectors"] = self._detectors(conn.pop("leak_detector_uris"))
             out.append(conn)
         return out
@@ -562,7 +683,7 @@ class RedfishClient:
                     connectors.append(conn)
         conditions = [
             {"message": _text(c.get("Message")), "severity": _text(c.get("Severity"))}
-            for c in status.get("Conditions") or []
+            for c in _list(status.get("Conditions"))
             if isinstance(c, dict) and c.get("Severity") not in (None, "OK")
         ]
         return {

@@ -499,7 +499,7 @@ def test_503_is_retried_with_backoff(bmc: FakeBmc, tls: tuple[Path, ssl.SSLConte
 
 
 def test_connection_errors_back_off_exponentially() -> None:
-    rc = rf.RedfishClient(f"http://127.0.0.1:{free_port()}", USER, PASSWORD, retries=3, retry_delay=0.5)
+    rc = rf.RedfishClient(f"https://127.0.0.1:{free_port()}", USER, PASSWORD, retries=3, retry_delay=0.5)
     slept: list[float] = []
     rc._sleep = slept.append
     with pytest.raises(rf.RedfishError) as err:
@@ -598,3 +598,91 @@ def test_absent_connectors_are_left_out(bmc: FakeBmc, tls: tuple[Path, ssl.SSLCo
     rc, _ = client(bmc, tls[0])
     with rc:
         assert [c["id"] for c in rc.read_coolant(cdus=False)["connectors"]] == ["CPU1"]
+
+
+# ---------------------------------------------------------------- transport: plain HTTP and the CA file
+
+
+@pytest.fixture
+def http_bmc(tree: dict[str, dict[str, Any]]) -> Iterator[FakeBmc]:
+    """The same BMC without TLS: whatever reaches it crossed the network in clear text."""
+    with FakeBmc(tree) as server:
+        yield server
+
+
+@pytest.mark.parametrize("reason", [None, "", "   "])
+def test_plain_http_is_refused_before_anything_is_sent(http_bmc: FakeBmc, reason: str | None) -> None:
+    """An http:// BMC got the vaulted password POSTed in clear text (issue 11)."""
+    with pytest.raises(rf.RedfishError) as err:
+        rf.RedfishClient(http_bmc.url, USER, PASSWORD, insecure_http_reason=reason).read_coolant()
+    assert err.value.kind == "config"
+    message = str(err.value)
+    assert f"BMC address {http_bmc.url} is plain HTTP" in message
+    assert "thermal_gate_bmc_address" in message and "gpufleet_bmc_address" in message
+    assert "thermal_gate_bmc_insecure_http_reason" in message and "https://" in message
+    assert http_bmc.log == []  # not one request, so no password on the wire
+    assert PASSWORD not in message
+
+
+def test_plain_http_with_a_reason_is_read_and_the_reason_reported(http_bmc: FakeBmc) -> None:
+    reason = "CHG-4711: lab BMC  without TLS firmware,\nisolated VLAN"
+    rc = rf.RedfishClient(http_bmc.url, USER, PASSWORD, insecure_http_reason=reason, sleep=lambda _: None)
+    with rc:
+        assert len(rc.read_coolant(cdus=False)["connectors"]) == 2
+    assert rc.transport_hint == (
+        f"BMC {http_bmc.url} is read over plain HTTP (its password crosses the network in clear text), "
+        "allowed by insecure_http_reason (thermal_gate_bmc_insecure_http_reason): "
+        "CHG-4711: lab BMC without TLS firmware, isolated VLAN"
+    )
+
+
+def test_https_has_no_transport_hint(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    rc, _ = client(bmc, tls[0], insecure_http_reason="not needed")
+    assert rc.transport_hint is None
+
+
+def test_a_link_to_plain_http_is_not_followed(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    """An https BMC linking to http:// on itself would take the session token to plain HTTP."""
+    plain = bmc.url.replace("https://", "http://")
+    bmc.tree["/redfish/v1"]["Chassis"] = {"@odata.id": plain + "/redfish/v1/Chassis"}
+    rc, _ = client(bmc, tls[0])
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert err.value.kind == "protocol" and "linked outside itself" in str(err.value)
+    assert not any(p == "/redfish/v1/Chassis" for _, p, _, _ in bmc.log)
+
+
+def _garbage_ca(directory: Path) -> Path:
+    path = directory / "garbage.pem"
+    path.write_text("this is not a certificate\n")
+    return path
+
+
+def _key_only_ca(directory: Path) -> Path:
+    path = directory / "key.pem"
+    path.write_text("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda d: d / "missing-ca.pem", "does not exist on the controller"),
+        (lambda d: d, "is a directory, not a PEM file"),
+        (_garbage_ca, "holds no PEM certificate OpenSSL can load"),
+        (_key_only_ca, "holds no PEM certificate OpenSSL can load"),
+    ],
+)
+def test_a_bad_ca_file_is_a_local_error_at_once(
+    bmc: FakeBmc, tmp_path: Path, make: Any, problem: str
+) -> None:
+    """A missing or garbage CA file was 'could not reach BMC ... check the address' after three retries."""
+    ca = make(tmp_path)
+    slept: list[float] = []
+    with pytest.raises(rf.RedfishError) as err:
+        rf.RedfishClient(bmc.url, USER, PASSWORD, ca_path=str(ca), sleep=slept.append).read_coolant()
+    assert err.value.kind == "config"
+    assert f"CA file {ca} {problem}" in str(err.value)
+    assert "thermal_gate_bmc_ca_path" in str(err.value)
+    assert "could not reach" not in str(err.value)
+    assert bmc.log == [] and slept == []
