@@ -21,7 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import quoteattr
 
-from ansible_collections.gpufleet.node.plugins.module_utils import boot_files, results
+from ansible_collections.gpufleet.node.plugins.module_utils import boot_files, parsing, results
 
 TOPO_VERSION = "1"
 # What NCCL writes for an NVLink whose far end is an NVSwitch it cannot see over PCI.
@@ -49,6 +49,10 @@ _PCI_ATTRS = (
 _GPU_ATTRS = ("dev", "sm", "rank", "gdr")
 _NVLINK_ATTRS = ("target", "count", "tclass")
 _NET_ATTRS = ("name", "dev", "speed", "port", "latency", "guid", "maxconn", "gdr")
+# What parse's errors start with (the file's format, as a tool's name starts a parser's error).
+TOOL = "NCCL topology"
+# NCCL's dumps nest <pci> a few switch levels deep; far deeper is not a topology NCCL wrote.
+MAX_PCI_DEPTH = 64
 
 
 class TopologyError(ValueError):
@@ -80,7 +84,7 @@ def parse_cpulist(text):
         part = part.strip()
         if not part:
             continue
-        low, _, high = part.partition("-")
+        low, _dash, high = part.partition("-")
         cpus.extend(range(int(low), int(high or low) + 1))
     return cpus
 
@@ -143,7 +147,7 @@ def rate_mbps(rate):
 
 def sm_from_compute_cap(value):
     """'10.3' -> 103, as NCCL's sm attribute (major * 10 + minor)."""
-    major, _, minor = str(value).strip().partition(".")
+    major, _dot, minor = str(value).strip().partition(".")
     if not (major.isdigit() and minor.isdigit()):
         raise TopologyError("compute capability %r is not 'major.minor'" % value)
     return int(major) * 10 + int(minor)
@@ -193,9 +197,13 @@ def nvlinks_from_matrix(matrix, gpus):
                 peers.append((gpus[other]["busid"], int(link[2:]), gpus[other]["class"]))
         if not peers:
             edges[gpu["busid"]] = []
-        elif sum(count for _, count, _ in peers) > max_nvlinks(gpu["sm"]):
+        elif sum(count for _busid, count, _tclass in peers) > max_nvlinks(gpu["sm"]):
             edges[gpu["busid"]] = [
-                {"target": NVSWITCH_TARGET, "count": max(c for _, c, _ in peers), "tclass": CLASS_NVSWITCH}
+                {
+                    "target": NVSWITCH_TARGET,
+                    "count": max(count for _busid, count, _tclass in peers),
+                    "tclass": CLASS_NVSWITCH,
+                }
             ]
         else:
             edges[gpu["busid"]] = [
@@ -267,6 +275,8 @@ def _root(text):
         raise TopologyError("the file is empty")
     if re.search(r"<!(ENTITY|DOCTYPE)", text, re.IGNORECASE):
         raise TopologyError("refusing XML with a DOCTYPE or entity declarations")
+    if parsing.has_surrogates(text):
+        raise TopologyError("the file is not UTF-8 (a byte NCCL does not write)")
     try:
         root = ET.fromstring(re.sub(r"^\s*<\?xml[^>]*\?>", "", text, count=1))
     except ET.ParseError as exc:
@@ -295,14 +305,32 @@ def _kind(elem):
     return "other"
 
 
-def _int(value):
-    try:
-        return int(value, 0)
-    except (TypeError, ValueError):
+def _int(value, what="attribute"):
+    """An integer attribute (decimal or 0x hex); None when absent. A value that is not a
+    non-negative integer within 64 bits raises: a reading that does not parse fails closed."""
+    if value is None:
         return None
+    try:
+        number = int(value, 0)
+    except (TypeError, ValueError):
+        raise TopologyError("%s=%r is not an integer" % (what, value)) from None
+    if not 0 <= number < parsing.READING_LIMIT:
+        raise TopologyError("%s=%r is out of range" % (what, value))
+    return number
 
 
-def _walk_pci(elem, numaid, parent, summary):
+def _walk_pci(top, numaid, summary):
+    """Every <pci> under a <cpu>, top down, with an explicit stack (no recursion to exhaust)."""
+    stack = [(top, None, 1)]
+    while stack:
+        elem, parent, depth = stack.pop()
+        if depth > MAX_PCI_DEPTH:
+            raise TopologyError("<pci> elements nested more than %d deep" % MAX_PCI_DEPTH)
+        busid = _pci_device(elem, numaid, parent, summary)
+        stack.extend((child, busid, depth + 1) for child in reversed(elem.findall("pci")))
+
+
+def _pci_device(elem, numaid, parent, summary):
     busid = normalize_bus_id(elem.get("busid") or "")
     if not busid:
         raise TopologyError("a <pci> element has no busid")
@@ -319,25 +347,32 @@ def _walk_pci(elem, numaid, parent, summary):
     }
     if gpu is not None:
         device["gpu"] = {
-            "dev": _int(gpu.get("dev")),
-            "sm": _int(gpu.get("sm")),
+            "dev": _int(gpu.get("dev"), "gpu dev"),
+            "sm": _int(gpu.get("sm"), "gpu sm"),
             "nvlinks": [
-                {"target": link.get("target"), "count": _int(link.get("count")), "tclass": link.get("tclass")}
+                {
+                    "target": link.get("target"),
+                    "count": _int(link.get("count"), "nvlink count"),
+                    "tclass": link.get("tclass"),
+                }
                 for link in gpu.findall("nvlink")
             ],
         }
     for nic in elem.findall("nic"):
         device["nets"].extend(_net(net, busid, summary) for net in nic.findall("net"))
     summary["devices"][busid] = device
-    for child in elem.findall("pci"):
-        _walk_pci(child, numaid, busid, summary)
+    return busid
 
 
 def _net(elem, busid, summary):
     name = elem.get("name")
     if not name:
         raise TopologyError("a <net> element has no name")
-    summary["nets"][name] = {"busid": busid, "speed": _int(elem.get("speed")), "port": _int(elem.get("port"))}
+    summary["nets"][name] = {
+        "busid": busid,
+        "speed": _int(elem.get("speed"), "net speed"),
+        "port": _int(elem.get("port"), "net port"),
+    }
     return name
 
 
@@ -348,8 +383,19 @@ def parse(text):
     {kind (gpu|nic|bridge|other), class, numaid, parent, gpu: {dev, sm, nvlinks} | None,
     nets: [names]}}, nets: {name: {busid, speed, port}}}``. A GPU is a <pci> with a <gpu>
     child or a display class (0x03...), a NIC one with <nic> or a network class (0x02...).
-    Raises TopologyError for anything else, an NCCL graph file included.
+    Raises TopologyError for anything else, an NCCL graph file included, with a message that
+    starts with TOOL; never another exception (deep nesting, non-UTF-8 bytes, a number attribute
+    that is not one included).
     """
+    try:
+        return _parse(text)
+    except TopologyError as exc:
+        raise TopologyError("%s: %s" % (TOOL, exc)) from None
+    except (ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as exc:
+        raise TopologyError("%s: unreadable file (%s)" % (TOOL, exc)) from None
+
+
+def _parse(text):
     root = _root(text)
     summary = {"cpus": {}, "devices": {}, "nets": {}}
     for cpu in root.findall("cpu"):
@@ -360,11 +406,11 @@ def parse(text):
             "affinity": cpu.get("affinity"),
             "arch": cpu.get("arch"),
             "vendor": cpu.get("vendor"),
-            "familyid": _int(cpu.get("familyid")),
-            "modelid": _int(cpu.get("modelid")),
+            "familyid": _int(cpu.get("familyid"), "cpu familyid"),
+            "modelid": _int(cpu.get("modelid"), "cpu modelid"),
         }
         for pci in cpu.findall("pci"):
-            _walk_pci(pci, numaid, None, summary)
+            _walk_pci(pci, numaid, summary)
         for nic in cpu.findall("nic"):
             for net in nic.findall("net"):
                 _net(net, None, summary)

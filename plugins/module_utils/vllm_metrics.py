@@ -30,8 +30,12 @@ _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*(?
 _SPECIAL = {"+inf": math.inf, "inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
+# What every MetricsError message starts with.
+TOOL = "vLLM /metrics"
+
+
 class MetricsError(ValueError):
-    """Raised when /metrics is not Prometheus text."""
+    """Raised when /metrics is not Prometheus text, or its prefix-cache readings are impossible."""
 
 
 def _unescape(value):
@@ -64,11 +68,54 @@ def parse_prometheus(text):
     """Prometheus text exposition -> ``{"samples": [{name, labels, value}], "types": {name: type}}``.
 
     HELP lines and blank lines are skipped; a cut-off last line (``head``) is ignored when it is
-    a comment. Values are floats (``1.0931263819e+10``, ``+Inf``, ``NaN``).
+    a comment. Values are floats (``1.0931263819e+10``, ``+Inf``, ``NaN``). The text must end with
+    a newline, as the format requires (a body cut inside a value, '900' read as '9', is refused),
+    and a series may appear once. The prefix-cache readings must be possible: counters finite and
+    >= 0, hits of a series <= its queries, the V0 gauge within 0..1. Raises MetricsError, whose
+    message starts with TOOL.
     """
+    try:
+        metrics = _parse(text)
+        _check_prefix_cache(metrics)
+    except MetricsError as exc:
+        raise MetricsError("%s: %s" % (TOOL, exc)) from None
+    except (ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as exc:
+        raise MetricsError("%s: unreadable response (%s)" % (TOOL, exc)) from None
+    return metrics
+
+
+def _series(sample):
+    return sample["name"], tuple(sorted(sample["labels"].items()))
+
+
+def _check_prefix_cache(metrics):
+    values = {_series(s): s["value"] for s in metrics["samples"]}
+    for (name, _labels), value in values.items():
+        if name in QUERIES + HITS and not (math.isfinite(value) and value >= 0):
+            raise MetricsError("counter %s is %r, not a finite count >= 0" % (name, value))
+        if name == GAUGE and not (math.isfinite(value) and 0 <= value <= 1):
+            raise MetricsError("%s is %r, not a ratio within 0..1" % (GAUGE, value))
+    for queries_name, hits_name in zip(QUERIES, HITS, strict=True):
+        for (name, labels), hits in values.items():
+            if name != hits_name:
+                continue
+            queries = values.get((queries_name, labels))
+            if queries is None or hits > queries:
+                raise MetricsError(
+                    "%s %r with %s %r for the same series: more hits than queries"
+                    % (hits_name, hits, queries_name, queries)
+                )
+        total = sum(v for (name, _), v in values.items() if name in (queries_name, hits_name))
+        if not math.isfinite(total):
+            raise MetricsError("%s / %s add up past a float" % (queries_name, hits_name))
+
+
+def _parse(text):
     if not isinstance(text, str) or not text.strip():
-        raise MetricsError("empty /metrics response")
-    samples, types = [], {}
+        raise MetricsError("empty response")
+    if "\n" not in text[len(text.rstrip()) :]:
+        raise MetricsError("the response does not end with a newline (cut short?)")
+    samples, types, seen = [], {}, set()
     for line_no, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
@@ -82,15 +129,17 @@ def parse_prometheus(text):
         if not match:
             raise MetricsError("line %d is not a Prometheus sample: %r" % (line_no, line[:120]))
         name, labels, value = match.group(1), match.group(2), match.group(3)
-        samples.append(
-            {
-                "name": name,
-                "labels": _labels(labels, line_no) if labels else {},
-                "value": _value(value, line_no),
-            }
-        )
+        sample = {
+            "name": name,
+            "labels": _labels(labels, line_no) if labels else {},
+            "value": _value(value, line_no),
+        }
+        if _series(sample) in seen:
+            raise MetricsError("line %d repeats the series %s" % (line_no, line[:120]))
+        seen.add(_series(sample))
+        samples.append(sample)
     if not samples:
-        raise MetricsError("/metrics has no samples")
+        raise MetricsError("no samples")
     return {"samples": samples, "types": types}
 
 
@@ -112,10 +161,11 @@ def prefix_cache(metrics, model_name=None):
 
     Returns ``{queries, hits, hit_rate, source, models}``: source is the counter name used, or the
     gauge name when only vLLM V0's hit-rate gauge is there, or None. hit_rate is None when there
-    were no queries yet. ``models`` lists the model_name labels seen on the counters.
+    were no queries yet. ``models`` lists the model_name labels seen on the counters. The
+    readings were checked by parse_prometheus, so hit_rate is within 0..1.
     """
     queries, qname = _sum(metrics, QUERIES, model_name)
-    hits, _ = _sum(metrics, HITS, model_name)
+    hits, _hits_name = _sum(metrics, HITS, model_name)
     models = sorted(
         {
             s["labels"]["model_name"]
@@ -127,7 +177,7 @@ def prefix_cache(metrics, model_name=None):
         rate = hits / queries if queries > 0 else None
         return {"queries": queries, "hits": hits, "hit_rate": rate, "source": qname, "models": models}
     gauges = [s["value"] for s in metrics["samples"] if s["name"] == GAUGE and _matches(s, model_name)]
-    gauges = [g for g in gauges if not math.isnan(g)]
+    gauges = [g for g in gauges if math.isfinite(g) and 0 <= g <= 1]
     if gauges:
         return {
             "queries": None,
@@ -148,10 +198,28 @@ def hit_rate_between(before, after):
     """
     if after["source"] == GAUGE or before["queries"] is None or after["queries"] is None:
         return {"queries": None, "hits": None, "hit_rate": after["hit_rate"], "reset": False}
-    reset = after["queries"] < before["queries"] or after["hits"] < before["hits"]
+    reset = (
+        not _possible(before)
+        or after["queries"] < before["queries"]
+        or after["hits"] < before["hits"]
+        # more new hits than new queries: the two scrapes are not of one run of the counters
+        or after["hits"] - before["hits"] > after["queries"] - before["queries"]
+    )
     dq = after["queries"] if reset else after["queries"] - before["queries"]
     dh = after["hits"] if reset else after["hits"] - before["hits"]
     return {"queries": dq, "hits": dh, "hit_rate": dh / dq if dq > 0 else None, "reset": reset}
+
+
+def _possible(counts):
+    """Counters a scrape can hold: finite, >= 0, hits <= queries (a baseline comes from outside)."""
+    queries, hits = counts.get("queries"), counts.get("hits")
+    return (
+        isinstance(queries, (int, float))
+        and isinstance(hits, (int, float))
+        and math.isfinite(queries)
+        and math.isfinite(hits)
+        and 0 <= hits <= queries
+    )
 
 
 def cache_config(metrics):
