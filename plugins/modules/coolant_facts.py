@@ -22,15 +22,29 @@ description:
   - "Uses Ansible's own C(open_url), so nothing needs installing. Run it on the controller
     (C(delegate_to: localhost)): the BMCs sit on the management network, which the nodes often cannot reach."
   - The password and the session token never appear in the result, warnings or error messages.
+  - B(Fails closed before anything is sent.) An C(http://) address is refused, as the password would
+    cross the network in clear text, unless O(insecure_http_reason) says why it must be so; the reason is
+    then reported (a warning and a line of C(hints)). A missing, unreadable or non-PEM O(ca_path) is
+    refused at once, naming the file; a local configuration error is not retried.
+  - A reading that is not a finite number, too large for a float or outside its physical range (flow
+    0..10000 L/min, temperatures -40..150 C, supply/return difference -100..100 K) fails the module
+    (kind C(reading)) naming the connector and the property, so the gate never judges it.
   - When the BMC cannot be read the module fails and its result still carries one failed check,
     C(coolant.bmc[<baseuri>]), naming what went wrong, so the fleet report shows it.
 options:
   baseuri:
     description:
       - The BMC, as C(host), C(host:port) or C(https://host[:port]). Without a scheme C(https) is used.
+      - An C(http://) address is refused unless O(insecure_http_reason) is given.
     type: str
     required: true
     aliases: [address]
+  insecure_http_reason:
+    description:
+      - Why this BMC may be read over plain C(http://) (a ticket, the BMC firmware that cannot do TLS, the
+        isolated network). The password then crosses the network in clear text; the reason is reported as
+        a warning and in C(hints). Blank or unset refuses C(http://). Ignored for C(https).
+    type: str
   username:
     description: BMC account; read-only rights are enough.
     type: str
@@ -52,22 +66,25 @@ options:
     type: bool
     default: true
   ca_path:
-    description: PEM file of the CA that signed the BMC certificates, used in addition to the system's.
+    description:
+      - PEM file of the CA that signed the BMC certificates, used in addition to the system's.
+      - It must exist on the controller, be readable and hold at least one PEM certificate; otherwise the
+        module fails at once naming the file (no request is made).
     type: path
   timeout:
-    description: Seconds to wait for each HTTP request.
+    description: Seconds to wait for each HTTP request, 1 to 600.
     type: int
     default: 10
   retries:
     description:
-      - How often to retry a request that failed to connect, timed out, or got HTTP 502/503/504.
-        HTTP 401 and 404 are never retried.
+      - How often to retry a request that failed to connect, timed out, or got HTTP 502/503/504, 0 to 10.
+        HTTP 401 and 404 and local configuration errors are never retried.
     type: int
     default: 3
   retry_delay:
     description:
-      - Seconds before the first retry; each further retry waits twice as long. A C(Retry-After) header
-        from the BMC (up to 30 s) takes precedence.
+      - Seconds before the first retry, 0 to 60; each further retry waits twice as long. A C(Retry-After)
+        header from the BMC (up to 30 s) takes precedence.
     type: float
     default: 1.0
   use_proxy:
@@ -106,7 +123,7 @@ seealso:
     link: https://www.dmtf.org/dsp/DSP2046
   - module: gpufleet.node.thermal_gate
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -119,6 +136,7 @@ EXAMPLES = r"""
     username: "{{ gpufleet_bmc_username }}"
     password: "{{ gpufleet_bmc_password }}"
     ca_path: "{{ gpufleet_bmc_ca_path | default(omit) }}"
+    insecure_http_reason: "{{ gpufleet_bmc_insecure_http_reason | default(omit) }}"
   # password is a no_log option, so it is masked in the result; the readings stay visible.
   delegate_to: localhost
 
@@ -208,12 +226,23 @@ ansible_facts:
 checks:
   description:
     - Empty on success. When the BMC could not be read, one failed check C(coolant.bmc[<baseuri>]) whose
-      value is the kind of failure (C(auth), C(not_found), C(connection), C(tls), C(http), C(protocol)).
+      value is the kind of failure (C(auth), C(not_found), C(connection), C(tls), C(http), C(protocol),
+      C(reading) for a reading that is not finite or outside its physical range, C(config) for an
+      C(http://) address without O(insecure_http_reason) or an unusable O(ca_path)).
   returned: always
   type: list
   elements: dict
   sample: [{"name": "coolant.bmc[https://10.20.1.11]", "ok": false, "value": "auth", "limit": null,
             "unit": "", "message": "BMC https://10.20.1.11 rejected the credentials (HTTP 401 ...)"}]
+hints:
+  description:
+    - Lines for the operator; with O(insecure_http_reason) on an C(http://) BMC, the one that says it was
+      read over plain HTTP and why. Also given as a warning.
+  returned: always
+  type: list
+  elements: str
+  sample: ["BMC http://10.20.1.11 is read over plain HTTP (its password crosses the network in clear
+           text), allowed by insecure_http_reason (thermal_gate_bmc_insecure_http_reason): CHG-4711 lab BMC"]
 requests:
   description: HTTP requests made, retries included.
   returned: always
@@ -243,6 +272,7 @@ def main():
             auth=dict(type="str", choices=["session", "basic"], default="session"),
             validate_certs=dict(type="bool", default=True),
             ca_path=dict(type="path"),
+            insecure_http_reason=dict(type="str"),
             timeout=dict(type="int", default=10),
             retries=dict(type="int", default=3),
             retry_delay=dict(type="float", default=1.0),
@@ -253,24 +283,42 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    if params["timeout"] < 1 or params["retries"] < 0 or params["retry_delay"] < 0:
-        module.fail_json(msg="timeout must be 1 s or more, retries 0 or more and retry_delay 0 s or more")
+    bad = [
+        "%s must be %s, got %s" % (name, allowed, params[name])
+        for name, allowed, ok in (
+            ("timeout", "1 to 600 s", 1 <= params["timeout"] <= 600),
+            ("retries", "0 to 10", 0 <= params["retries"] <= 10),
+            # written so that NaN fails too
+            ("retry_delay", "0 to 60 s", 0.0 <= params["retry_delay"] <= 60.0),
+        )
+        if not ok
+    ]
+    if bad:
+        module.fail_json(msg="; ".join(bad), checks=[], hints=[], requests=0)
     try:
         baseuri = normalize_baseuri(params["baseuri"])
     except RedfishError as exc:
-        module.fail_json(msg=str(exc), checks=[])
-    client = RedfishClient(
-        baseuri,
-        params["username"],
-        params["password"],
-        auth=params["auth"],
-        validate_certs=params["validate_certs"],
-        ca_path=params["ca_path"],
-        timeout=params["timeout"],
-        retries=params["retries"],
-        retry_delay=params["retry_delay"],
-        use_proxy=params["use_proxy"],
-    )
+        module.fail_json(msg=str(exc), checks=[], hints=[], requests=0)
+    try:
+        client = RedfishClient(
+            baseuri,
+            params["username"],
+            params["password"],
+            auth=params["auth"],
+            validate_certs=params["validate_certs"],
+            ca_path=params["ca_path"],
+            timeout=params["timeout"],
+            retries=params["retries"],
+            retry_delay=params["retry_delay"],
+            use_proxy=params["use_proxy"],
+            insecure_http_reason=params["insecure_http_reason"],
+        )
+    except RedfishError as exc:
+        # A local configuration error (plain HTTP without a reason, the CA file): nothing was sent.
+        module.fail_json(msg=str(exc), checks=[_bmc_check(baseuri, exc)], hints=[], requests=0)
+    hints = [client.transport_hint] if client.transport_hint else []
+    for line in hints:
+        module.warn(line)
     report = error = None
     try:
         report = client.read_coolant(chassis_ids=params["chassis"], cdus=params["cdus"])
@@ -284,7 +332,9 @@ def main():
     if warning:
         module.warn(warning)
     if error is not None:
-        module.fail_json(msg=str(error), checks=[_bmc_check(baseuri, error)], requests=client.requests)
+        module.fail_json(
+            msg=str(error), checks=[_bmc_check(baseuri, error)], hints=hints, requests=client.requests
+        )
     for conn in report["connectors"]:
         if conn["flow_lpm"] is None:
             module.warn(
@@ -294,6 +344,7 @@ def main():
         changed=False,
         ansible_facts={"gpufleet_coolant": report},
         checks=[],
+        hints=hints,
         requests=client.requests,
     )
 

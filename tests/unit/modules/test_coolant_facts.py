@@ -154,3 +154,74 @@ def test_documentation_matches_argument_spec(name: str) -> None:
         assert doc.get("aliases") == arg.get("aliases"), key
     for block in ("EXAMPLES", "RETURN"):
         assert yaml.safe_load(getattr(module, block))
+
+
+# ---------------------------------------------------------------- issue 11: fail closed on the transport
+
+
+@pytest.fixture
+def http_bmc(fixtures_dir: Path) -> Iterator[FakeBmc]:
+    """The BMC without TLS: whatever reaches it crossed the network in clear text."""
+    with FakeBmc(load_tree(fixtures_dir)) as server:
+        yield server
+
+
+def test_plain_http_is_refused_before_the_password_is_sent(http_bmc: FakeBmc) -> None:
+    result, _ = run_module({"baseuri": http_bmc.url, "username": USER, "password": PASSWORD})
+    assert result["failed"] is True
+    assert http_bmc.log == []  # the password never left the controller
+    assert result["requests"] == 0
+    assert f"BMC address {http_bmc.url} is plain HTTP" in result["msg"]
+    assert "thermal_gate_bmc_address" in result["msg"] and "gpufleet_bmc_address" in result["msg"]
+    assert "thermal_gate_bmc_insecure_http_reason" in result["msg"]
+    assert result["checks"] == [
+        {
+            "name": f"coolant.bmc[{http_bmc.url}]",
+            "ok": False,
+            "value": "config",
+            "limit": None,
+            "unit": "",
+            "message": result["msg"],
+        }
+    ]
+
+
+def test_plain_http_with_a_reason_is_read_and_the_reason_is_reported(http_bmc: FakeBmc) -> None:
+    reason = "CHG-4711 lab BMC, firmware without TLS, isolated management VLAN"
+    result, warnings = run_module(
+        {"baseuri": http_bmc.url, "username": USER, "password": PASSWORD, "insecure_http_reason": reason}
+    )
+    assert "failed" not in result and len(result["ansible_facts"]["gpufleet_coolant"]["connectors"]) == 2
+    (hint,) = result["hints"]
+    assert hint.startswith(f"BMC {http_bmc.url} is read over plain HTTP") and hint.endswith(reason)
+    assert hint in warnings
+    assert PASSWORD not in json.dumps(result)
+
+
+def test_https_reports_no_transport_hint(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    result, _ = run_module(base_args(bmc, tls[0], insecure_http_reason="not needed"))
+    assert "failed" not in result and result["hints"] == []
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not a certificate\n"])
+def test_a_bad_ca_file_fails_at_once_naming_it(bmc: FakeBmc, tmp_path: Path, content: bytes | None) -> None:
+    """Was 'could not reach BMC ... check the BMC address' after three retries."""
+    ca = tmp_path / "bmc-ca.pem"
+    if content is not None:
+        ca.write_bytes(content)
+    result, _ = run_module({**base_args(bmc, ca), "retry_delay": 0.0})
+    assert result["failed"] is True
+    assert f"CA file {ca} " in result["msg"] and "thermal_gate_bmc_ca_path" in result["msg"]
+    assert "could not reach" not in result["msg"]
+    assert result["requests"] == 0 and bmc.log == []
+    assert result["checks"][0]["value"] == "config"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("retry_delay", float("nan")), ("retry_delay", float("inf")), ("retries", 1000), ("timeout", 0)],
+)
+def test_request_options_out_of_range_are_refused(bmc: FakeBmc, option: str, value: Any) -> None:
+    result, _ = run_module({"baseuri": bmc.url, "username": USER, "password": PASSWORD, option: value})
+    assert result["failed"] is True and option in result["msg"]
+    assert bmc.log == []
