@@ -205,7 +205,7 @@ def read(node, files):
         unit = entry.get("unit")
         if unit:
             systemctl = node.get_bin_path("systemctl", required=True)
-            rc, out, _ = tool_runner.run(node, [systemctl, "is-enabled", unit], check=False)
+            rc, out, _err = tool_runner.run(node, [systemctl, "is-enabled", unit], check=False)
             found["units"][unit] = unit_enabled(rc, out)
     return found
 

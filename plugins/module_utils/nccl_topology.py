@@ -60,7 +60,7 @@ def plan(node, params):
     """
     path = params["path"]
     smi = nvidia_smi(node, params["nvidia_smi_path"])
-    _, text, parsed, bus_ids, warnings = nccl_topo.node_topology(node, smi, params["gdr"])
+    _system, text, parsed, bus_ids, warnings = nccl_topo.node_topology(node, smi, params["gdr"])
     # Validate what would be written: it must read back as a topology that matches the node.
     problems = nccl_topo.compare(nccl_topo.parse(text), parsed, bus_ids)
     gpus = sum(1 for d in parsed["devices"].values() if d["kind"] == "gpu")

@@ -940,7 +940,7 @@ def nearest_nics(topo, gpu):
     ranked = [(_NEAR_RANK[v], d) for d, v in row.items() if not _is_gpu(d) and v in _NEAR_RANK]
     if not ranked:
         return []
-    best = min(rank for rank, _ in ranked)
+    best = min(rank for rank, _device in ranked)
     return [topo["nic_legend"].get(d, d) for rank, d in ranked if rank == best]
 
 

@@ -62,7 +62,7 @@ class Commands:
         return future.result()
 
     def _run(self, args, kwargs):
-        for _ in range(_EMPTY_RETRIES):
+        for _attempt in range(_EMPTY_RETRIES):
             rc, out, err = self._module.run_command(args, **kwargs)
             if rc != 0 or out or err:
                 return rc, out, err

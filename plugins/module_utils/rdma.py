@@ -230,9 +230,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
                 "priorities": [],
             }
             section = "tc"
-        elif section == "dscp2prio" and _QOS_DSCP.match(line):
-            match = _QOS_DSCP.match(line)
-            assert match is not None
+        elif section == "dscp2prio" and (match := _QOS_DSCP.match(line)):
             for dscp in (int(d) for d in match.group(2).split(",") if d):
                 if dscp > 63 or dscp in qos["dscp2prio"]:
                     raise ParseError("mlnx_qos: dscp2prio maps DSCP %d twice or out of range" % dscp)
@@ -240,7 +238,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
         elif section == "default" and re.match(r"^prio:([0-7])$", line):
             qos["default_priority"] = int(line.split(":", 1)[1])
         elif section == "pfc" and line.split()[0].rstrip(":") == "priority":
-            if [v for v in line.split()[1:]] != [str(p) for p in range(8)]:
+            if line.split()[1:] != [str(p) for p in range(8)]:
                 raise ParseError("mlnx_qos: PFC header row %r is not 'priority 0 1 .. 7'" % line)
             seen_priority_row = True
         elif section == "pfc" and line.split()[0].rstrip(":") == "enabled":
@@ -440,7 +438,7 @@ def parse_mlxconfig_query(text: str) -> list[dict[str, Any]]:
     ``{PARAM: {column: raw value}}``, e.g. ``{"LINK_TYPE_P1": {"next_boot": "ETH(2)"}}``;
     see mlxconfig_value for the name/number in a raw value.
     """
-    devices, _ = _mlxconfig_blocks(text, "mlxconfig")
+    devices, _trailer = _mlxconfig_blocks(text, "mlxconfig")
     return devices
 
 

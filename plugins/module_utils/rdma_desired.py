@@ -155,7 +155,7 @@ def link_type_name(raw: str | None) -> str | None:
     """mlxconfig's 'ETH(2)' / 'IB(1)' / 'VPI(3)' / '2' -> 'eth' / 'ib' / 'vpi'; None stays None."""
     if raw is None:
         return None
-    name, _, number = raw.partition("(")
+    name, _paren, number = raw.partition("(")
     if name.strip().upper() in _LINK_TYPE_NAMES:
         return _LINK_TYPE_NAMES[name.strip().upper()]
     digits = (number.rstrip(")") if number else name).strip()

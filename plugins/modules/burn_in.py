@@ -129,7 +129,7 @@ seealso:
   - module: gpufleet.node.thermal_gate
   - module: gpufleet.node.service_check
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -277,7 +277,8 @@ def main():
             seconds=dict(type="int", default=180),
             sample_interval=dict(type="float", default=1.0),
             concurrency=dict(type="int", default=4),
-            max_tokens=dict(type="int", default=64),
+            # A token count, not a secret (validate-modules guesses secrets from names: no-log-needed).
+            max_tokens=dict(type="int", default=64, no_log=False),
             prompt=dict(type="str"),
             request_timeout=dict(type="int", default=120),
             max_failed_requests=dict(type="int", default=0),

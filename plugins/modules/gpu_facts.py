@@ -37,7 +37,7 @@ seealso:
     description: Meaning of every field nvidia-smi reports.
     link: https://docs.nvidia.com/deploy/nvidia-smi/index.html
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

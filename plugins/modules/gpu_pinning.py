@@ -74,7 +74,7 @@ seealso:
     description: CUDA_VISIBLE_DEVICES by UUID and CUDA_DEVICE_ORDER.
     link: https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

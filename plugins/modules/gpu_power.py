@@ -85,7 +85,7 @@ seealso:
     description: Why persistence mode should come from nvidia-persistenced rather than C(-pm 1).
     link: https://docs.nvidia.com/deploy/driver-persistence/index.html
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

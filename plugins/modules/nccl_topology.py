@@ -57,7 +57,7 @@ seealso:
     description: NCCL_TOPO_FILE and NCCL_TOPO_DUMP_FILE.
     link: https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -34,7 +34,7 @@ notes:
 seealso:
   - module: gpufleet.node.nccl_topology
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
@@ -152,7 +152,7 @@ def main():
     )
     path = module.params["path"]
     smi = nvidia_smi(module, module.params["nvidia_smi_path"])
-    _, _, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi)
+    _system, _text, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi)
     for warning in warnings:
         module.warn(warning)
     try:

@@ -63,7 +63,7 @@ seealso:
   - module: gpufleet.node.nccl_topology
   - module: gpufleet.node.gpu_pinning
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -59,7 +59,7 @@ seealso:
     description: Trust, PFC, ECN and the RDMA CM defaults these facts report.
     link: https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -91,7 +91,7 @@ seealso:
     description: RDMA CM default RoCE mode and ToS, and the link type firmware setting.
     link: https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -108,7 +108,7 @@ seealso:
     description: Trust, PFC, ECN and CNP settings of mlx5 NICs.
     link: https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -87,7 +87,7 @@ seealso:
     link: https://docs.vllm.ai/en/latest/design/metrics.html
   - module: gpufleet.node.burn_in
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -119,7 +119,7 @@ notes:
   - A driver without C(temperature.gpu.tlimit) (before R525) reports no T.Limit margin, which fails
     closed unless C(tlimit_c) is in O(skip_checks).
 author:
-  - gpufleet developers
+  - gpufleet developers (!UNKNOWN)
 """
 
 EXAMPLES = r"""
