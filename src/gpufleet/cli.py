@@ -89,8 +89,10 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", choices=build.PROFILES, default="b300-16")
     up.add_argument("--subnet", default="127.0.1", help="loopback /24 for node addresses")
     up.add_argument("--port", type=int, default=2222, help="sshd port on every node address")
-    simsub.add_parser("down", help="stop every node and remove what the fleet started")
-    simsub.add_parser("status", help="nodes, addresses and injected faults")
+    simsub.add_parser(
+        "down", help="stop every node and remove what the fleet started (exit 2 naming what still runs)"
+    )
+    simsub.add_parser("status", help="nodes, addresses, faults, up or down (exit 1 when any is down)")
     simsub.add_parser("inventory", help="print the inventory path")
     reboot = simsub.add_parser("reboot", help="reboot a node: volatile settings are lost, boot units run")
     reboot.add_argument("node")
@@ -152,6 +154,13 @@ def _print_report(report: Report, report_dir: Path) -> int:
     summary = report.summary()
     print(f"report: {report_dir / 'report.json'}, {report_dir / 'report.md'}, {report_dir / 'gpufleet.prom'}")
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
+    return _exit_status(report)
+
+
+def _exit_status(report: Report) -> int:
+    """2 when a host was refused for its inputs (configuration), else 0 all good or 1."""
+    if report.configuration_error():
+        return EXIT_USAGE
     return EXIT_OK if report.all_ok() else EXIT_NOT_OK
 
 
@@ -164,7 +173,7 @@ def _report(report_dir: Path, fmt: str) -> int:
     except OSError as exc:
         raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
     sys.stdout.write(report_mod.render(report, fmt))
-    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
+    return _exit_status(report)
 
 
 def _sim(args: argparse.Namespace) -> int:
@@ -183,8 +192,13 @@ def _sim(args: argparse.Namespace) -> int:
         for row in rows:
             print(
                 f"{row['name']}  {row['address']}  {row['profile']}  gpus={row['gpus']} nics={row['nics']}"
-                f"  faults={','.join(row['faults']) or '-'}"
+                f"  faults={','.join(row['faults']) or '-'}  {'up' if row['up'] else 'down: ' + row['down']}"
             )
+        problem = control.supervisor_problem(fleet) if rows else None
+        if problem:
+            print(problem)
+        if problem or not all(row["up"] for row in rows):
+            return EXIT_NOT_OK
     elif args.sim_command == "inventory":
         print(fleet.inventory_path)
     elif args.sim_command == "reboot":

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import procs
-from gpufleet.sim import faults, state
+from gpufleet.sim import faults, processes, state
 from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
 _SUPERVISOR = "gpufleet.sim.supervisor"
@@ -41,6 +41,11 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, An
     config.validate()
     if _describe(fleet) is not None:
         raise SimError(f"a simulated fleet is already up ({fleet.fleet_file}); run `gpufleet sim down` first")
+    left = processes.survivors(processes.load(fleet.root))
+    if left:
+        raise SimError(
+            f"a simulated fleet under {fleet.root} still runs ({', '.join(left)}); run `gpufleet sim down`"
+        )
     fleet.root.mkdir(parents=True, exist_ok=True)
     log_path = fleet.root / "supervisor.log"
     argv = [sys.executable, "-m", _SUPERVISOR, "--dir", str(fleet.root), "--nodes", str(config.nodes)]
@@ -64,32 +69,63 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, An
     raise SimError(f"the simulated fleet was not ready within {timeout:.0f} s; see {log_path}")
 
 
-def down(fleet: Fleet, timeout: float = 30.0) -> bool:
-    """Stops the fleet; False when there was none."""
+def down(fleet: Fleet, timeout: float = 30.0, grace: float = 10.0, kill_wait: float = 5.0) -> bool:
+    """Stops the fleet and verifies that none of it runs; False when there was none.
+
+    The supervisor is asked first (SIGTERM: it stops its nodes and BMCs and waits for them).
+    Whatever the record still names afterwards -- the supervisor died, or did not manage, or
+    no supervisor owned the fleet -- gets SIGTERM, then SIGKILL: the recorded pids, each node's
+    PID namespace, the supervisor's process group (`grace` seconds after SIGTERM, `kill_wait`
+    after SIGKILL). Raises SimError naming what survived that
+    (the fleet's files are kept, so `sim down` can be run again)."""
     described = _describe(fleet)
-    if described is None:
+    # read before the supervisor removes it: what to verify is what was started
+    record = processes.load(fleet.root)
+    if described is None and not record:
         return False
-    pid = int(described.get("owner", 0))
-    if described.get("managed") and _is_supervisor(pid):
+    pid = int((described or {}).get("owner", 0))
+    if (described or {}).get("managed") and _is_supervisor(pid):
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while _is_supervisor(pid):
-            if time.monotonic() > deadline:
-                raise SimError(f"the fleet supervisor (pid {pid}) did not stop within {timeout:.0f} s")
+        while _is_supervisor(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
+        if _is_supervisor(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         procs.reap(pid)
+    left = processes.stop(record, grace, kill_wait)
+    if left:
+        raise SimError(
+            f"could not stop the simulated fleet under {fleet.root}: still running: {', '.join(left)}"
+        )
     with contextlib.suppress(FileNotFoundError):
         fleet.fleet_file.unlink()
+    (fleet.root / processes.RECORD_FILE).unlink(missing_ok=True)
     return True
 
 
+def supervisor_problem(fleet: Fleet) -> str | None:
+    """Why a supervised fleet has no supervisor any more (None when it has one, or needs none)."""
+    described = _describe(fleet)
+    if described is None or not described.get("managed"):
+        return None
+    pid = int(described.get("owner", 0))
+    if _is_supervisor(pid):
+        return None
+    return f"the fleet supervisor (pid {pid}) is not running: nothing restarts or reboots a node"
+
+
 def status(fleet: Fleet) -> list[dict[str, Any]]:
+    """One row per node; `up` is judged now from the node's recorded processes (its sshd and
+    its BMC), `down` says what died (as the supervisor saw it, or that its pid is gone)."""
     described = _describe(fleet)
     if described is None:
         return []
+    record = processes.load(fleet.root)
     rows = []
     for name, where in described["nodes"].items():
         node_state = state.load(fleet.node_dir(name))
+        is_up, problem = processes.node_health(record, name)
         rows.append(
             {
                 "name": name,
@@ -98,6 +134,8 @@ def status(fleet: Fleet) -> list[dict[str, Any]]:
                 "gpus": len(state.present_gpus(node_state)),
                 "nics": len(node_state["nics"]),
                 "faults": list(node_state["faults"]),
+                "up": is_up,
+                "down": problem,
             }
         )
     return rows

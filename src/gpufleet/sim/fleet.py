@@ -3,7 +3,8 @@
 A Fleet object owns its node processes and waits on them (PID 1 on these machines does not
 reap orphans). `gpufleet sim up` runs one inside a detached supervisor; tests use it directly.
 Each node's BMC is a process of its own, started and stopped with the node but left running
-when the host reboots, as a real BMC is.
+when the host reboots, as a real BMC is. Every process it starts is recorded (`processes.py`)
+so that `gpufleet sim status` and `gpufleet sim down` know them without asking the Fleet.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import paramiko
 import yaml
 
-from gpufleet.sim import boot, build, node, state
+from gpufleet.sim import boot, build, node, processes, state
 from gpufleet.sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
@@ -32,18 +34,20 @@ _PR_SET_PDEATHSIG = 1
 REBOOT_REQUEST = "reboot.request"
 
 
-def _die_with_parent() -> None:
-    """A node outlives no owner: if the harness dies, the kernel sends its nodes SIGTERM."""
+def _die_with_parent(sig: signal.Signals) -> None:
+    """Nothing outlives its owner: if the harness dies, the kernel sends its children `sig`."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    libc.prctl(_PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="utf-8")
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
+def _node_dies_with_parent() -> None:
+    # SIGKILL: `unshare --fork` ignores SIGTERM while it waits, and a node left behind keeps
+    # its address; unshare --kill-child then takes the node's PID namespace with it.
+    _die_with_parent(signal.SIGKILL)
+
+
+def _bmc_dies_with_parent() -> None:
+    _die_with_parent(signal.SIGTERM)
 
 
 class SimError(RuntimeError):
@@ -71,6 +75,8 @@ class Fleet:
         self.root = root
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.bmcs: dict[str, subprocess.Popen[bytes]] = {}
+        # what processes.json says: every process started, and why a node or BMC is down
+        self.record: dict[str, Any] = {"nodes": {}}
 
     # -- layout -----------------------------------------------------------
     @property
@@ -135,6 +141,13 @@ class Fleet:
         authorized = (self.client_key.with_suffix(".pub")).read_text(encoding="utf-8")
         specs = self.specs(config)
         bmc_passwords: dict[str, str] = {}
+        self.record = {"nodes": {s.name: {"address": s.address} for s in specs}}
+        if managed:
+            # `sim down` falls back to the supervisor's process group (it leads its own session)
+            self.record["supervisor"] = processes.Proc(os.getpid(), _start_time(os.getpid())).as_dict()
+            if os.getpgrp() == os.getpid():
+                self.record["group"] = os.getpid()
+        self._save_record()
         try:
             for spec in specs:
                 node.prepare(spec, authorized)
@@ -165,25 +178,54 @@ class Fleet:
         )
         return specs
 
+    def _save_record(self) -> None:
+        processes.save(self.root, self.record)
+
     def _start_node(self, spec: node.NodeSpec) -> None:
         with open(spec.directory / "sshd.log", "ab") as log:
-            self.processes[spec.name] = subprocess.Popen(
+            proc = subprocess.Popen(
                 node.launch_argv(spec),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_node_dies_with_parent,
             )
+        self.processes[spec.name] = proc
+        parts = self.record["nodes"].setdefault(spec.name, {"address": spec.address})
+        for stale in ("sshd", "toolserver", "pidns", "down"):
+            parts.pop(stale, None)
+        parts["unshare"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self._save_record()
+
+    def _record_inside(self, spec: node.NodeSpec) -> None:
+        """Once a node answers: its PID 1 (sshd), its PID namespace and its tool server."""
+        parts = self.record["nodes"][spec.name]
+        for init in processes.children(self.processes[spec.name].pid):
+            found = processes.identify(init)
+            if found is None:
+                continue
+            parts["sshd"] = found.as_dict()
+            parts["pidns"] = processes.pid_namespace(init)
+            for child in processes.children(init):
+                server = processes.identify(child)
+                if server is not None and b"gpufleet.sim.toolserver" in processes.cmdline(child):
+                    parts["toolserver"] = server.as_dict()
+        self._save_record()
 
     def _start_bmc(self, spec: node.NodeSpec) -> None:
         with open(spec.directory / "bmc.log", "ab") as log:
-            self.bmcs[spec.name] = subprocess.Popen(
+            proc = subprocess.Popen(
                 launch.argv(self.bmc_dir, spec.name, spec.address, spec.directory),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_bmc_dies_with_parent,
             )
+        self.bmcs[spec.name] = proc
+        parts = self.record["nodes"].setdefault(spec.name, {"address": spec.address})
+        parts.pop("bmc_down", None)
+        parts["bmc"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self._save_record()
 
     def _wait_bmcs(self, specs: list[node.NodeSpec], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -210,12 +252,13 @@ class Fleet:
         self.bmcs.clear()
 
     def _stop_nodes(self, names: list[str]) -> None:
-        procs = [self.processes[n] for n in names]
+        """Stops these nodes (a node that already died is only waited for)."""
+        procs = [self.processes[n] for n in names if n in self.processes]
         for proc in procs:
             if proc.poll() is None:
                 # Stop the namespace's PID 1 (sshd) first: unshare reaps it, and the kernel
                 # has reaped every session in the namespace before that wait returns.
-                for child in _children(proc.pid) or [proc.pid]:
+                for child in processes.children(proc.pid) or [proc.pid]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(child, signal.SIGTERM)
         deadline = time.monotonic() + 10
@@ -226,19 +269,29 @@ class Fleet:
                 proc.kill()
                 proc.wait()
 
-    def stop(self) -> None:
-        """Kills every node (its PID namespace goes with it) and every BMC, and waits for each."""
+    def stop(self) -> list[str]:
+        """Kills every node (its PID namespace goes with it) and every BMC, waits for each, then
+        makes sure from the record that nothing is left (SIGKILL for what is). Returns what
+        could not be stopped; the fleet's files stay then, for `gpufleet sim down` to try again."""
         self._stop_nodes(list(self.processes))
         self.processes.clear()
         self._stop_bmcs()
-        self.fleet_file.unlink(missing_ok=True)
+        # the supervisor running this is no leftover of its own fleet
+        record = {key: value for key, value in self.record.items() if key not in ("supervisor", "group")}
+        left = processes.stop(record, grace=2.0)
+        if not left:
+            self.fleet_file.unlink(missing_ok=True)
+            (self.root / processes.RECORD_FILE).unlink(missing_ok=True)
+        return left
 
     def reboot(self, name: str, timeout: float = 30.0) -> None:
         """Down (every session dropped), volatile settings lost, up again running its boot units.
-        The node's BMC keeps running and answering throughout."""
+        The node's BMC keeps running and answering throughout. A node whose sshd died comes up."""
         described = json.loads(self.fleet_file.read_text(encoding="utf-8"))
         config = FleetConfig(**described["config"])
-        spec = next(s for s in self.specs(config) if s.name == name)
+        spec = next((s for s in self.specs(config) if s.name == name), None)
+        if spec is None:
+            raise SimError(f"no simulated node {name!r} in this fleet")
         self._stop_nodes([name])
         with state.locked(spec.directory) as current:
             boot.power_cycle(current, spec.directory / "sys")
@@ -247,6 +300,38 @@ class Fleet:
 
     def dead_nodes(self) -> list[str]:
         return [name for name, proc in self.processes.items() if proc.poll() is not None]
+
+    def _why_down(self, name: str, returncode: int) -> str:
+        """What died: the node's PID 1 (its sshd), as its `unshare` tells it. unshare exits as its
+        child did (util-linux 2.38 exits 1 instead when the child was killed, and logs why)."""
+        sshd = self.record["nodes"].get(name, {}).get("sshd", {}).get("pid", "?")
+        if returncode < 0:
+            return f"sshd (pid {sshd}) {processes.describe_exit(returncode)}"
+        why = f"sshd (pid {sshd}) is gone, unshare {processes.describe_exit(returncode)}"
+        with contextlib.suppress(OSError):
+            log = (self.root / "nodes" / name / "sshd.log").read_text(encoding="utf-8", errors="replace")
+            last = [line.strip() for line in log.splitlines() if line.strip()][-1:]
+            why += f" ({last[0][:200]})" if last else ""
+        return why
+
+    def poll(self) -> list[str]:
+        """Notices nodes and BMCs that died since the last look, records why; returns the news."""
+        news = []
+        for name, proc in self.processes.items():
+            parts = self.record["nodes"].get(name, {})
+            if proc.poll() is None or "down" in parts:
+                continue
+            parts["down"] = self._why_down(name, proc.returncode)
+            news.append(f"{name} is down: {parts['down']}")
+        for name, proc in self.bmcs.items():
+            parts = self.record["nodes"].get(name, {})
+            if proc.poll() is None or "bmc_down" in parts:
+                continue
+            parts["bmc_down"] = f"bmc (pid {proc.pid}) {processes.describe_exit(proc.returncode)}"
+            news.append(f"{name}'s BMC is down: {parts['bmc_down']}")
+        if news:
+            self._save_record()
+        return news
 
     # -- ssh ----------------------------------------------------------------
     def _client_key(self) -> None:
@@ -299,6 +384,7 @@ class Fleet:
                 )
             try:
                 self._handshake(spec, pkey)
+                self._record_inside(spec)
                 pending.pop(0)
             except (OSError, paramiko.SSHException) as exc:
                 if time.monotonic() > deadline:
@@ -361,3 +447,9 @@ class Fleet:
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(GROUP_VARS, target_is_directory=True)
+
+
+def _start_time(pid: int) -> int:
+    found = processes.identify(pid)
+    # a child that already exited is recorded with a start time no process has
+    return found.start if found is not None else -1

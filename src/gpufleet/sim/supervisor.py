@@ -1,6 +1,8 @@
 """Keeps a simulated fleet alive after `gpufleet sim up` returns, and stops it on SIGTERM.
 
-It owns the node processes (and so reaps them); `gpufleet sim down` signals it.
+It owns the node processes (and so reaps them); `gpufleet sim down` signals it. A node that
+dies is recorded as down (what died, how) and stays down until `gpufleet sim reboot` starts it
+again; nothing a node or a request does ends the supervisor before `sim down` asks it to.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ def _reboot(fleet: Fleet, request: Path) -> None:
     try:
         fleet.reboot(name)
         answer = "ok"
-    except (SimError, OSError) as exc:
+    except SimError as exc:
         answer = f"error: {exc}"
+    except Exception as exc:  # any failure is the answer; the supervisor carries on
+        answer = f"error: {type(exc).__name__}: {exc}"
     request.with_suffix(".done").write_text(answer, encoding="utf-8")
-    request.unlink()
+    request.unlink(missing_ok=True)
     print(f"rebooted {name}: {answer}", flush=True)
 
 
@@ -51,14 +55,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
     print("ready", flush=True)
-    while not stopping:
-        for name in fleet.dead_nodes():
-            print(f"warning: {name} exited", file=sys.stderr, flush=True)
-            fleet.processes.pop(name)
-        for request in sorted(args.dir.glob(f"nodes/*/{REBOOT_REQUEST}")):
-            _reboot(fleet, request)
-        time.sleep(0.2)
-    fleet.stop()
+    try:
+        while not stopping:
+            try:
+                for news in fleet.poll():
+                    print(f"warning: {news}", file=sys.stderr, flush=True)
+                for request in sorted(args.dir.glob(f"nodes/*/{REBOOT_REQUEST}")):
+                    _reboot(fleet, request)
+            except Exception as exc:  # logged: the fleet must outlive one bad look
+                print(f"warning: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            time.sleep(0.2)
+    finally:
+        left = fleet.stop()
+    if left:
+        print(f"error: still running: {', '.join(left)}", file=sys.stderr, flush=True)
+        return 1
     print("stopped", flush=True)
     return 0
 
