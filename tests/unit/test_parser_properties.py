@@ -1,0 +1,493 @@
+"""Every parser on mutations of every real capture: data that is sane, or the parser's own error.
+
+Issue 11 ("Fail closed everywhere", "Parsers never crash"). For each real capture in
+../shared/fixtures/real that a pure parser reads, Hypothesis draws damaged copies
+(tests/unit/mutations.py: flips, cuts, lines dropped or repeated, numbers turned into NaN, Inf,
+1e999, huge or negative values, deep nesting, non-UTF-8 bytes). The parser must either return
+data whose every number is finite and in its physical range, or raise its module's parse error
+with a message that starts with the tool's name. Anything else (IndexError, RecursionError,
+UnicodeEncodeError, OverflowError, a hit rate of 9.0) fails the test.
+
+The example budget is fixed and the run derandomized, so CI sees the same examples every time.
+The named defects of the issue have a regression test each at the end.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo, nvidia_smi, rdma, vllm_metrics
+from hypothesis import HealthCheck, given, settings
+
+from tests.unit.mutations import FIXTURES, mutated, read_capture
+
+EXAMPLES = 30
+PROPERTY_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
+
+INT_LIMIT = 2**64
+
+
+# ------------------------------------------------------------------ what "sane data" means
+
+
+def _numbers(data: Any) -> list[int | float]:
+    """Every int and float in a parser's result (bools are flags, not readings)."""
+    found: list[int | float] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, (int, float)):
+            found.append(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+    return found
+
+
+def finite_readings(data: Any, non_negative: bool = True) -> None:
+    """Every number is finite, fits 64 bits and (where the tool has no negative values) is >= 0."""
+    for number in _numbers(data):
+        assert not (isinstance(number, float) and not math.isfinite(number)), "non-finite reading %r" % number
+        assert abs(number) < INT_LIMIT, "reading %r does not fit 64 bits" % number
+        if non_negative:
+            assert number >= 0, "negative reading %r" % number
+
+
+def _gpus_as_announced(report: dict[str, Any]) -> None:
+    finite_readings(report)
+    assert report["attached_gpus"] is None or report["attached_gpus"] == len(report["gpus"]), (
+        "%s of %s GPUs" % (len(report["gpus"]), report["attached_gpus"])
+    )
+
+
+def _csv_rows(rows: list[dict[str, Any]]) -> None:
+    finite_readings(rows)
+    assert rows, "no GPU row"
+
+
+def _sample(rows: list[dict[str, Any]]) -> None:
+    finite_readings(rows)
+    assert rows, "no GPU row"
+    for row in rows:
+        pct = row.get("utilization_pct")
+        assert pct is None or 0 <= pct <= 100, "utilization %r%%" % pct
+
+
+def _prefix_cache(result: dict[str, Any]) -> None:
+    finite_readings(result)
+    rate = result["hit_rate"]
+    assert rate is None or 0 <= rate <= 1, "hit rate %r" % rate
+    if result["hits"] is not None and result["queries"] is not None:
+        assert result["hits"] <= result["queries"], "%r hits of %r queries" % (
+            result["hits"],
+            result["queries"],
+        )
+
+
+def _vllm(text: str) -> dict[str, Any]:
+    metrics = vllm_metrics.parse_prometheus(text)
+    return {"samples": metrics["samples"], "prefix_cache": vllm_metrics.prefix_cache(metrics)}
+
+
+def _vllm_check(result: dict[str, Any]) -> None:
+    # Other series may be NaN (Prometheus allows it); the prefix-cache readings are what is judged.
+    _prefix_cache(result["prefix_cache"])
+
+
+# ------------------------------------------------------------------ the cases
+
+
+@dataclass(frozen=True)
+class Case:
+    capture: str
+    name: str
+    parse: Callable[[str], Any]
+    error: type[Exception]
+    tool: str
+    markup: str
+    check: Callable[[Any], None]
+
+    @property
+    def id(self) -> str:
+        return "%s:%s" % (self.name, self.capture.rsplit("/", 1)[-1])
+
+
+def _text(relpath: str) -> str:
+    return read_capture(relpath)
+
+
+def _sample_text(capture: str, fields: tuple[str, ...]) -> str:
+    """A noheader,nounits sample of ``fields`` cut from a real full --query-gpu capture."""
+    rows = nvidia_smi.parse_query_csv(read_capture(capture))
+    aliases = {"clocks.sm": "clocks.current.sm"}
+    lines = []
+    for row in rows:
+        values = [row.get(f, row.get(aliases.get(f, f))) for f in fields]
+        lines.append(", ".join("[N/A]" if v is None else str(v) for v in values))
+    return "\n".join(lines) + "\n"
+
+
+_RDMA = {
+    "3fs-doc-ethtool-i": ("ethtool -i", rdma.parse_ethtool_info),
+    "3fs-doc-mlnx_qos": ("mlnx_qos", rdma.parse_mlnx_qos),
+    "azhpc-diag-ibstatus": ("ibstatus", rdma.parse_ibstatus),
+    "cnode3-011-ibdev2netdev": ("ibdev2netdev", rdma.parse_ibdev2netdev),
+    "csegpu1-mlxlink": ("mlxlink", rdma.parse_mlxlink),
+    "gce-bugreport-mlxlink": ("mlxlink", rdma.parse_mlxlink),
+    "gpud-ibstat.": ("ibstat", rdma.parse_ibstat),
+    "gpud-ibstatus.": ("ibstatus", rdma.parse_ibstatus),
+    "openshift-nvidiatools-show_gids": ("show_gids", rdma.parse_show_gids),
+    "rdma-notes-show_gids": ("show_gids", rdma.parse_show_gids),
+}
+
+
+SELECTED_GPU = {"nvidia-smi-text/llm-action-h800-q-i0.txt"}
+
+
+def _cases() -> list[Case]:
+    cases = []
+    smi = nvidia_smi.ParseError
+    for path in sorted((FIXTURES / "nvidia-smi-xml").iterdir()):
+        rel = "nvidia-smi-xml/" + path.name
+        cases.append(
+            Case(
+                rel,
+                "parse_query_xml",
+                nvidia_smi.parse_query_xml,
+                smi,
+                "nvidia-smi -q -x",
+                "xml",
+                finite_readings,
+            )
+        )
+    text_dirs = ("nvidia-smi-text", "nvidia-smi-power-perf")
+    for folder in text_dirs:
+        for path in sorted((FIXTURES / folder).iterdir()):
+            rel = f"{folder}/{path.name}"
+            if rel in SELECTED_GPU:  # `-q -i 0`: one GPU of those attached, as asked
+                parse, check = functools.partial(nvidia_smi.parse_query_text, partial=True), finite_readings
+            else:
+                parse, check = nvidia_smi.parse_query_text, _gpus_as_announced
+            cases.append(Case(rel, "parse_query_text", parse, smi, "nvidia-smi -q", "text", check))
+    full = "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-FULL-capture.txt"
+    cases.append(
+        Case(full, "parse_list", nvidia_smi.parse_list, smi, "nvidia-smi -L", "text", finite_readings)
+    )
+    for path in sorted((FIXTURES / "nvidia-smi-csv").iterdir()):
+        rel = "nvidia-smi-csv/" + path.name
+        cases.append(
+            Case(
+                rel,
+                "parse_query_csv",
+                nvidia_smi.parse_query_csv,
+                smi,
+                "nvidia-smi --query-gpu",
+                "text",
+                _csv_rows,
+            )
+        )
+    for path in sorted((FIXTURES / "topo-matrix").iterdir()) + [FIXTURES / full]:
+        rel = "%s/%s" % (path.parent.name, path.name)
+        cases.append(
+            Case(
+                rel,
+                "parse_topo_matrix",
+                nvidia_smi.parse_topo_matrix,
+                smi,
+                "nvidia-smi topo -m",
+                "text",
+                finite_readings,
+            )
+        )
+    for path in sorted((FIXTURES / "nccl-topo").iterdir()):
+        rel = "nccl-topo/" + path.name
+        cases.append(
+            Case(
+                rel,
+                "nccl_topo.parse",
+                nccl_topo.parse,
+                nccl_topo.TopologyError,
+                "NCCL topology",
+                "xml",
+                finite_readings,
+            )
+        )
+    for path in sorted((FIXTURES / "mellanox").iterdir()):
+        rel = "mellanox/" + path.name
+        tool, parse = next(v for k, v in _RDMA.items() if path.name.startswith(k))
+        cases.append(Case(rel, parse.__name__, parse, rdma.ParseError, tool, "text", finite_readings))
+    for path in sorted((FIXTURES / "vllm-metrics").iterdir()):
+        rel = "vllm-metrics/" + path.name
+        cases.append(
+            Case(rel, "vllm_metrics", _vllm, vllm_metrics.MetricsError, "vLLM /metrics", "text", _vllm_check)
+        )
+    return cases
+
+
+CASES = _cases()
+
+# The power and thermal samples (noheader,nounits) cut from the real full queries.
+SAMPLE_CASES = [
+    (
+        capture,
+        fields,
+        parse,
+    )
+    for capture in (
+        "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-idle-query-gpu.csv",
+        "nvidia-smi-csv/utku-h200-590.48.01-load-query-gpu.csv",
+    )
+    for fields, parse in (
+        (nvidia_smi.POWER_FIELDS, nvidia_smi.parse_power_sample),
+        (nvidia_smi.THERMAL_FIELDS, nvidia_smi.parse_thermal_sample),
+    )
+]
+
+
+def classify(case: Case, text: str) -> str:
+    """'data', 'error', 'crash: <type>: <message>' or 'wrong: <why>' for one input."""
+    try:
+        result = case.parse(text)
+    except case.error as exc:
+        message = str(exc)
+        if not message.startswith(case.tool):
+            return "unnamed: message %r does not name %s" % (message[:100], case.tool)
+        return "error"
+    except Exception as exc:  # the point of the test: any other type is a crash
+        return "crash: %s: %s" % (type(exc).__name__, str(exc)[:100])
+    try:
+        case.check(result)
+    except AssertionError as exc:
+        return "wrong: %s" % exc
+    return "data"
+
+
+def test_every_capture_has_a_case() -> None:
+    covered = {case.capture for case in CASES}
+    for folder in (
+        "nvidia-smi-xml",
+        "nvidia-smi-text",
+        "nvidia-smi-csv",
+        "nvidia-smi-power-perf",
+        "topo-matrix",
+        "nccl-topo",
+        "mellanox",
+        "vllm-metrics",
+    ):
+        for path in (FIXTURES / folder).iterdir():
+            assert "%s/%s" % (folder, path.name) in covered
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_the_capture_itself_is_sane_data_or_refused(case: Case) -> None:
+    assert classify(case, _text(case.capture)) in ("data", "error")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_mutations_give_data_or_the_tools_parse_error(case: Case) -> None:
+    original = _text(case.capture)
+
+    @PROPERTY_SETTINGS
+    @given(mutated(original, markup=case.markup))
+    def run(text: str) -> None:
+        outcome = classify(case, text)
+        assert outcome in ("data", "error"), outcome
+
+    run()
+
+
+def _sample_case(fields: tuple[str, ...], parse: Callable[[str], Any]) -> Case:
+    return Case("", parse.__name__, parse, nvidia_smi.ParseError, "nvidia-smi --query-gpu", "text", _sample)
+
+
+@pytest.mark.parametrize(("capture", "fields", "parse"), SAMPLE_CASES)
+def test_samples_give_data_or_the_tools_parse_error(
+    capture: str, fields: tuple[str, ...], parse: Callable[[str], Any]
+) -> None:
+    original = _sample_text(capture, fields)
+    case = _sample_case(fields, parse)
+    assert classify(case, original) == "data"
+
+    @PROPERTY_SETTINGS
+    @given(mutated(original, markup="text"))
+    def run(text: str) -> None:
+        outcome = classify(case, text)
+        assert outcome in ("data", "error"), outcome
+
+    run()
+
+
+def survey() -> dict[str, int]:
+    """Run the property tests' exact examples and count outcomes instead of failing on the first."""
+    import collections
+
+    counts: collections.Counter[str] = collections.Counter()
+    samples: dict[str, str] = {}
+
+    def tally(case: Case, original: str) -> None:
+        @PROPERTY_SETTINGS
+        @given(mutated(original, markup=case.markup))
+        def run(text: str) -> None:
+            outcome = classify(case, text)
+            kind = outcome.split(":", 1)[0]
+            counts[kind] += 1
+            if kind in ("crash", "wrong", "unnamed"):
+                counts["%s %s" % (kind, case.name)] += 1
+                samples.setdefault("%s %s" % (outcome[:90], case.name), case.id)
+
+        run()
+
+    for case in CASES:
+        tally(case, _text(case.capture))
+    for capture, fields, parse in SAMPLE_CASES:
+        tally(_sample_case(fields, parse), _sample_text(capture, fields))
+    for line in sorted(samples):
+        print("  ", line, "<-", samples[line])
+    return dict(counts)
+
+
+if __name__ == "__main__":
+    for key, value in sorted(survey().items()):
+        print("%6d  %s" % (value, key))
+
+
+# ------------------------------------------------------------------ the issue's named defects
+
+RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"
+FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
+V0_GAUGE = '# TYPE vllm:gpu_prefix_cache_hit_rate gauge\nvllm:gpu_prefix_cache_hit_rate{model_name="m"} %s\n'
+
+
+def _counters(queries: str, hits: str) -> str:
+    return (
+        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} %s\n'
+        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} %s\n' % (queries, hits)
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (_counters("100", "900"), "more hits than queries"),  # the issue's hit rate of 9.0
+        (_counters("+Inf", "50"), "not a finite count"),
+        (_counters("100", "NaN"), "not a finite count"),
+        (_counters("100", "1e999"), "not a finite count"),
+        (_counters("-100", "0"), "not a finite count"),
+        (V0_GAUGE % "7", "not a ratio within 0..1"),  # a gauge of 7 passed the 0.5 floor
+        (V0_GAUGE % "+Inf", "not a ratio within 0..1"),
+        (_counters("100", "90") + _counters("100", "90"), "repeats the series"),
+        (_counters("100", "90")[:-1], "does not end with a newline"),
+    ],
+)
+def test_impossible_prefix_cache_readings_are_refused(text: str, why: str) -> None:
+    with pytest.raises(vllm_metrics.MetricsError, match=why) as caught:
+        vllm_metrics.parse_prometheus(text)
+    assert str(caught.value).startswith("vLLM /metrics: ")
+
+
+def test_real_vllm_hits_turned_into_nine_times_the_queries_are_refused() -> None:
+    text = read_capture(FOXHOP)
+    metrics = vllm_metrics.parse_prometheus(text)
+    queries = vllm_metrics.prefix_cache(metrics)["queries"]
+    line = next(x for x in text.splitlines() if x.startswith("vllm:prefix_cache_hits_total{"))
+    value = line.rsplit(" ", 1)[1]
+    with pytest.raises(vllm_metrics.MetricsError, match="more hits than queries"):
+        vllm_metrics.parse_prometheus(text.replace(line, line[: -len(value)] + repr(queries * 9)))
+
+
+def test_hit_rate_between_inconsistent_scrapes_counts_from_zero() -> None:
+    before = {"queries": 100.0, "hits": 10.0, "hit_rate": 0.1, "source": vllm_metrics.QUERIES[0]}
+    after = {"queries": 101.0, "hits": 60.0, "hit_rate": 60 / 101, "source": vllm_metrics.QUERIES[0]}
+    judged = vllm_metrics.hit_rate_between(before, after)  # 50 new hits of 1 new query: impossible
+    assert judged["reset"] is True and judged["hit_rate"] == pytest.approx(60 / 101)
+    nan_baseline = dict(before, queries=math.nan)
+    assert vllm_metrics.hit_rate_between(nan_baseline, after)["hit_rate"] == pytest.approx(60 / 101)
+
+
+def test_nccl_topology_nested_1500_pci_is_a_topology_error() -> None:
+    text = read_capture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml")
+    at = text.index("<pci ")
+    nested = "".join('<pci busid="0000:%02x:%02x.0">' % divmod(i, 256) for i in range(1500)) + "</pci>" * 1500
+    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: .*nested more than 64 deep"):
+        nccl_topo.parse(text[:at] + nested + text[at:])
+
+
+def test_nccl_topology_non_utf8_byte_is_a_topology_error() -> None:
+    text = read_capture("nccl-topo/aws-ofi-nccl-p4d-24xl-topo.xml")
+    damaged = text[:40] + b"\xe9".decode("utf-8", errors="surrogateescape") + text[40:]
+    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: the file is not UTF-8"):
+        nccl_topo.parse(damaged)
+
+
+@pytest.mark.parametrize("value", ["-1", "1e999", "9" * 400, "abc"])
+def test_nccl_topology_number_attribute_that_is_not_one_is_refused(value: str) -> None:
+    text = read_capture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml")
+    assert 'speed="200000"' in text
+    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: net speed="):
+        nccl_topo.parse(text.replace('speed="200000"', 'speed="%s"' % value, 1))
+
+
+def test_xml_non_utf8_byte_is_a_parse_error() -> None:
+    text = read_capture("nvidia-smi-xml/telegraf-a100-sxm4-v12.xml")
+    damaged = text.replace("<product_name>", "<product_name>" + "\udce9", 1)
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi -q -x: output is not UTF-8"):
+        nvidia_smi.parse_query_xml(damaged)
+
+
+def test_csv_cut_inside_the_last_value_is_refused() -> None:
+    # netdata's P100 row ends in clocks.current.video 835; cut after its first digit it read 8.
+    text = read_capture("nvidia-smi-csv/netdata-tesla-p100.csv") + "\n"
+    assert nvidia_smi.parse_query_csv(text)[0]["clocks.current.video"] == 835
+    cut = text[: text.rindex("835") + 1]
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi --query-gpu --format=csv: .*newline"):
+        nvidia_smi.parse_query_csv(cut)
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi --query-gpu --format=csv: no GPU row"):
+        nvidia_smi.parse_query_csv(text[: text.index("\n") + 1])  # cut after the header: zero rows
+
+
+def test_q_text_with_3_of_8_gpus_is_refused() -> None:
+    text = read_capture("nvidia-smi-text/gpud-8xH100-80GB-HBM3-535.161.08-q.txt")
+    assert len(nvidia_smi.parse_query_text(text)["gpus"]) == 8
+    sections = [i for i, line in enumerate(text.splitlines(keepends=True)) if line.startswith("GPU 0000")]
+    cut = "".join(text.splitlines(keepends=True)[: sections[3]])
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi -q: the report says 8 GPUs .* describes 3"):
+        nvidia_smi.parse_query_text(cut)
+    assert len(nvidia_smi.parse_query_text(cut, partial=True)["gpus"]) == 3
+
+
+@pytest.mark.parametrize("value", ["NaN", "Inf", "1e999", "-5", "9" * 400])
+def test_q_text_reading_that_is_not_a_number_fails_closed(value: str) -> None:
+    text = read_capture("nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-idle-q.txt")
+    line = next(x for x in text.splitlines() if "GPU Current Temp" in x)
+    damaged = text.replace(line, line.split(":")[0] + ": " + value + " C", 1)
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi -q: "):
+        nvidia_smi.parse_query_text(damaged)
+
+
+def test_thermal_sample_nan_temperature_and_garbled_mask_fail_closed() -> None:
+    capture = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-idle-query-gpu.csv"
+    text = _sample_text(capture, nvidia_smi.THERMAL_FIELDS)
+    assert nvidia_smi.parse_thermal_sample(text)[0]["gpu_c"] == 41
+    for damaged in (
+        text.replace(", 41,", ", NaN,"),
+        text.replace("0x0000000000000001", "0xZZ"),
+        text.replace(", 0, 69.85", ", 101, 69.85"),
+    ):
+        assert damaged != text
+        with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi --query-gpu"):
+            nvidia_smi.parse_thermal_sample(damaged)
