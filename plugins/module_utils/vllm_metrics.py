@@ -105,7 +105,7 @@ def _check_prefix_cache(metrics):
                     "%s %r with %s %r for the same series: more hits than queries"
                     % (hits_name, hits, queries_name, queries)
                 )
-        total = sum(v for (name, _), v in values.items() if name in (queries_name, hits_name))
+        total = sum(v for (name, _labels), v in values.items() if name in (queries_name, hits_name))
         if not math.isfinite(total):
             raise MetricsError("%s / %s add up past a float" % (queries_name, hits_name))
 
