@@ -53,6 +53,44 @@ COOLANT_LIMITS = {
 # The idle gate's defaults (GPU and coolant).
 DEFAULT_LIMITS = dict(IDLE_LIMITS, **COOLANT_LIMITS)
 
+# The physical range of each limit option: (lowest, highest, lowest excluded, unit, why the ends).
+# A limit outside it is a typo or a sign error, never a choice: -1 L/min would pass a loop at
+# 4.8 L/min, a T.Limit minimum of 0 a GPU at its limit; above the highest end the check passes
+# anything a sensor can report. NaN and inf (what "nan"/"1e999" become as a float) are outside.
+LIMIT_RANGES = {
+    "max_gpu_temp_c": (0.0, 150.0, False, "C", "a GPU temperature"),
+    "max_memory_temp_c": (0.0, 150.0, False, "C", "an HBM temperature"),
+    "min_tlimit_c": (0.0, 150.0, True, "C", "0 or less passes a GPU at its temperature limit"),
+    "min_flow_lpm": (0.0, 10000.0, True, "L/min", "0 or less passes a loop with no flow"),
+    "max_supply_c": (0.0, 100.0, False, "C", "a liquid coolant temperature"),
+    "max_delta_c": (0.0, 100.0, False, "K", "a supply/return difference"),
+    "min_utilization_pct": (0.0, 100.0, True, "%", "0 would pass an idle GPU; leave it unset to turn it off"),
+}
+
+
+def limit_errors(params, setting_prefix=None):
+    """One message per limit in ``params`` outside its physical range (LIMIT_RANGES); [] when all fit.
+
+    A limit that is None is not given (turned off) and not judged. ``setting_prefix`` names the role
+    input too (``thermal_gate_`` -> min_flow_lpm (thermal_gate_min_flow_lpm)). Used by every module
+    that takes these limits (thermal_gate, burn_in), so a direct module call is refused like the role.
+    """
+    errors = []
+    for name, (low, high, open_low, unit, why) in LIMIT_RANGES.items():
+        value = params.get(name)
+        if value is None:
+            continue
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = ok and (low < value if open_low else low <= value) and value <= high
+        if not ok:
+            setting = "%s (%s%s)" % (name, setting_prefix, name) if setting_prefix else name
+            errors.append(
+                "%s must be %s %s and at most %s %s (%s), got %s"
+                % (setting, "above" if open_low else "at least", _fmt(low), _fmt(high), unit, why, value)
+            )
+    return errors
+
+
 # skip_checks choice -> the limit it turns off.
 GPU_SKIPS = {"gpu_temp_c": "max_gpu_temp_c", "memory_temp_c": "max_memory_temp_c", "tlimit_c": "min_tlimit_c"}
 COOLANT_SKIPS = {"flow_lpm": "min_flow_lpm", "supply_temp_c": "max_supply_c", "delta_temp_c": "max_delta_c"}

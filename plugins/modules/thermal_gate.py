@@ -23,6 +23,8 @@ description:
   - B(Fails closed.) A reading that is missing is a failed check, and so is an empty GPU list, missing
     coolant facts or a BMC that lists no coolant connector. A check is turned off only by naming it in
     O(skip_checks) (it is then not listed), for a reading a GPU model or BMC never has.
+  - A limit outside its physical range (a negative flow, a temperature above 150 C, NaN) is refused
+    before anything is read, naming the option, the role input and the allowed range.
   - When any check fails the verdict is C(blocked) and the module fails, naming the failed checks, so the
     play stops for that host and its instances are not started. With a non-blank O(override_reason) the
     verdict is C(overridden), the module succeeds with a warning, and the reason and the failed checks
@@ -45,11 +47,12 @@ options:
       - Highest GPU temperature (C(temperature.gpu_c)) allowed, in degrees C. The gate runs on a drained
         node, so this is an idle limit; 60 is far above an idle liquid-cooled GPU (about 30 to 40) and
         below where a GPU without working cooling ends up.
+      - 0 to 150; anything else is refused before a GPU is read.
     type: float
     default: 60.0
   max_memory_temp_c:
     description:
-      - Highest HBM temperature (C(temperature.memory_c)) allowed at idle, in degrees C.
+      - Highest HBM temperature (C(temperature.memory_c)) allowed at idle, in degrees C, 0 to 150.
     type: float
     default: 70.0
   min_tlimit_c:
@@ -57,24 +60,28 @@ options:
       - Smallest T.Limit margin (C(temperature.tlimit_c)) allowed, in degrees C. T.Limit is the margin to
         the GPU's max operating temperature, so low is bad and 0 means the GPU is at its limit; 20 at idle
         leaves room for the load.
+      - Above 0 (0 or less passes a GPU at its limit) and at most 150.
     type: float
     default: 20.0
   min_flow_lpm:
     description:
       - Lowest coolant flow allowed per node connector, in L/min. Size it per profile from the loop's
         design flow (about 1.5 L/min per kW of heat it removes); the default fits a small loop.
+      - Above 0 (0 or less passes a loop with no flow) and at most 10000.
     type: float
     default: 10.0
   max_supply_c:
     description:
       - Highest coolant supply temperature allowed per node connector, in degrees C. 35 is an ASHRAE W32
         facility loop with a few degrees of margin; raise it for W40/W45 designs.
+      - 0 to 100.
     type: float
     default: 35.0
   max_delta_c:
     description:
       - Largest supply/return difference allowed per node connector, in kelvin. Loops are designed for
         about 10 K at full load; at idle a large difference means the flow is low.
+      - 0 to 100.
     type: float
     default: 15.0
   allowed_health:
@@ -231,6 +238,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict impo
     GPU_SKIPS,
     evaluate,
     gpu_limit_spec,
+    limit_errors,
     limits_from_params,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
@@ -269,6 +277,16 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
+    errors = limit_errors(p, "thermal_gate_")
+    if errors:
+        module.fail_json(
+            msg="thermal gate limits outside their physical range: %s" % "; ".join(errors),
+            verdict="blocked",
+            checks=[],
+            failed_checks=[],
+            override=None,
+            changes=[],
+        )
     limits = limits_from_params(p, _LIMITS, _SKIP)
     error = None
     try:

@@ -217,3 +217,173 @@ def test_the_burn_in_judges_the_same_names(cool_gpus: list[dict[str, Any]]) -> N
         c["name"] for c in burn_in.checks(run, burn_in.DEFAULT_LIMITS) if c["name"].startswith("thermal.")
     }
     assert idle == loaded and len(idle) == 8 * 4
+
+
+# ---------------------------------------------------------------- issue 11: physical ranges of the limits
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        # thermal_gate_min_flow_lpm: -1 was accepted and the flow check passed at 4.8 L/min
+        ("min_flow_lpm", -1.0, "above 0 and at most 10000 L/min"),
+        ("min_flow_lpm", 0.0, "above 0 and at most 10000 L/min"),
+        ("min_flow_lpm", 1e6, "above 0 and at most 10000 L/min"),
+        ("min_flow_lpm", float("nan"), "above 0 and at most 10000 L/min"),
+        ("max_supply_c", -5.0, "at least 0 and at most 100 C"),
+        ("max_supply_c", float("inf"), "at least 0 and at most 100 C"),
+        ("max_delta_c", -0.5, "at least 0 and at most 100 K"),
+        ("max_gpu_temp_c", 900.0, "at least 0 and at most 150 C"),
+        ("max_memory_temp_c", -1.0, "at least 0 and at most 150 C"),
+        ("min_tlimit_c", 0.0, "above 0 and at most 150 C"),
+        ("min_tlimit_c", -3.0, "above 0 and at most 150 C"),
+    ],
+)
+def test_a_limit_outside_its_physical_range_is_refused(
+    cool_gpus: list[dict[str, Any]], option: str, value: float, allowed: str
+) -> None:
+    result, _ = run_module({"gpus": cool_gpus, "coolant": coolant(4.8), option: value})
+    assert result["failed"] is True and result["verdict"] == "blocked"
+    assert result["msg"].startswith("thermal gate limits outside their physical range: ")
+    assert f"{option} (thermal_gate_{option}) must be {allowed}" in result["msg"]
+    assert f"got {value}" in result["msg"]
+    assert result["checks"] == []  # refused before anything was read or judged
+
+
+def test_every_limit_at_its_range_ends_is_accepted(cool_gpus: list[dict[str, Any]]) -> None:
+    ends = {"min_flow_lpm": 0.001, "max_supply_c": 100.0, "max_delta_c": 0.0, "min_tlimit_c": 150.0}
+    result, _ = run_module({"gpus": cool_gpus, "coolant": coolant(19.2), **ends, "max_gpu_temp_c": 0.0})
+    assert result["verdict"] == "blocked" and "physical range" not in result["msg"]
+    assert set(result["failed_checks"]) >= {f"thermal.gpu_temp_c[{g['uuid']}]" for g in cool_gpus}
+
+
+def test_several_bad_limits_are_named_together(cool_gpus: list[dict[str, Any]]) -> None:
+    result, _ = run_module(
+        {"gpus": cool_gpus, "coolant": coolant(4.8), "min_flow_lpm": -1, "max_gpu_temp_c": -60}
+    )
+    assert "max_gpu_temp_c (thermal_gate_max_gpu_temp_c)" in result["msg"]
+    assert "min_flow_lpm (thermal_gate_min_flow_lpm)" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "allowed"),
+    [
+        ("max_gpu_temp_c", 300.0, "at least 0 and at most 150 C"),
+        ("min_tlimit_c", -1.0, "above 0 and at most 150 C"),
+        ("min_utilization_pct", 0.0, "above 0 and at most 100 %"),
+        ("min_utilization_pct", 101.0, "above 0 and at most 100 %"),
+    ],
+)
+def test_the_burn_in_refuses_the_same_ranges(option: str, value: float, allowed: str) -> None:
+    """burn_in takes its GPU limits from thermal_verdict too: a direct call is refused before any load."""
+    from ansible_collections.gpufleet.node.plugins.modules import burn_in
+
+    def run_command(self: Any, argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        raise AssertionError(f"nothing may run: {argv}")
+
+    run = harness.run_module(
+        burn_in.main,
+        {"urls": ["http://127.0.0.1:9"], option: value},
+        run_command=run_command,
+        get_bin_path=SMI,
+    )
+    assert run.result["failed"] is True
+    assert f"{option} (thermal_gate_burn_in_{option}) must be {allowed}" in run.result["msg"]
+
+
+# ---------------------------------------------------------------- the role's preflight refuses the same
+
+
+PREFLIGHT_PLAY = """
+- name: The thermal_gate preflight alone
+  hosts: localhost
+  gather_facts: false
+  connection: local
+  tasks:
+    - name: Check the inputs
+      ansible.builtin.include_role:
+        name: gpufleet.node.thermal_gate
+        tasks_from: preflight
+"""
+
+
+def preflight(tmp_path: Any, **extra: Any) -> tuple[int, str]:
+    """Runs roles/thermal_gate's preflight entry point on localhost with these inputs; (rc, output)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gpufleet import runner
+
+    runner.ensure_collection_link()
+    play = Path(tmp_path) / "preflight.yml"
+    play.write_text(PREFLIGHT_PLAY)
+    inputs = {"thermal_gate_bmc_address": "https://10.20.1.11", "thermal_gate_bmc_username": "gate", **extra}
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            str(play),
+            "-e",
+            json.dumps(inputs),
+        ],
+        cwd=runner.REPO_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_the_role_preflight_accepts_the_defaults(tmp_path: Any) -> None:
+    rc, out = preflight(tmp_path)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        # accepted before: the flow check then passed at 4.8 L/min
+        (
+            {"thermal_gate_min_flow_lpm": -1},
+            "thermal_gate_min_flow_lpm must be above 0 (0 passes a loop with no flow)",
+        ),
+        ({"thermal_gate_min_flow_lpm": 0}, "thermal_gate_min_flow_lpm must be above 0"),
+        (
+            {"thermal_gate_max_supply_c": 180},
+            "thermal_gate_max_supply_c must be between 0 and 100 C, got 180",
+        ),
+        ({"thermal_gate_max_delta_c": -2}, "thermal_gate_max_delta_c must be between 0 and 100 K, got -2"),
+        ({"thermal_gate_max_gpu_temp_c": "nan"}, "thermal_gate_max_gpu_temp_c must be between 0 and 150 C"),
+        ({"thermal_gate_burn_in_min_tlimit_c": 0}, "thermal_gate_burn_in_min_tlimit_c must be above 0"),
+        (
+            {"thermal_gate_burn_in_min_utilization_pct": 150},
+            "thermal_gate_burn_in_min_utilization_pct must be",
+        ),
+        ({"thermal_gate_start_timeout": 0}, "thermal_gate_start_timeout must be between 1 and 7200 s"),
+        (
+            {"thermal_gate_bmc_address": "http://10.20.1.11"},
+            "plain HTTP would send the BMC password in clear text",
+        ),
+    ],
+)
+def test_the_role_preflight_refuses_a_setting_outside_its_range(
+    tmp_path: Any, extra: dict[str, Any], said: str
+) -> None:
+    rc, out = preflight(tmp_path, **extra)
+    assert rc == 2 and " ".join(said.split()) in " ".join(out.split()), out
+
+
+def test_the_role_preflight_lets_plain_http_with_a_reason(tmp_path: Any) -> None:
+    rc, out = preflight(
+        tmp_path,
+        thermal_gate_bmc_address="http://10.20.1.11",
+        thermal_gate_bmc_insecure_http_reason="CHG-4711 lab BMC without TLS",
+    )
+    assert rc == 0, out
