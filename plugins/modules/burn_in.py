@@ -241,6 +241,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import 
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
     GPU_SKIPS,
     gpu_limit_spec,
+    limit_errors,
     limits_from_params,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
@@ -297,6 +298,9 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="check mode: no load sent, nothing sampled")
     p = module.params
     urls = _validate(module)
+    errors = limit_errors(p, "thermal_gate_burn_in_")
+    if errors:
+        module.fail_json(msg="burn-in limits outside their physical range: %s" % "; ".join(errors))
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     limits = limits_from_params(p, _LIMITS, GPU_SKIPS)
     load = Load(
