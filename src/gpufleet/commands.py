@@ -124,6 +124,11 @@ def _gate_host(result: runner.HostResult) -> HostReport:
         if task.get("override"):
             reason = task["override"].get("reason", "")
             host.message = "; ".join(filter(None, [host.message, f"gate overridden: {reason}"]))
+    # So is a BMC read over plain HTTP, with the reason given for it (coolant_facts' hint).
+    for task in result.tasks:
+        if str(task.get("action", "")).endswith("coolant_facts"):
+            for line in task.get("hints") or []:
+                host.message = "; ".join(filter(None, [host.message, str(line)]))
     return host
 
 

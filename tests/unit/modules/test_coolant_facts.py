@@ -225,3 +225,20 @@ def test_request_options_out_of_range_are_refused(bmc: FakeBmc, option: str, val
     result, _ = run_module({"baseuri": bmc.url, "username": USER, "password": PASSWORD, option: value})
     assert result["failed"] is True and option in result["msg"]
     assert bmc.log == []
+
+
+def test_the_plain_http_reason_reaches_the_gate_report() -> None:
+    """The hint travels like the gate's override: task result -> fleet_report -> the host's message."""
+    from gpufleet import commands, runner
+
+    hint = "BMC http://10.20.1.11 is read over plain HTTP (...), allowed by ...: CHG-4711 lab BMC"
+    task = {
+        "task": "Read the coolant loops from the BMC",
+        "action": "gpufleet.node.coolant_facts",
+        "outcome": "ok",
+        "changed": False,
+        "msg": "",
+        "hints": [hint],
+    }
+    host = commands._gate_host(runner.HostResult.from_callback("node01", {"tasks": [task]}))
+    assert host.status == "ok" and host.message == hint
