@@ -25,12 +25,16 @@ class ParseError(ValueError):
     """Raised when tool output is empty, truncated or not in the expected format."""
 
 
+# The one reading nvidia-smi prints below zero: T.Limit, the margin to the slowdown temperature.
+_SIGNED = frozenset(("tlimit_c", "temperature.gpu.tlimit"))
+
+
 def _guard(tool, complete=False):
-    """parsing.guard with this module's ParseError; nvidia-smi prints no negative reading.
+    """parsing.guard with this module's ParseError; nvidia-smi prints no negative reading but T.Limit.
 
     ``complete``: the output must end with a newline, as nvidia-smi's always does, so a cut inside
     the last value ('835' read as '8') is refused rather than read."""
-    return guard(ParseError, tool, complete=complete)
+    return guard(ParseError, tool, complete=complete, signed=_SIGNED)
 
 
 # ---------------------------------------------------------------- values

@@ -19,13 +19,14 @@ from typing import Any
 READING_LIMIT = 2**64
 
 
-def bad_reading(data: Any, non_negative: bool = True) -> str | None:
+def bad_reading(data: Any, non_negative: bool = True, signed: frozenset[str] = frozenset()) -> str | None:
     """Why ``data`` (a parser's result: dicts, lists, str, numbers) holds a reading no tool prints,
     or None. Floats must be finite; every number must fit 64 bits and, with ``non_negative``, be
-    >= 0. Bools are flags, not readings. Walks without recursion, so any nesting is fine."""
-    stack = [data]
+    >= 0, except the values of dict keys in ``signed`` (a margin such as T.Limit can go below 0).
+    Bools are flags, not readings. Walks without recursion, so any nesting is fine."""
+    stack: list[tuple[Any, bool]] = [(data, non_negative)]
     while stack:
-        item = stack.pop()
+        item, must_be_positive = stack.pop()
         if item is None or isinstance(item, (bool, str, bytes)):
             continue
         if isinstance(item, (int, float)):
@@ -35,13 +36,13 @@ def bad_reading(data: Any, non_negative: bool = True) -> str | None:
                 return "reading %s is out of range" % (
                     ("%.3g" % item) if isinstance(item, float) else "%d digits long" % len(str(abs(item)))
                 )
-            if non_negative and item < 0:
+            if must_be_positive and item < 0:
                 return "reading %r is negative" % item
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend((key, must_be_positive) for key in item)
+            stack.extend((value, must_be_positive and key not in signed) for key, value in item.items())
         elif isinstance(item, (list, tuple, set, frozenset)):
-            stack.extend(item)
+            stack.extend((value, must_be_positive) for value in item)
     return None
 
 
@@ -60,6 +61,7 @@ def guard(
     allow_empty: bool = False,
     complete: bool = False,
     non_negative: bool = True,
+    signed: frozenset[str] = frozenset(),
 ) -> Callable[[Any], Any]:
     """Decorate a parser of ``tool``'s output. No text, or blank text unless ``allow_empty``, raises
     ``error`` ('<tool>: empty output'); with ``complete``, text whose last line has no newline
@@ -89,7 +91,7 @@ def guard(
                 RecursionError,
             ) as exc:
                 raise error("%s: unexpected output (%s)" % (tool, exc)) from exc
-            why = bad_reading(result, non_negative)
+            why = bad_reading(result, non_negative, signed)
             if why is not None:
                 raise error("%s: %s" % (tool, why))
             return result

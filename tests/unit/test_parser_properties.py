@@ -41,37 +41,40 @@ INT_LIMIT = 2**64
 # ------------------------------------------------------------------ what "sane data" means
 
 
-def _numbers(data: Any) -> list[int | float]:
-    """Every int and float in a parser's result (bools are flags, not readings)."""
-    found: list[int | float] = []
-    stack = [data]
+# T.Limit is the margin to the slowdown temperature: below 0 when a GPU runs past it.
+SIGNED_KEYS = frozenset(("tlimit_c", "temperature.gpu.tlimit"))
+
+
+def _numbers(data: Any) -> list[tuple[int | float, bool]]:
+    """Every int and float in a parser's result, with whether it may be negative (bools are flags)."""
+    found: list[tuple[int | float, bool]] = []
+    stack: list[tuple[Any, bool]] = [(data, False)]
     while stack:
-        item = stack.pop()
+        item, signed = stack.pop()
         if isinstance(item, bool) or item is None or isinstance(item, str):
             continue
         if isinstance(item, (int, float)):
-            found.append(item)
+            found.append((item, signed))
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            stack.extend((key, False) for key in item)
+            stack.extend((value, signed or key in SIGNED_KEYS) for key, value in item.items())
         elif isinstance(item, (list, tuple, set)):
-            stack.extend(item)
+            stack.extend((value, signed) for value in item)
     return found
 
 
-def finite_readings(data: Any, non_negative: bool = True) -> None:
-    """Every number is finite, fits 64 bits and (where the tool has no negative values) is >= 0."""
-    for number in _numbers(data):
-        assert not (isinstance(number, float) and not math.isfinite(number)), "non-finite reading %r" % number
-        assert abs(number) < INT_LIMIT, "reading %r does not fit 64 bits" % number
-        if non_negative:
-            assert number >= 0, "negative reading %r" % number
+def finite_readings(data: Any) -> None:
+    """Every number is finite, fits 64 bits and (but a margin such as T.Limit) is >= 0."""
+    for number, signed in _numbers(data):
+        assert not (isinstance(number, float) and not math.isfinite(number)), f"non-finite reading {number!r}"
+        assert abs(number) < INT_LIMIT, f"reading {number!r} does not fit 64 bits"
+        assert signed or number >= 0, f"negative reading {number!r}"
 
 
 def _gpus_as_announced(report: dict[str, Any]) -> None:
     finite_readings(report)
     assert report["attached_gpus"] is None or report["attached_gpus"] == len(report["gpus"]), (
-        "%s of %s GPUs" % (len(report["gpus"]), report["attached_gpus"])
+        "{} of {} GPUs".format(len(report["gpus"]), report["attached_gpus"])
     )
 
 
@@ -85,15 +88,15 @@ def _sample(rows: list[dict[str, Any]]) -> None:
     assert rows, "no GPU row"
     for row in rows:
         pct = row.get("utilization_pct")
-        assert pct is None or 0 <= pct <= 100, "utilization %r%%" % pct
+        assert pct is None or 0 <= pct <= 100, f"utilization {pct!r}%"
 
 
 def _prefix_cache(result: dict[str, Any]) -> None:
     finite_readings(result)
     rate = result["hit_rate"]
-    assert rate is None or 0 <= rate <= 1, "hit rate %r" % rate
+    assert rate is None or 0 <= rate <= 1, f"hit rate {rate!r}"
     if result["hits"] is not None and result["queries"] is not None:
-        assert result["hits"] <= result["queries"], "%r hits of %r queries" % (
+        assert result["hits"] <= result["queries"], "{!r} hits of {!r} queries".format(
             result["hits"],
             result["queries"],
         )
@@ -124,7 +127,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        return "%s:%s" % (self.name, self.capture.rsplit("/", 1)[-1])
+        return "{}:{}".format(self.name, self.capture.rsplit("/", 1)[-1])
 
 
 def _text(relpath: str) -> str:
@@ -201,8 +204,8 @@ def _cases() -> list[Case]:
                 _csv_rows,
             )
         )
-    for path in sorted((FIXTURES / "topo-matrix").iterdir()) + [FIXTURES / full]:
-        rel = "%s/%s" % (path.parent.name, path.name)
+    for path in [*sorted((FIXTURES / "topo-matrix").iterdir()), FIXTURES / full]:
+        rel = f"{path.parent.name}/{path.name}"
         cases.append(
             Case(
                 rel,
@@ -266,14 +269,14 @@ def classify(case: Case, text: str) -> str:
     except case.error as exc:
         message = str(exc)
         if not message.startswith(case.tool):
-            return "unnamed: message %r does not name %s" % (message[:100], case.tool)
+            return f"unnamed: message {message[:100]!r} does not name {case.tool}"
         return "error"
     except Exception as exc:  # the point of the test: any other type is a crash
-        return "crash: %s: %s" % (type(exc).__name__, str(exc)[:100])
+        return f"crash: {type(exc).__name__}: {str(exc)[:100]}"
     try:
         case.check(result)
     except AssertionError as exc:
-        return "wrong: %s" % exc
+        return f"wrong: {exc}"
     return "data"
 
 
@@ -290,7 +293,7 @@ def test_every_capture_has_a_case() -> None:
         "vllm-metrics",
     ):
         for path in (FIXTURES / folder).iterdir():
-            assert "%s/%s" % (folder, path.name) in covered
+            assert f"{folder}/{path.name}" in covered
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -347,8 +350,8 @@ def survey() -> dict[str, int]:
             kind = outcome.split(":", 1)[0]
             counts[kind] += 1
             if kind in ("crash", "wrong", "unnamed"):
-                counts["%s %s" % (kind, case.name)] += 1
-                samples.setdefault("%s %s" % (outcome[:90], case.name), case.id)
+                counts[f"{kind} {case.name}"] += 1
+                samples.setdefault(f"{outcome[:90]} {case.name}", case.id)
 
         run()
 
@@ -363,7 +366,7 @@ def survey() -> dict[str, int]:
 
 if __name__ == "__main__":
     for key, value in sorted(survey().items()):
-        print("%6d  %s" % (value, key))
+        print(f"{value:6d}  {key}")
 
 
 # ------------------------------------------------------------------ the issue's named defects
@@ -375,8 +378,8 @@ V0_GAUGE = '# TYPE vllm:gpu_prefix_cache_hit_rate gauge\nvllm:gpu_prefix_cache_h
 
 def _counters(queries: str, hits: str) -> str:
     return (
-        'vllm:prefix_cache_queries_total{engine="0",model_name="m"} %s\n'
-        'vllm:prefix_cache_hits_total{engine="0",model_name="m"} %s\n' % (queries, hits)
+        f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}\n'
+        f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}\n'
     )
 
 
@@ -422,7 +425,10 @@ def test_hit_rate_between_inconsistent_scrapes_counts_from_zero() -> None:
 def test_nccl_topology_nested_1500_pci_is_a_topology_error() -> None:
     text = read_capture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml")
     at = text.index("<pci ")
-    nested = "".join('<pci busid="0000:%02x:%02x.0">' % divmod(i, 256) for i in range(1500)) + "</pci>" * 1500
+    nested = (
+        "".join('<pci busid="0000:{:02x}:{:02x}.0">'.format(*divmod(i, 256)) for i in range(1500))
+        + "</pci>" * 1500
+    )
     with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: .*nested more than 64 deep"):
         nccl_topo.parse(text[:at] + nested + text[at:])
 
@@ -439,7 +445,7 @@ def test_nccl_topology_number_attribute_that_is_not_one_is_refused(value: str) -
     text = read_capture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml")
     assert 'speed="200000"' in text
     with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: net speed="):
-        nccl_topo.parse(text.replace('speed="200000"', 'speed="%s"' % value, 1))
+        nccl_topo.parse(text.replace('speed="200000"', f'speed="{value}"', 1))
 
 
 def test_xml_non_utf8_byte_is_a_parse_error() -> None:
