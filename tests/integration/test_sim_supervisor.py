@@ -128,6 +128,8 @@ def test_a_dead_node_is_down_comes_back_on_reboot_and_down_stops_everything(tmp_
         os.kill(supervisor, signal.SIGKILL)
         _eventually(lambda: "is not running" in gpufleet(*base, "status", check=False).stdout)
         assert gpufleet(*base, "status", check=False).returncode == 1
+        refused = gpufleet(*base, "reboot", "node01", check=False)
+        assert refused.returncode == 2 and f"supervisor (pid {supervisor}) is not running" in refused.stderr
     finally:
         down = gpufleet(*base, "down", check=False)
     assert (down.returncode, down.stdout.strip()) == (0, "simulated fleet stopped"), down.stderr

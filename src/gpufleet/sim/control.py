@@ -112,7 +112,7 @@ def supervisor_problem(fleet: Fleet) -> str | None:
     pid = int(described.get("owner", 0))
     if _is_supervisor(pid):
         return None
-    return f"the fleet supervisor (pid {pid}) is not running: nothing restarts or reboots a node"
+    return f"the fleet supervisor (pid {pid}) is not running (no node can be rebooted)"
 
 
 def status(fleet: Fleet) -> list[dict[str, Any]]:
@@ -163,6 +163,10 @@ def reboot(fleet: Fleet, node_name: str, timeout: float = 60.0) -> None:
     request.write_text("reboot", encoding="utf-8")
     deadline = time.monotonic() + timeout
     while not done.exists():
+        problem = supervisor_problem(fleet)
+        if problem is not None:
+            request.unlink(missing_ok=True)
+            raise SimError(f"cannot reboot {node_name}: {problem}; run `gpufleet sim down`, then `up`")
         if time.monotonic() > deadline:
             raise SimError(f"{node_name} did not come back within {timeout:.0f} s")
         time.sleep(0.1)
