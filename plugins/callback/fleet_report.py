@@ -33,10 +33,39 @@ options:
 
 import json
 import os
+import re
 
 from ansible.plugins.callback import CallbackBase
 
 _KEYS = ("changes", "checks", "hints", "reboot_required")
+
+
+# Ansible names a value's type by its internal class in argument errors
+# ("<class 'ansible._internal._datatag._tags._AnsibleTaggedStr'>"): the operator reads "str".
+_TAGGED_TYPE = re.compile(r"<class '(?:[\w.]*\.)?_?(?:AnsibleTagged)?(\w+?)'>")
+
+
+def plain_types(message):
+    """A message with Ansible's internal type names made plain (_AnsibleTaggedStr -> str)."""
+    return _TAGGED_TYPE.sub(lambda m: m.group(1).lower(), message)
+
+
+def task_message(res):
+    """A task's message; for a loop, the messages of the items that failed or became unreachable
+    (Ansible's own is "One or more items failed" or even "All items completed")."""
+    items = [
+        r
+        for r in res.get("results") or []
+        if isinstance(r, dict) and (r.get("failed") or r.get("unreachable")) and r.get("msg")
+    ]
+    if not items:
+        return plain_types(str(res.get("msg", "")))
+    return plain_types(
+        "; ".join(
+            "%s: %s" % (r.get("_ansible_item_label") or r.get("item"), r["msg"]) if "item" in r else r["msg"]
+            for r in items
+        )
+    )
 
 
 class CallbackModule(CallbackBase):
@@ -48,6 +77,7 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self._hosts = {}
+        self._play = ""
 
     def _host(self, name):
         return self._hosts.setdefault(
@@ -64,12 +94,15 @@ class CallbackModule(CallbackBase):
             "action": result._task.action,
             "outcome": outcome,
             "changed": bool(res.get("changed")),
-            "msg": res.get("msg", ""),
+            "play": self._play,
+            "msg": task_message(res),
         }
         for key in _KEYS:
             values = [p.get(key) for p in parts if p.get(key)]
             if values:
                 entry[key] = any(values) if key == "reboot_required" else [v for vs in values for v in vs]
+        if res.get("input_error"):
+            entry["input_error"] = True
         if res.get("override"):
             entry["override"] = res["override"]
         diffs = [p["diff"] for p in parts if p.get("diff")]
@@ -84,6 +117,9 @@ class CallbackModule(CallbackBase):
         if outcome == "unreachable":
             host["unreachable"] = True
         host["tasks"].append(entry)
+
+    def v2_playbook_on_play_start(self, play):
+        self._play = play.get_name()
 
     def v2_runner_on_ok(self, result):
         self._record(result, "ok")

@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     rdma_link,
     rdma_qos,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils import results as results_vocabulary
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import ParseError as SmiParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.plan_node import Commands, PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
@@ -46,7 +47,7 @@ def validate_roles(module, desired):
         try:
             ROLES[role].validate(PlanNode(module), params)
         except RoleFailed as exc:
-            module.fail_json(msg="%s: %s" % (role, exc))
+            module.fail_json(msg="%s: %s" % (role, exc), input_error=True)
 
 
 def _compare_role(role, node, params):
@@ -54,7 +55,7 @@ def _compare_role(role, node, params):
         planned = ROLES[role].plan(node, params)
         return {"changes": planned["changes"], "checks": planned["checks"], "error": None}
     except RoleFailed as exc:
-        return {"changes": [], "checks": [], "error": str(exc)}
+        return {"changes": [], "checks": exc.checks, "error": str(exc)}
     except (ParseError, SmiParseError, nccl_topo.TopologyError, OSError) as exc:
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 
@@ -87,10 +88,23 @@ def compare_roles(module, desired):
     return results
 
 
-def host_status(results):
-    """drifted / ok / failed for one node's compare_roles results (failed wins: a role could not be read)."""
-    if any(r["error"] for r in results.values()) or any(
-        not c["ok"] for r in results.values() for c in r["checks"]
-    ):
-        return "failed"
-    return "drifted" if any(r["changes"] for r in results.values()) else "ok"
+def left_drained(path):
+    """The failed ``drain.left_drained`` check when the drain role's record is on the node (a run drained
+    it and never returned it to service: interrupted, or a role failed), else None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            record = " ".join(handle.read().split())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        record = "record unreadable: %s" % exc
+    return results_vocabulary.check(
+        "drain.left_drained",
+        False,
+        record or "drained",
+        "in service",
+        "",
+        "gpufleet took this node out of service (%s, %s) and did not return it: see why the last run stopped "
+        "(its report), then gpufleet drift --fix or the gate returns it"
+        % (record or "no reason recorded", path),
+    )

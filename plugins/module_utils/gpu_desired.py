@@ -17,7 +17,14 @@ INSTANCE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class PlanError(ValueError):
-    """The desired state cannot be reached on this node; the message says why and what to do."""
+    """The desired state cannot be reached on this node; the message says why and what to do.
+
+    ``checks``: the failed readings behind it (a GPU missing from its NVLink domain), for the report.
+    """
+
+    def __init__(self, message, checks=()):
+        super().__init__(message)
+        self.checks = list(checks)
 
 
 def watts_arg(value):
@@ -152,7 +159,7 @@ def pinning_plan(gpus, domains, instances, gpu_count):
     node, or two instances claim the same GPU.
     """
     bus_of = dict((g["uuid"], g["pci_bus_id"]) for g in gpus)
-    plan, owner, errors = {}, {}, []
+    plan, owner, errors, checks = {}, {}, [], []
     for instance in instances:
         name = instance["name"]
         needed = instance.get("gpu_count") or gpu_count
@@ -164,6 +171,12 @@ def pinning_plan(gpus, domains, instances, gpu_count):
                     "instance %s: GPU %s is not on this node (fell off the bus, or replaced?)"
                     % (name, ", ".join(absent))
                 )
+                checks += [
+                    results.check(
+                        "gpu_pinning.gpu_present[%s]" % uuid, False, "absent", "present", "", errors[-1]
+                    )
+                    for uuid in absent
+                ]
                 continue
             domain = None
         else:
@@ -181,6 +194,16 @@ def pinning_plan(gpus, domains, instances, gpu_count):
                     "have fallen off the bus (nvidia-smi -L, Xid 79 in dmesg)"
                     % (name, needed, domain, len(members), needed - len(members))
                 )
+                checks.append(
+                    results.check(
+                        "gpu_pinning.nvlink_domain_gpus[%d]" % domain,
+                        False,
+                        len(members),
+                        needed,
+                        "GPUs",
+                        errors[-1],
+                    )
+                )
                 continue
             wanted = members[:needed]
         for uuid in wanted:
@@ -189,7 +212,7 @@ def pinning_plan(gpus, domains, instances, gpu_count):
             owner[uuid] = name
         plan[name] = {"gpus": sorted(wanted, key=lambda u: _bus_key(bus_of[u])), "nvlink_domain": domain}
     if errors:
-        raise PlanError("; ".join(errors) + ". Nothing was written.")
+        raise PlanError("; ".join(errors) + ". Nothing was written.", checks)
     return plan
 
 

@@ -72,7 +72,22 @@ def plan(node, params):
     current = read_text(path)
     differences, hints = _old_differences(path, current, parsed, bus_ids)
     change = nccl_topo.file_change(current, text)
+    # A port that is not ACTIVE has no speed: never rewrite the topology around a dead port (the
+    # rdma_link role names the link; this role leaves the file as it is until the link is back).
+    down = sorted(name for name, net in parsed["nets"].items() if net.get("speed") is None)
+    refused = None
+    if down:
+        change = None
+        refused = (
+            "%s left as it is: not ACTIVE: %s (see rdma_link.link_state); bring the link up, run again"
+            % (
+                path,
+                ", ".join(down),
+            )
+        )
+        hints.append(refused)
     return {
+        "refused": refused,
         "changes": [change] if change else [],
         "checks": [],
         "hints": hints,

@@ -32,7 +32,12 @@ _EMPTY_RETRIES = 2
 
 
 class RoleFailed(Exception):
-    """A role's plan could not be made on this node (its module would have failed with this message)."""
+    """A role's plan could not be made on this node (its module would have failed with this message,
+    and with these failed ``checks``)."""
+
+    def __init__(self, msg, checks=()):
+        super().__init__(msg)
+        self.checks = list(checks)
 
 
 class Commands:
@@ -90,7 +95,7 @@ class PlanNode:
         return path
 
     def fail_json(self, msg, **kwargs):
-        raise RoleFailed(msg)
+        raise RoleFailed(msg, kwargs.get("checks") or ())
 
     def warn(self, warning):
         self._module.warn(warning)

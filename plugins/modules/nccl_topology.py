@@ -138,6 +138,8 @@ def main():
     planned = role.plan(module, module.params)
     for warning in planned["warnings"]:
         module.warn(warning)
+    if planned["refused"] and not module.check_mode:
+        module.fail_json(msg=planned["refused"], hints=planned["hints"])
     if not module.check_mode:
         role.apply(module, module.params, planned)
     changes = planned["changes"]

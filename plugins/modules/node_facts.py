@@ -44,6 +44,12 @@ options:
     description:
       - The options of M(gpufleet.node.gpu_pinning); the role is compared when given.
     type: dict
+  drain_record:
+    description:
+      - The record the drain role leaves on a node it took out of service (removed when it returns it).
+        When given and present, the node carries the failed check C(drain.left_drained) - a run drained it
+        and did not return it (interrupted, or a role failed) - so the next run names it.
+    type: path
 extends_documentation_fragment:
   - action_common_attributes
   - gpufleet.node.attributes.read_only
@@ -92,7 +98,7 @@ changes:
            {"setting": "gpu_power.boot_file[/etc/gpufleet/gpu-power.conf]", "from": "sha256:3b1f0c9a2d4e5f60",
             "to": "sha256:9e8d7c6b5a493827"}]
 checks:
-  description: Verifications that configuration cannot fix (RDMA link state and speed).
+  description: Verifications that configuration cannot fix (RDMA link state and speed, a node left drained).
   returned: always
   type: list
   elements: dict
@@ -106,27 +112,20 @@ roles:
   returned: always
   type: dict
   sample: {"gpu_power": {"changes": [], "checks": [], "error": null}}
-drift_status:
-  description: V(drifted), V(ok) or V(failed) (a role could not be compared or a check failed).
-  returned: always
-  type: str
-  sample: drifted
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
     ROLES,
     compare_roles,
-    host_status,
+    left_drained,
     validate_roles,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={role: dict(type="dict", options=utils.ARGUMENT_SPEC) for role, utils in ROLES.items()},
-        supports_check_mode=True,
-    )
+    spec = {role: dict(type="dict", options=utils.ARGUMENT_SPEC) for role, utils in ROLES.items()}
+    module = AnsibleModule(argument_spec=dict(spec, drain_record=dict(type="path")), supports_check_mode=True)
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
@@ -134,8 +133,10 @@ def main():
     results = compare_roles(module, desired)
     changes = [c for r in results.values() for c in r["changes"]]
     checks = [c for r in results.values() for c in r["checks"]]
-    status = host_status(results)
-    output = dict(changed=False, changes=changes, checks=checks, roles=results, drift_status=status)
+    drained = left_drained(module.params["drain_record"]) if module.params["drain_record"] else None
+    if drained:
+        checks.append(drained)
+    output = dict(changed=False, changes=changes, checks=checks, roles=results)
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if r["error"]]
     if errors:
         module.fail_json(msg="; ".join(errors), **output)

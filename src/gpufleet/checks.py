@@ -46,6 +46,7 @@ check = cast(Callable[[str, bool, Any, Any, str, str], Check], _vocabulary.check
 change = cast(Callable[[str, Any, Any], dict[str, Any]], _vocabulary.change)
 hint = cast(Callable[[str], str], _vocabulary.hint)
 HARMFUL_REASONS = cast(tuple[str, ...], _vocabulary.HARMFUL_REASONS)
+failed_names = cast(Callable[[Iterable[Check]], list[str]], _vocabulary.failed_names)
 
 # What a host's results can make it (report.STATUSES is this tuple).
 STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable", "interrupted")

@@ -154,6 +154,13 @@ def _print_report(report: Report, report_dir: Path) -> int:
     summary = report.summary()
     print(f"report: {report_dir / 'report.json'}, {report_dir / 'report.md'}, {report_dir / 'gpufleet.prom'}")
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
+    return _exit_status(report)
+
+
+def _exit_status(report: Report) -> int:
+    """2 when a host was refused for its inputs (configuration), else 0 all good or 1."""
+    if report.configuration_error():
+        return EXIT_USAGE
     return EXIT_OK if report.all_ok() else EXIT_NOT_OK
 
 
@@ -166,7 +173,7 @@ def _report(report_dir: Path, fmt: str) -> int:
     except OSError as exc:
         raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
     sys.stdout.write(report_mod.render(report, fmt))
-    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
+    return _exit_status(report)
 
 
 def _sim(args: argparse.Namespace) -> int:

@@ -25,19 +25,10 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _failure_message(result: runner.HostResult) -> str:
-    """What stopped the host: the unreachable task's message, or '<task>: <message>' of the failed one."""
-    if result.unreachable:
-        task = next((t for t in result.tasks if t["outcome"] == "unreachable"), None)
-        return str((task or {}).get("msg") or "unreachable").strip()
-    task = next((t for t in result.tasks if t["outcome"] == "failed"), None)
-    return f"{(task or {}).get('task', '?')}: {(task or {}).get('msg') or 'failed'}"
-
-
 def _host_report(result: runner.HostResult) -> HostReport:
     if result.unreachable or result.failed:
         facts = {} if result.unreachable else _reported_facts(result.facts)
-        host = HostReport(facts=facts, message=_failure_message(result))
+        host = HostReport(facts=facts, message=result.failure_message())
         host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed)
         return host
     expected = result.facts.get("gpufleet_expected_gpu_count")
@@ -70,7 +61,7 @@ def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
     if result.reboot_required:
         notes.insert(0, "reboot required for a change to take effect")
     if result.unreachable or result.failed:
-        notes.insert(0, _failure_message(result))
+        notes.insert(0, result.failure_message())
     host.status = checks.host_status(
         unreachable=result.unreachable,
         failed=result.failed,
@@ -80,6 +71,7 @@ def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
         check_mode=check_mode,
     )
     host.message = "; ".join(n for n in notes if n)
+    host.configuration_error = result.refused_for_input()
     return host
 
 
@@ -112,11 +104,17 @@ def _gate_host(result: runner.HostResult) -> HostReport:
     host.status = checks.host_status(
         unreachable=result.unreachable, failed=result.failed, checks=result.checks, failed_as="blocked"
     )
+    host.configuration_error = result.refused_for_input()
     if host.status == "unreachable":
-        host.message = _failure_message(result)
+        host.message = result.failure_message()
     elif host.status == "blocked":
-        failed = [t for t in result.tasks if t["outcome"] == "failed"]
-        host.message = str(failed[-1]["msg"]) if failed else "a check failed"
+        # The first failed task is the step that blocked the node (the later ones are the gate's own
+        # "keep it out of service"); a failed check with no failed task still names itself.
+        failed_checks = ", ".join(checks.failed_names(result.checks))
+        if any(t["outcome"] == "failed" for t in result.tasks):
+            host.message = f"did not pass the post-maintenance gate at {result.failure_message()}"
+        else:
+            host.message = f"did not pass the post-maintenance gate: {failed_checks} failed"
         if result.drained():
             host.message += "; left drained"
     # An operator's override of a failed gate is on the record, with its reason.

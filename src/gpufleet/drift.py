@@ -71,8 +71,9 @@ def drift_host(result: runner.HostResult) -> HostReport:
         changes=result.changes,
         check_mode=True,
     )
+    host.configuration_error = result.refused_for_input()
     if result.unreachable:
-        host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
+        host.message = result.failure_message()
     elif result.failed:
         host.message = str(_failed_task(result, "failed").get("msg") or "failed").strip()
     elif host.status == "failed":
@@ -88,7 +89,7 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
     # The fix run's verdict: a node the roles ran through without failing is changed (fixed).
     host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed, changed=True)
     if result.unreachable:
-        host.message = str(_failed_task(result, "unreachable").get("msg") or "unreachable").strip()
+        host.message = f"batch {batch}: {result.failure_message()}"
     elif result.failed:
         task = _failed_task(result, "failed")
         host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}"

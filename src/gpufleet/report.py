@@ -33,6 +33,9 @@ class HostReport:
     changes: list[dict[str, Any]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
     message: str = ""
+    # The host was refused for its inputs (a role input out of range, for this node or any): nothing
+    # was changed on it, and the command exits 2 (configuration), not 1.
+    configuration_error: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -43,6 +46,8 @@ class HostReport:
         }
         if self.message:
             data["message"] = self.message
+        if self.configuration_error:
+            data["configuration_error"] = True
         return data
 
 
@@ -62,6 +67,10 @@ class Report:
 
     def all_ok(self) -> bool:
         return all(is_good(h.status) for h in self.hosts.values())
+
+    def configuration_error(self) -> bool:
+        """Whether a host was refused for its inputs (the command's exit status is then 2)."""
+        return any(h.configuration_error for h in self.hosts.values())
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -230,6 +239,11 @@ def _host_from_dict(data: Any, where: str) -> HostReport:
     _require(isinstance(data, dict), where, "not an object")
     status = data.get("status")
     _require(status in STATUSES, f"{where}.status", f"{status!r} is not one of {', '.join(STATUSES)}")
+    _require(
+        isinstance(data.get("configuration_error", False), bool),
+        f"{where}.configuration_error",
+        "not a boolean",
+    )
     for key, kind in (("checks", list), ("changes", list), ("facts", dict), ("message", str)):
         _require(isinstance(data.get(key, kind()), kind), f"{where}.{key}", f"not a {kind.__name__}")
     fields = {
@@ -257,6 +271,7 @@ def _host_from_dict(data: Any, where: str) -> HostReport:
         changes=list(data.get("changes", [])),
         facts=dict(facts),
         message=data.get("message", ""),
+        configuration_error=data.get("configuration_error", False),
     )
 
 

@@ -31,7 +31,7 @@ def state_dir() -> Path:
     return Path(base) / "gpufleet"
 
 
-def _start_time(pid: int) -> str | None:
+def process_start(pid: int) -> str | None:
     """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when
     there is no such process; a reused pid has another start time."""
     try:
@@ -42,7 +42,7 @@ def _start_time(pid: int) -> str | None:
 
 
 def _alive(record: dict[str, Any]) -> bool:
-    started = _start_time(int(record["pid"]))
+    started = process_start(int(record["pid"]))
     return started is not None and started == record.get("pid_start")
 
 
@@ -76,7 +76,7 @@ def hold(command: str, hosts: dict[str, str], directory: Path | None = None) -> 
                 )
         record = {
             "pid": os.getpid(),
-            "pid_start": _start_time(os.getpid()),
+            "pid_start": process_start(os.getpid()),
             "command": command,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "hosts": dict(sorted(hosts.items())),

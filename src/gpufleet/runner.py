@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 import ansible_runner
 
-from gpufleet import interrupt
+from gpufleet import interrupt, workdir
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
@@ -79,6 +78,23 @@ class HostResult:
             host.reboot_required = host.reboot_required or bool(task.get("reboot_required"))
         return host
 
+    def failure_message(self) -> str:
+        """What stopped the host: where it became unreachable, or '<task>: <message>' of the failed one."""
+        if self.unreachable:
+            task: dict[str, Any] = next((t for t in self.tasks if t["outcome"] == "unreachable"), {})
+            reason = str(task.get("msg") or "").strip()
+            return f"became unreachable at '{task.get('task', '?')}'" + (f": {reason}" if reason else "")
+        task = next((t for t in self.tasks if t["outcome"] == "failed"), {})
+        return f"{task.get('task', '?')}: {task.get('msg') or 'failed'}"
+
+    def refused_for_input(self) -> bool:
+        """Whether what stopped the host is its inputs: a task of the plays that check every role's
+        inputs before anything changes, or a module that said so (``input_error``)."""
+        failed = next((t for t in self.tasks if t["outcome"] == "failed"), None)
+        if failed is None:
+            return False
+        return bool(failed.get("input_error")) or str(failed.get("play", "")).startswith(INPUTS_PLAY)
+
     def drained(self) -> bool:
         """Whether the drain role took the node out of its scheduler in this run (method none changes
         nothing; a node refused before the drain play was never drained)."""
@@ -87,6 +103,10 @@ class HostResult:
             for t in self.tasks
         )
 
+
+# The plays that check every role's inputs before anything changes are named so (provision.yml,
+# post_maintenance.yml): a host that fails there was refused for its configuration.
+INPUTS_PLAY = "Check every role's inputs"
 
 # How the fleet_report callback names the drain role's tasks.
 _DRAIN_ROLE_TASK = "gpufleet.node.drain : "
@@ -110,11 +130,14 @@ def ensure_collection_link() -> None:
 class _ProgressPrinter:
     """ansible-runner event handler: one line per host and task while the run goes on."""
 
-    def __init__(self, progress: Progress | None) -> None:
+    def __init__(self, progress: Progress | None, on_start: Callable[[], None] = lambda: None) -> None:
         self.progress = progress
+        self.on_start = on_start
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
+        if kind == "playbook_on_start":
+            self.on_start()
         data = event.get("event_data", {})
         name = data.get("host")
         if self.progress is None or not name or kind not in _OUTCOMES:
@@ -174,8 +197,8 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         cmdline.append("--diff")
     if options.vault_password_file is not None:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
-    with tempfile.TemporaryDirectory(prefix="gpufleet-runner-") as private:
-        results_file = Path(private) / "results.json"
+    with workdir.private_dir() as private:
+        results_file = private / "results.json"
         envvars = {
             "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
             "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
@@ -189,7 +212,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             "PATH": own_path(os.environ.get("PATH", "")),
         }
         result = ansible_runner.run(
-            private_data_dir=private,
+            private_data_dir=str(private),
             project_dir=str(REPO_DIR),
             playbook=str(playbook),
             inventory=str(options.inventory.resolve()),
@@ -198,7 +221,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             cmdline=" ".join(cmdline) or None,
             extravars=options.extravars or None,
             envvars=envvars,
-            event_handler=_ProgressPrinter(progress),
+            event_handler=_ProgressPrinter(progress, on_start=lambda: workdir.forget_environment(private)),
             # Our own: ansible-runner's default handler kills the playbook at the first signal.
             cancel_callback=interrupt.STATE.stop_now,
             quiet=True,

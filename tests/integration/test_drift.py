@@ -22,6 +22,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import node_ssh
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("node01", "node02", "node03", "node04")
@@ -216,6 +217,16 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     # node01 was drained and, having failed, stays drained; node02 was never touched.
     assert calls(fleet, "node01")[-1][2] == "state=drain"
     assert len(calls(fleet, "node02")) == 2
+    # the next run names the node it finds left drained (the drain role's record on the node)
+    code, again = run(["drift", "--inventory", str(provisioned), *LIMIT], tmp_path / "again")
+    assert code == 1
+    left = {
+        n: [c for c in h["checks"] if c["name"] == "drain.left_drained"] for n, h in again["hosts"].items()
+    }
+    assert [(c["ok"], c["value"]) for c in left["node01"]] == [(False, "slurm: gpufleet drift --fix")]
+    assert all(not left[n] for n in ("node02", "node03", "node04"))
+    # the operator returns node01 by hand (its link is the site's to repair)
+    node_ssh(fleet, "127.0.51.2", "rm /var/lib/gpufleet/drained")
 
 
 # One fault per node, every fault drift can see; node01 stays clean and node11 gets an edited boot file.
@@ -279,8 +290,8 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     # 15 GPUs: other limits in the boot conf and another topology; pinning cannot be planned
     assert named["node05"] == {"gpu_power.boot_file", "nccl_topology.file"}
     assert "gpu_pinning: Refusing to pin" in drift["hosts"]["node05"]["message"]
-    # a NIC without link is another topology; the link itself is a failed check
-    assert named["node06"] == {"nccl_topology.file"}
+    # a NIC without link: the link is a failed check, and the topology is never rewritten around it
+    assert named["node06"] == set()
     assert named["node07"] == {"rdma_qos.pfc"}
     assert named["node08"] == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
     assert named["node09"] == {"rdma_link.roce_mode"}

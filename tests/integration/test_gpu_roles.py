@@ -96,6 +96,8 @@ def test_faulted_node_check_apply_rerun_check(fleet: Fleet, provisioned, tmp_pat
     code, report = provision(fleet, tmp_path / "apply")
     assert code == 0
     assert report["hosts"]["node02"]["status"] == "changed"
+    # the run that raised the capped limits says what may have capped them, as check mode does
+    assert "the rack's power budget" in report["hosts"]["node02"]["message"]
     assert report["hosts"]["node02"]["changes"] == expected
     assert all(c["ok"] for c in report["hosts"]["node02"]["checks"])
     checks = {c["name"] for c in report["hosts"]["node02"]["checks"]}
@@ -149,6 +151,8 @@ def test_impossible_targets_are_refused_before_any_change(fleet: Fleet, provisio
     host_vars.mkdir(exist_ok=True)
     (host_vars / "node01.yml").write_text(f"gpu_power_limits:\n  {first}: 1500\n")
     control.fault(fleet, "node01", "persistence-off", clear=False)
+    # a fabric setting the RDMA roles (which run first) would fix: it must stay as found
+    control.fault(fleet, "node01", "pfc-off", clear=False)
     control.fault(fleet, "node03", "gpu-missing", clear=False)
     before = {name: (etc(fleet, name), gpu_settings(fleet, name)) for name in ("node01", "node03")}
     try:
@@ -173,6 +177,13 @@ def test_impossible_targets_are_refused_before_any_change(fleet: Fleet, provisio
         assert len(instances) == 2
         assert all(etc(fleet, "node03")[k] == before["node03"][0][k] for k in instances)
         assert not [c for c in hosts["node03"]["changes"] if c["setting"].startswith("gpu_pinning.")]
+        # the node-dependent limits were judged before any role ran: no role changed either node
+        assert hosts["node03"]["changes"] == []
+        assert etc(fleet, "node01") == before["node01"][0]
+        missing = [c for c in hosts["node03"]["checks"] if not c["ok"]]
+        assert [(c["name"], c["value"], c["limit"]) for c in missing] == [
+            ("gpu_pinning.nvlink_domain_gpus[1]", 7, 8)
+        ]
     finally:
         (host_vars / "node01.yml").unlink()
         control.fault(fleet, "node01", None, clear=True)

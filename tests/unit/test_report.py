@@ -138,3 +138,19 @@ def test_prometheus_has_one_series_per_condition() -> None:
     assert 'gpufleet_check_ok{host="node01",check="thermal.tlimit_c[GPU-a]"} 1' in prom
     assert checks.one_per_condition([load, idle]) == [load]
     assert checks.one_per_condition(both_ok) == [both_ok[1]]
+
+
+def test_a_host_refused_for_its_inputs_survives_the_round_trip_and_makes_the_exit_status_2(tmp_path) -> None:
+    from gpufleet import cli
+    from gpufleet.report import from_dict
+
+    report = Report(command="provision", started="t0", finished="t1")
+    report.hosts["node01"] = HostReport(status="ok")
+    report.hosts["node02"] = HostReport(
+        status="failed", message="gpu_power_limit_w ...", configuration_error=True
+    )
+    again = from_dict(report.as_dict())
+    assert again.configuration_error() and again.hosts["node02"].configuration_error
+    assert cli._exit_status(again) == 2
+    report.hosts["node02"].configuration_error = False
+    assert cli._exit_status(from_dict(report.as_dict())) == 1

@@ -26,7 +26,7 @@ def _record(directory: Path, pid: int, command: str, hosts: dict[str, str]) -> N
     runs.mkdir(parents=True, exist_ok=True)
     record = {
         "pid": pid,
-        "pid_start": runlock._start_time(pid),
+        "pid_start": runlock.process_start(pid),
         "command": command,
         "started": "2026-12-03T14:00:00+0000",
         "hosts": hosts,

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, nccl_topology_check
 
-from gpufleet.sim import faults_gpu, faults_topo
+from gpufleet.sim import faults_gpu, faults_rdma, faults_topo
 from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 
 QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]
@@ -94,6 +94,19 @@ def test_a_bus_order_swap_leaves_the_file(node: SimNode, tmp_path: Path) -> None
     node.change(faults_gpu.bus_order_swapped)
     result, _ = run_module(nccl_topology.main, {"path": str(path)}, node)
     assert result["changed"] is False
+
+
+def test_the_topology_is_never_rewritten_around_a_dead_port(node: SimNode, tmp_path: Path) -> None:
+    path = tmp_path / "topo.xml"
+    run_module(nccl_topology.main, {"path": str(path)}, node)
+    written = path.read_text()
+    node.change(faults_rdma.link_down)
+    checked, _ = run_module(nccl_topology.main, {"path": str(path)}, node, check_mode=True)
+    assert checked["changes"] == [] and checked["changed"] is False
+    assert checked["hints"][-1].startswith(f"{path} left as it is: not ACTIVE: mlx5_7")
+    result, _ = run_module(nccl_topology.main, {"path": str(path)}, node)
+    assert result["failed"] and "mlx5_7" in result["msg"] and "rdma_link.link_state" in result["msg"]
+    assert path.read_text() == written
 
 
 def check(node: SimNode, path: Path) -> dict:

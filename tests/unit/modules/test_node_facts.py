@@ -49,7 +49,7 @@ def test_a_setting_added_to_one_roles_plan_shows_in_check_mode_and_in_drift(
     assert checked["changes"][-1] == added
     assert compared["changes"] == checked["changes"]
     assert compared["roles"]["nccl_topology"] == {"changes": checked["changes"], "checks": [], "error": None}
-    assert compared["drift_status"] == "drifted" and compared["changed"] is False
+    assert compared["changed"] is False
     assert not Path(path).exists()
 
 
@@ -59,7 +59,25 @@ def test_a_role_that_cannot_be_planned_fails_with_its_modules_message(node: SimN
     assert checked["failed"] and checked["msg"].startswith("No mlx5 RDMA devices under /sys/class/infiniband")
     assert compared["failed"] and compared["roles"]["rdma_link"]["error"] == checked["msg"]
     assert compared["msg"] == "rdma_link: " + checked["msg"]
-    assert compared["drift_status"] == "failed"
+
+
+def test_a_node_left_drained_is_a_failed_check_until_its_record_is_gone(
+    node: SimNode, tmp_path: Path
+) -> None:
+    record = tmp_path / "drained"
+    options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}, "drain_record": str(record)}
+    compared, _ = run_module(node_facts.main, options, node)
+    assert [c["name"] for c in compared["checks"]] == []
+    record.write_text("drained by gpufleet: gpufleet drift --fix\n")
+    compared, _ = run_module(node_facts.main, options, node)
+    (left,) = compared["checks"]
+    assert (left["name"], left["ok"], left["value"], left["limit"]) == (
+        "drain.left_drained",
+        False,
+        "drained by gpufleet: gpufleet drift --fix",
+        "in service",
+    )
+    assert str(record) in left["message"]
 
 
 @pytest.mark.parametrize(
@@ -134,17 +152,18 @@ def node_facts_spec() -> dict[str, Any]:
 @pytest.mark.parametrize("role", list(drift.ROLES))
 def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> None:
     """vars/main.yml's __<role>_options names only options of the role's module, configure.yml hands it
-    to the module, and drift.yml to node_facts: one list of arguments, no copy."""
+    to the module, and playbooks/tasks/plan_roles.yml (drift, and the judgement before provision and the
+    gate change anything) to node_facts: one list of arguments, no copy."""
     options = yaml.safe_load((REPO / "roles" / role / "vars" / "main.yml").read_text())[f"__{role}_options"]
     assert set(options) <= set(drift.ROLES[role].ARGUMENT_SPEC), role
     configure = yaml.safe_load((REPO / "roles" / role / "tasks" / "configure.yml").read_text())
     text = yaml.safe_dump(configure)
     assert f"gpufleet.node.{role}: '{{{{ __{role}_options }}}}'" in text
-    drift_play = yaml.safe_load((REPO / "playbooks" / "drift.yml").read_text())[0]
-    facts = next(t for t in drift_play["tasks"] if "gpufleet.node.node_facts" in t)
+    plan_tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "plan_roles.yml").read_text())
+    facts = next(t for t in plan_tasks if "gpufleet.node.node_facts" in t)
     assert facts["gpufleet.node.node_facts"][role] == f"{{{{ __{role}_options }}}}"
     imports = [
-        t["ansible.builtin.import_role"] for t in drift_play["tasks"] if "ansible.builtin.import_role" in t
+        t["ansible.builtin.import_role"] for t in plan_tasks if "ansible.builtin.import_role" in t
     ]
     assert {"name": f"gpufleet.node.{role}", "tasks_from": "options"} in imports
     assert yaml.safe_load((REPO / "roles" / role / "tasks" / "options.yml").read_text()) == []

@@ -69,3 +69,43 @@ def test_loop_results_are_flattened() -> None:
     )
     entry = callback._hosts["node01"]["tasks"][0]
     assert entry["changes"] == [one, two] and entry["reboot_required"] is True
+
+
+def test_a_loop_that_failed_or_lost_its_host_names_its_items_not_ansibles_summary() -> None:
+    callback = fleet_report.CallbackModule()
+    callback.v2_playbook_on_play_start(SimpleNamespace(get_name=lambda: "Post-maintenance gate"))
+    host = SimpleNamespace(get_name=lambda: "node02")
+    cliff = {
+        "msg": "One or more items failed",
+        "results": [
+            {"item": {"name": "glm52"}, "_ansible_item_label": "glm52", "failed": False, "msg": "ok"},
+            {
+                "item": {"name": "kimik3"},
+                "_ansible_item_label": "kimik3",
+                "failed": True,
+                "msg": "hit rate 0.07",
+            },
+        ],
+    }
+    lost = {
+        "msg": "All items completed",
+        "unreachable": True,
+        "results": [{"item": "a", "unreachable": True, "msg": "Failed to connect to the host via ssh"}],
+    }
+    looped = task("thermal_gate", "gpufleet.node.service_check")
+    callback._record(SimpleNamespace(_host=host, _task=looped, _result=cliff), "failed")
+    callback._record(SimpleNamespace(_host=host, _task=looped, _result=lost), "unreachable")
+    recorded = callback._hosts["node02"]["tasks"]
+    assert recorded[0]["msg"] == "kimik3: hit rate 0.07"
+    assert recorded[1]["msg"] == "a: Failed to connect to the host via ssh"
+    assert {t["play"] for t in recorded} == {"Post-maintenance gate"}
+
+
+def test_ansibles_internal_type_names_are_made_plain() -> None:
+    message = (
+        "argument 'limit_w' is of type <class 'ansible._internal._datatag._tags._AnsibleTaggedStr'> "
+        "and we were unable to convert to float"
+    )
+    assert fleet_report.plain_types(message) == (
+        "argument 'limit_w' is of type str and we were unable to convert to float"
+    )
