@@ -675,7 +675,7 @@ def test_query_round_trips_through_the_parsers(
 
 def test_power_display_round_trips(parsers: ModuleType, smi: Run, b300: Path) -> None:
     degrade(b300)
-    report = parsers.parse_query_text(smi(b300, "-q", "-d", "POWER", "-i", "2")[1])
+    report = parsers.parse_query_text(smi(b300, "-q", "-d", "POWER", "-i", "2")[1], partial=True)
     assert report["attached_gpus"] == 16 and len(report["gpus"]) == 1
     assert report["gpus"][0]["power"] == expected_gpus(b300)[2]["power"]
 
