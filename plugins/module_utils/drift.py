@@ -55,7 +55,10 @@ def _compare_role(role, node, params):
         planned = ROLES[role].plan(node, params)
         return {"changes": planned["changes"], "checks": planned["checks"], "error": None}
     except RoleFailed as exc:
-        return {"changes": [], "checks": exc.checks, "error": str(exc)}
+        failed = {"changes": [], "checks": exc.checks, "error": str(exc)}
+        if exc.input_error:
+            failed["input_error"] = True
+        return failed
     except (ParseError, SmiParseError, nccl_topo.TopologyError, OSError) as exc:
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 

@@ -123,7 +123,8 @@ class GpuPower:
         except PlanError as exc:
             self.module.fail_json(
                 msg="Refusing to change any GPU: %s. Set gpu_power_limit_w / gpu_power_limits within the "
-                "allowed range." % exc
+                "allowed range." % exc,
+                input_error=True,
             )
         for uuid in unknown:
             self.module.warn("limits names %s, which is not on this node; ignored" % uuid)

@@ -35,9 +35,11 @@ class RoleFailed(Exception):
     """A role's plan could not be made on this node (its module would have failed with this message,
     and with these failed ``checks``)."""
 
-    def __init__(self, msg, checks=()):
+    def __init__(self, msg, checks=(), input_error=False):
         super().__init__(msg)
         self.checks = list(checks)
+        # the role's inputs cannot be met on this node (a limit beyond the GPU's range): configuration
+        self.input_error = input_error
 
 
 class Commands:
@@ -95,7 +97,7 @@ class PlanNode:
         return path
 
     def fail_json(self, msg, **kwargs):
-        raise RoleFailed(msg, kwargs.get("checks") or ())
+        raise RoleFailed(msg, kwargs.get("checks") or (), bool(kwargs.get("input_error")))
 
     def warn(self, warning):
         self._module.warn(warning)

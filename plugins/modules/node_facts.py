@@ -139,7 +139,9 @@ def main():
     output = dict(changed=False, changes=changes, checks=checks, roles=results)
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if r["error"]]
     if errors:
-        module.fail_json(msg="; ".join(errors), **output)
+        # a role whose inputs this node cannot meet is a configuration error (gpufleet exits 2)
+        input_error = any(r.get("input_error") for r in results.values())
+        module.fail_json(msg="; ".join(errors), input_error=input_error, **output)
     module.exit_json(**output)
 
 

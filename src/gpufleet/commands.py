@@ -38,15 +38,33 @@ def _host_report(result: runner.HostResult) -> HostReport:
     )
 
 
+def run_reported(report: Report, options: runner.RunOptions, report_dir: Path) -> runner.RunResult:
+    """runner.run_playbook; when a second signal stops it, the report still says where each host
+    stands (interrupted, at which task, left drained) before the Canceled goes on to the exit."""
+    try:
+        return runner.run_playbook(options, progress=progress)
+    except runner.Canceled as exc:
+        for name, result in exc.hosts.items():
+            last = result.tasks[-1]["task"] if result.tasks else "its first task"
+            host = HostReport(status="interrupted", message=f"{exc}: stopped at '{last}'")
+            if result.drained():
+                host.message += "; left drained"
+            report.hosts[name] = host
+        report.finished = now()
+        write(report, report_dir)
+        raise
+
+
 def _reported_facts(facts: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in facts.items() if k.startswith("gpufleet_")}
 
 
 def facts(options: CommonOptions) -> Report:
     report = Report(command="facts", started=now())
-    result = runner.run_playbook(
+    result = run_reported(
+        report,
         runner.RunOptions(playbook="facts.yml", inventory=options.inventory, limit=options.limit),
-        progress=progress,
+        options.report_dir,
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _host_report(host)
@@ -79,7 +97,8 @@ def provision(options: CommonOptions) -> Report:
     """playbooks/provision.yml: every role, in order; changes per host in the report."""
     command = "provision --check" if options.check else "provision"
     report = Report(command=command, started=now())
-    result = runner.run_playbook(
+    result = run_reported(
+        report,
         runner.RunOptions(
             playbook="provision.yml",
             inventory=options.inventory,
@@ -89,7 +108,7 @@ def provision(options: CommonOptions) -> Report:
             diff=options.diff,
             vault_password_file=options.vault_password_file,
         ),
-        progress=progress,
+        options.report_dir,
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _provision_host(host, options.check)
@@ -136,7 +155,8 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
     extravars: dict[str, object] = {}
     if burn_in_seconds is not None:
         extravars["thermal_gate_burn_in_seconds"] = burn_in_seconds
-    result = runner.run_playbook(
+    result = run_reported(
+        report,
         runner.RunOptions(
             playbook="post_maintenance.yml",
             inventory=options.inventory,
@@ -145,7 +165,7 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
             extravars=extravars,
             vault_password_file=options.vault_password_file,
         ),
-        progress=progress,
+        options.report_dir,
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _gate_host(host)

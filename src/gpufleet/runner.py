@@ -29,7 +29,12 @@ class RunnerError(RuntimeError):
 
 
 class Canceled(RunnerError):
-    """The playbook was stopped by a second SIGINT/SIGTERM before it ended (no results)."""
+    """The playbook was stopped by a second SIGINT/SIGTERM before it ended. The callback wrote no
+    results; ``hosts`` holds what the events said of each host up to then (its tasks and outcomes)."""
+
+    def __init__(self, message: str, hosts: dict[str, HostResult] | None = None) -> None:
+        super().__init__(message)
+        self.hosts = hosts or {}
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,9 @@ class _ProgressPrinter:
     def __init__(self, progress: Progress | None, on_start: Callable[[], None] = lambda: None) -> None:
         self.progress = progress
         self.on_start = on_start
+        # each host's tasks as the events told them, in the callback's shape: what a run stopped
+        # before its end (no callback results) still knows of its hosts
+        self.seen: dict[str, list[dict[str, Any]]] = {}
 
     def __call__(self, event: dict[str, Any]) -> bool:
         kind = event.get("event", "")
@@ -140,9 +148,20 @@ class _ProgressPrinter:
             self.on_start()
         data = event.get("event_data", {})
         name = data.get("host")
-        if self.progress is None or not name or kind not in _OUTCOMES:
+        if not name or kind not in _OUTCOMES:
             return True
         res = data.get("res", {}) or {}
+        role = data.get("resolved_role") or data.get("role")
+        self.seen.setdefault(name, []).append(
+            {
+                "task": f"{role} : {data.get('task', '')}" if role else data.get("task", ""),
+                "outcome": _OUTCOMES[kind],
+                "changed": bool(res.get("changed")),
+                "msg": res.get("msg", ""),
+            }
+        )
+        if self.progress is None:
+            return True
         label = _OUTCOMES[kind]
         if kind == "runner_on_ok" and res.get("changed"):
             label = "changed"
@@ -199,6 +218,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
     with workdir.private_dir() as private:
         results_file = private / "results.json"
+        events = _ProgressPrinter(progress, on_start=lambda: workdir.forget_environment(private))
         envvars = {
             "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
             "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
@@ -221,7 +241,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             cmdline=" ".join(cmdline) or None,
             extravars=options.extravars or None,
             envvars=envvars,
-            event_handler=_ProgressPrinter(progress, on_start=lambda: workdir.forget_environment(private)),
+            event_handler=events,
             # Our own: ansible-runner's default handler kills the playbook at the first signal.
             cancel_callback=interrupt.STATE.stop_now,
             quiet=True,
@@ -232,7 +252,11 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         if not results_file.exists():
             if result.status == "canceled":
                 raise Canceled(
-                    f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended"
+                    f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended",
+                    {
+                        name: HostResult.from_callback(name, {"tasks": tasks})
+                        for name, tasks in events.seen.items()
+                    },
                 )
             tail = _stdout_tail(result)
             raise RunnerError(

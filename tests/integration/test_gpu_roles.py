@@ -157,9 +157,11 @@ def test_impossible_targets_are_refused_before_any_change(fleet: Fleet, provisio
     before = {name: (etc(fleet, name), gpu_settings(fleet, name)) for name in ("node01", "node03")}
     try:
         code, report = provision(fleet, tmp_path, "--limit", "node01,node03")
-        assert code == 1
+        # a limit beyond node01's GPUs is configuration (exit 2), node03's missing GPU is the node's
+        assert code == 2
         hosts = report["hosts"]
-        assert hosts["node01"]["status"] == "failed"
+        assert hosts["node01"]["status"] == "failed" and hosts["node01"]["configuration_error"] is True
+        assert "configuration_error" not in hosts["node03"]
         assert (
             f"Refusing to change any GPU: {first}: target 1500 W is outside its allowed range 200-1400 W"
             in hosts["node01"]["message"]

@@ -167,3 +167,9 @@ def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> N
     ]
     assert {"name": f"gpufleet.node.{role}", "tasks_from": "options"} in imports
     assert yaml.safe_load((REPO / "roles" / role / "tasks" / "options.yml").read_text()) == []
+
+
+def test_a_limit_the_node_cannot_meet_is_an_input_error(node: SimNode) -> None:
+    compared, _ = run_module(node_facts.main, {"gpu_power": {"limit_w": 1500.0, "boot_unit": False}}, node)
+    assert compared["failed"] and compared["input_error"] is True
+    assert "target 1500 W is outside its allowed range" in compared["msg"]
