@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import os
 import ssl
 import subprocess
 import threading
@@ -153,3 +154,44 @@ def test_the_bmc_answers_while_its_host_reboots(fleet: Fleet) -> None:
         poller.join()
     assert answers and set(answers) == {200}
     assert fleet.bmcs["node01"].pid == pid and fleet.bmcs["node01"].poll() is None
+
+
+def coolant_facts(fleet: Fleet, node: str, **args: str) -> tuple[int, dict[str, Any], float]:
+    """gpufleet.node.coolant_facts on the controller against a node's BMC: (rc, result, seconds)."""
+    user, password = fleet.bmc_credentials(node)
+    options = {"baseuri": f"https://{ADDRESS[node]}", "username": user, "password": password, **args}
+    command = ["ansible", "localhost", "-m", "gpufleet.node.coolant_facts", "-a", json.dumps(options)]
+    started = time.monotonic()
+    done = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "ANSIBLE_CALLBACK_RESULT_FORMAT": "json", "ANSIBLE_NOCOLOR": "1"},
+    )
+    took = time.monotonic() - started
+    result = json.loads(done.stdout[done.stdout.index("=> ") + 3 :])
+    assert password not in done.stdout
+    return done.returncode, result, took
+
+
+def test_coolant_facts_fails_closed_on_the_transport(fleet: Fleet, tmp_path: Path) -> None:
+    """Issue 11: no password over plain HTTP without a reason; a bad CA file is named at once."""
+    ca = inventory(fleet)["vars"]["gpufleet_bmc_ca_path"]
+    rc, result, _ = coolant_facts(fleet, "node01", ca_path=ca)
+    assert rc == 0, result
+    assert result["ansible_facts"]["gpufleet_coolant"]["connectors"][0]["flow_lpm"] == pytest.approx(19.2)
+    assert result["hints"] == []
+
+    garbage = tmp_path / "bmc-ca.pem"
+    garbage.write_text("not a certificate\n")
+    for bad, said in ((garbage, "holds no PEM certificate"), (tmp_path / "none.pem", "does not exist")):
+        rc, result, took = coolant_facts(fleet, "node01", ca_path=str(bad), retry_delay="5")
+        assert rc != 0 and result["checks"][0]["value"] == "config", result
+        assert f"CA file {bad} {said}" in result["msg"] and "thermal_gate_bmc_ca_path" in result["msg"]
+        assert result["requests"] == 0 and took < 30  # no retries (3 of them would wait 5 + 10 + 20 s)
+
+    rc, result, _ = coolant_facts(fleet, "node01", baseuri=f"http://{ADDRESS['node01']}", ca_path=ca)
+    assert rc != 0 and result["checks"][0]["value"] == "config" and result["requests"] == 0
+    assert "is plain HTTP" in result["msg"] and "thermal_gate_bmc_address" in result["msg"]
