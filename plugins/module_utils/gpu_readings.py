@@ -30,7 +30,7 @@ def thermal_sampler(module, smi, error=ReadError):
     cmd = thermal_query(smi)
 
     def sample():
-        rc, out, err = tool_runner.run(module, cmd, check=False)
+        rc, out, err = tool_runner.read(module, cmd)
         if rc != 0:
             raise error("%s failed (rc=%d): %s" % (" ".join(cmd[:2]), rc, tool_runner.first_line(err, out)))
         try:

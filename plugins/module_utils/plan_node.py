@@ -20,15 +20,10 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
+
 # Threads per role for its ports: a node has 8 (B300) to 16 RDMA ports; more would only queue.
 _PORT_WORKERS = 8
-
-# AnsibleModule.run_command stops reading when select() waited its 1 s with no output and the process
-# has exited by then: output written in between is dropped. With many threads contending for the GIL
-# that window is wide (measured: 5 of 80 concurrent runs of a tool printing at ~1 s came back empty,
-# rc 0), so a read that comes back empty with rc 0 is run again, at most this many times. Every tool
-# the plans read prints something when it succeeds.
-_EMPTY_RETRIES = 2
 
 
 class RoleFailed(Exception):
@@ -69,11 +64,8 @@ class Commands:
         return future.result()
 
     def _run(self, args, kwargs):
-        for _attempt in range(_EMPTY_RETRIES):
-            rc, out, err = self._module.run_command(args, **kwargs)
-            if rc != 0 or out or err:
-                return rc, out, err
-        return self._module.run_command(args, **kwargs)
+        # a plan only reads: an empty output with rc 0 is read again (tool_runner.EMPTY_RETRIES)
+        return tool_runner.read_command(self._module.run_command, args, **kwargs)
 
 
 class PlanNode:

@@ -16,6 +16,14 @@ from typing import Any
 # Tool messages and number formats are only stable in the C locale.
 ENV = {"LC_ALL": "C"}
 
+# AnsibleModule.run_command stops reading when select() waited its 1 s with no output and the process
+# has exited by then: output written in between is dropped. With many threads contending for the GIL
+# (drift's concurrent roles, the burn-in's load threads) that window is wide (measured: 5 of 80
+# concurrent runs of a tool printing at ~1 s came back empty, rc 0), so a read that comes back empty
+# with rc 0 is run again, at most this many times. Every tool gpufleet reads prints something when it
+# succeeds.
+EMPTY_RETRIES = 2
+
 
 def first_line(*texts: str | None) -> str:
     """The first non-blank line of the first text that has one ('no output' when none has)."""
@@ -59,6 +67,21 @@ def run(
     return ran
 
 
+def read_command(run_command: Any, cmd: list[str], **kwargs: Any) -> tuple[int, str, str]:
+    """``run_command(cmd, **kwargs)`` for a read: run again while it comes back empty with rc 0
+    (EMPTY_RETRIES). Never for a command that changes something."""
+    for _attempt in range(EMPTY_RETRIES):
+        rc, out, err = run_command(cmd, **kwargs)
+        if rc != 0 or out or err:
+            return rc, out, err
+    return run_command(cmd, **kwargs)
+
+
+def read(module: Any, cmd: list[str]) -> tuple[int, str, str]:
+    """``(rc, stdout, stderr)`` of a read-only ``cmd`` in the C locale (:func:`read_command`)."""
+    return read_command(module.run_command, cmd, environ_update=ENV)
+
+
 def check_exit(module: Any, cmd: list[str], ran: tuple[int, str, str], hint: str = "", **extra: Any) -> None:
     """Fail the module when ``ran`` (what ``cmd`` returned) is a non-zero exit: '<cmd> failed (rc=N):
     <first line>. <hint>', with cmd, rc, stdout, stderr and ``extra`` (e.g. the changes made so far)
@@ -97,4 +120,4 @@ def parsed(
 
 def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra: Any) -> Any:
     """What ``cmd`` printed, read by ``parser`` (:func:`parsed`)."""
-    return parsed(module, cmd, run(module, cmd, check=False), parser, hint, **extra)
+    return parsed(module, cmd, read(module, cmd), parser, hint, **extra)

@@ -232,7 +232,7 @@ checks:
   returned: always
   type: list
   elements: dict
-  sample: [{"name": "coolant.bmc[https://10.20.1.11]", "ok": false, "value": "auth", "limit": null,
+  sample: [{"name": "coolant.bmc[https://10.20.1.11]", "ok": false, "value": "auth", "limit": "readings",
             "unit": "", "message": "BMC https://10.20.1.11 rejected the credentials (HTTP 401 ...)"}]
 hints:
   description:
@@ -260,7 +260,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
 
 def _bmc_check(baseuri, exc):
-    return check("coolant.bmc[%s]" % baseuri, False, exc.kind, None, "", str(exc))
+    return check("coolant.bmc[%s]" % baseuri, False, exc.kind, "readings", "", str(exc))
 
 
 def main():

@@ -95,3 +95,22 @@ def test_run_parsed_fails_on_output_the_parser_cannot_read() -> None:
         tool_runner.run_parsed(module, cmd, parser)
     module.answers[tuple(cmd)] = (0, "DCBX mode: OS controlled\n", "")
     assert tool_runner.run_parsed(module, cmd, parser) == 1
+
+
+def test_a_read_that_comes_back_empty_with_rc_0_is_read_again_and_an_error_is_not() -> None:
+    answers = iter([(0, "", ""), (0, "", ""), (0, "835\n", "")])
+    calls: list[list[str]] = []
+
+    def run_command(cmd: list[str], **kwargs: object) -> tuple[int, str, str]:
+        calls.append(cmd)
+        return next(answers)
+
+    assert tool_runner.read_command(run_command, ["nvidia-smi", "-q"]) == (0, "835\n", "")
+    assert len(calls) == 3
+    calls.clear()
+    assert tool_runner.read_command(lambda cmd, **kw: (calls.append(cmd), (9, "", ""))[1], ["x"]) == (
+        9,
+        "",
+        "",
+    )
+    assert len(calls) == 1
