@@ -141,11 +141,9 @@ def _gate_host(result: runner.HostResult) -> HostReport:
         if task.get("override"):
             reason = task["override"].get("reason", "")
             host.message = "; ".join(filter(None, [host.message, f"gate overridden: {reason}"]))
-    # So is a BMC read over plain HTTP, with the reason given for it (coolant_facts' hint).
-    for task in result.tasks:
-        if str(task.get("action", "")).endswith("coolant_facts"):
-            for line in task.get("hints") or []:
-                host.message = "; ".join(filter(None, [host.message, str(line)]))
+    # Every hint, as provision's report has them: what a re-asserted power limit may have been capped
+    # by (the rack's power budget), a BMC read over plain HTTP with the reason given for it.
+    host.message = "; ".join(filter(None, [host.message, *result.hints]))
     return host
 
 
