@@ -162,9 +162,7 @@ def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> N
     plan_tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "plan_roles.yml").read_text())
     facts = next(t for t in plan_tasks if "gpufleet.node.node_facts" in t)
     assert facts["gpufleet.node.node_facts"][role] == f"{{{{ __{role}_options }}}}"
-    imports = [
-        t["ansible.builtin.import_role"] for t in plan_tasks if "ansible.builtin.import_role" in t
-    ]
+    imports = [t["ansible.builtin.import_role"] for t in plan_tasks if "ansible.builtin.import_role" in t]
     assert {"name": f"gpufleet.node.{role}", "tasks_from": "options"} in imports
     assert yaml.safe_load((REPO / "roles" / role / "tasks" / "options.yml").read_text()) == []
 
