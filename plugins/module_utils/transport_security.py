@@ -1,5 +1,5 @@
 # Copyright: gpufleet developers
-# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rules for talking to a management device that gets credentials (a BMC, later a switch).
 
 One place for two rules every such client follows before it sends anything:
