@@ -82,7 +82,7 @@ def test_bad_credentials_fail_with_a_named_check(bmc: FakeBmc, tls: tuple[Path, 
             "name": f"coolant.bmc[{bmc.url}]",
             "ok": False,
             "value": "auth",
-            "limit": None,
+            "limit": "readings",
             "unit": "",
             "message": result["msg"],
         }
@@ -179,7 +179,7 @@ def test_plain_http_is_refused_before_the_password_is_sent(http_bmc: FakeBmc) ->
             "name": f"coolant.bmc[{http_bmc.url}]",
             "ok": False,
             "value": "config",
-            "limit": None,
+            "limit": "readings",
             "unit": "",
             "message": result["msg"],
         }
