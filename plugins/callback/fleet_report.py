@@ -56,7 +56,10 @@ def task_message(res):
     items = [
         r
         for r in res.get("results") or []
-        if isinstance(r, dict) and (r.get("failed") or r.get("unreachable")) and r.get("msg")
+        # ansible-core 2.21 hands callbacks a failed item without its "failed" key, with "exception"
+        if isinstance(r, dict)
+        and (r.get("failed") or r.get("unreachable") or "exception" in r)
+        and r.get("msg")
     ]
     if not items:
         return plain_types(str(res.get("msg", "")))
