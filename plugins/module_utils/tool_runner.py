@@ -120,4 +120,4 @@ def parsed(
 
 def run_parsed(module: Any, cmd: list[str], parser: Any, hint: str = "", **extra: Any) -> Any:
     """What ``cmd`` printed, read by ``parser`` (:func:`parsed`)."""
-    return parsed(module, cmd, read(module, cmd), parser, hint, **extra)
+    return parsed(module, cmd, run(module, cmd, check=False), parser, hint, **extra)
