@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import signal
 import time
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -38,3 +39,43 @@ def reap(pid: int) -> None:
     """Collects one child's exit status, if it is ours."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+
+
+def _with_environ(entry: bytes) -> list[int]:
+    """Processes whose environment holds ``entry`` (``NAME=value``, exactly)."""
+    found = []
+    for proc in os.listdir("/proc"):
+        if not proc.isdigit() or int(proc) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{proc}/environ", "rb") as handle:
+                if entry in handle.read().split(b"\0"):
+                    found.append(int(proc))
+        except OSError:
+            continue
+    return found
+
+
+def stop_marked(entry: str, grace: float = 5.0) -> list[int]:
+    """Stops what one run left behind, found by a variable only that run's processes carry (never by
+    name): SIGTERM to each one's process group (ansible-core's workers lead their own), SIGKILL to
+    what is left after ``grace`` seconds. Returns the pids found."""
+    marker = entry.encode()
+    found = _with_environ(marker)
+    _signal_all(found, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _with_environ(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    _signal_all(_with_environ(marker), signal.SIGKILL)
+    return found
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    """``sig`` to each process's group, or to the process alone when it shares ours."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            group = os.getpgid(pid)
+            if group == os.getpgrp():
+                os.kill(pid, sig)
+            else:
+                os.killpg(group, sig)

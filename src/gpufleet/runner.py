@@ -15,7 +15,7 @@ from typing import Any
 
 import ansible_runner
 
-from gpufleet import interrupt, workdir
+from gpufleet import interrupt, procs, workdir
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
@@ -251,6 +251,9 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         )
         if not results_file.exists():
             if result.status == "canceled":
+                # ansible-runner killed ansible-playbook's process group; ansible-core's workers lead
+                # their own, so they would go on (blocked on a pipe) without their playbook
+                procs.stop_marked(f"GPUFLEET_RESULTS_FILE={results_file}")
                 raise Canceled(
                     f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended",
                     {

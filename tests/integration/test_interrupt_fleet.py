@@ -63,3 +63,52 @@ def test_sigint_finishes_the_batch_and_starts_no_other(fleet: Fleet, tmp_path: P
     assert hosts["node02"]["status"] == "interrupted"
     assert hosts["node02"]["message"].startswith("not started: gpufleet was interrupted (SIGINT)")
     assert _playbooks_running(str(fleet.inventory_path)) == []
+
+
+def _gate(fleet: Fleet, tmp_path: Path, name: str, signals: int) -> tuple[int, dict, str]:
+    """`gpufleet gate` with ``signals`` SIGINTs sent during the burn-in: (exit status, hosts, output)."""
+    host_vars = fleet.root / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    for node in ("node01", "node02"):
+        (host_vars / f"{node}.yml").write_text("gpufleet_drain_method: slurm\n")
+    report_dir = tmp_path / name
+    argv = [str(GPUFLEET), "gate", "--burn-in-seconds", "20", "--inventory", str(fleet.inventory_path)]
+    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
+    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    seen, healthy = [], 0
+    for line in proc.stdout:
+        seen.append(line)
+        healthy += "Wait until each instance is healthy" in line
+        if healthy == 2:  # both nodes serve: the burn-in is next
+            healthy += 1
+            time.sleep(3)
+            for _ in range(signals):
+                proc.send_signal(signal.SIGINT)
+                time.sleep(1)
+    code = proc.wait(timeout=120)
+    return code, json.loads((report_dir / "report.json").read_text())["hosts"], "".join(seen)
+
+
+def test_a_second_sigint_stops_the_gate_and_the_next_run_finds_the_nodes_left_drained(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """The first signal would let the gate finish (as drift --fix's batch); the second stops it."""
+    for node in ("node01", "node02"):
+        control.fault(fleet, node, None, clear=True)
+    code, hosts, output = _gate(fleet, tmp_path, "twice", signals=2)
+    assert "SIGINT: finishing the work under way" in output
+    assert code == 1, output[-2000:]
+    for name in ("node01", "node02"):
+        assert hosts[name]["status"] == "interrupted"
+        assert hosts[name]["message"].endswith("left drained"), hosts[name]["message"]
+    assert _playbooks_running(str(fleet.inventory_path)) == []
+    report_dir = tmp_path / "drift"
+    argv = [str(GPUFLEET), "drift", "--inventory", str(fleet.inventory_path), "--report-dir", str(report_dir)]
+    argv += ["--vault-password-file", str(fleet.vault_password_file)]
+    assert subprocess.run(argv, capture_output=True, text=True, timeout=600).returncode == 1
+    drift = json.loads((report_dir / "report.json").read_text())["hosts"]
+    for name in ("node01", "node02"):
+        left = [c for c in drift[name]["checks"] if c["name"] == "drain.left_drained"]
+        assert [(c["ok"], c["value"]) for c in left] == [(False, "slurm: gpufleet gate (post-maintenance)")]
