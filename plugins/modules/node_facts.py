@@ -44,6 +44,13 @@ options:
     description:
       - The options of M(gpufleet.node.gpu_pinning); the role is compared when given.
     type: dict
+  report_changes:
+    description:
+      - Return the planned changes in RV(changes) (drift). V(false) leaves them in RV(roles) only - the
+        judgement provision and the gate make before they change anything, whose own tasks then report
+        what they change.
+    type: bool
+    default: true
   drain_record:
     description:
       - The record the drain role leaves on a node it took out of service (removed when it returns it).
@@ -125,13 +132,14 @@ from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
 
 def main():
     spec = {role: dict(type="dict", options=utils.ARGUMENT_SPEC) for role, utils in ROLES.items()}
-    module = AnsibleModule(argument_spec=dict(spec, drain_record=dict(type="path")), supports_check_mode=True)
+    spec.update(drain_record=dict(type="path"), report_changes=dict(type="bool", default=True))
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
     validate_roles(module, desired)
     results = compare_roles(module, desired)
-    changes = [c for r in results.values() for c in r["changes"]]
+    changes = [c for r in results.values() for c in r["changes"]] if module.params["report_changes"] else []
     checks = [c for r in results.values() for c in r["checks"]]
     drained = left_drained(module.params["drain_record"]) if module.params["drain_record"] else None
     if drained:

@@ -171,3 +171,11 @@ def test_a_limit_the_node_cannot_meet_is_an_input_error(node: SimNode) -> None:
     compared, _ = run_module(node_facts.main, {"gpu_power": {"limit_w": 1500.0, "boot_unit": False}}, node)
     assert compared["failed"] and compared["input_error"] is True
     assert "target 1500 W is outside its allowed range" in compared["msg"]
+
+
+def test_a_judgement_before_a_run_reports_no_change_of_its_own(node: SimNode, tmp_path: Path) -> None:
+    options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}}
+    compared, _ = run_module(node_facts.main, options, node)
+    judged, _ = run_module(node_facts.main, dict(options, report_changes=False), node)
+    assert compared["changes"] and judged["changes"] == []
+    assert judged["roles"]["nccl_topology"]["changes"] == compared["changes"]
