@@ -307,12 +307,14 @@ class Fleet:
         sshd = self.record["nodes"].get(name, {}).get("sshd", {}).get("pid", "?")
         if returncode < 0:
             return f"sshd (pid {sshd}) {processes.describe_exit(returncode)}"
-        why = f"sshd (pid {sshd}) is gone, unshare {processes.describe_exit(returncode)}"
+        last = ""
         with contextlib.suppress(OSError):
             log = (self.root / "nodes" / name / "sshd.log").read_text(encoding="utf-8", errors="replace")
-            last = [line.strip() for line in log.splitlines() if line.strip()][-1:]
-            why += f" ({last[0][:200]})" if last else ""
-        return why
+            last = ([line.strip() for line in log.splitlines() if line.strip()] or [""])[-1][:200]
+        if returncode == 1 and last.startswith("unshare: sigprocmask unblock failed"):
+            return f"sshd (pid {sshd}) was killed by a signal (this unshare does not say which)"
+        why = f"sshd (pid {sshd}) is gone, unshare {processes.describe_exit(returncode)}"
+        return f"{why} ({last})" if last else why
 
     def poll(self) -> list[str]:
         """Notices nodes and BMCs that died since the last look, records why; returns the news."""

@@ -107,6 +107,31 @@ def test_describe_exit(returncode: int, text: str) -> None:
     assert processes.describe_exit(returncode) == text
 
 
+@pytest.mark.parametrize(
+    ("returncode", "log", "why"),
+    [
+        (-9, "", "sshd (pid 42) killed by SIGKILL"),
+        (
+            1,
+            "unshare: sigprocmask unblock failed: Invalid argument\n",
+            "sshd (pid 42) was killed by a signal (this unshare does not say which)",
+        ),
+        (
+            255,
+            "Bind to port 2222 on 127.0.9.2 failed: Address already in use.\nCannot bind any address.\n",
+            "sshd (pid 42) is gone, unshare exited with status 255 (Cannot bind any address.)",
+        ),
+        (0, "", "sshd (pid 42) is gone, unshare exited with status 0"),
+    ],
+)
+def test_a_dead_node_says_what_died(tmp_path: Path, returncode: int, log: str, why: str) -> None:
+    fleet = Fleet(tmp_path)
+    fleet.record = {"nodes": {"node01": {"sshd": {"pid": 42, "start": 1}}}}
+    (tmp_path / "nodes" / "node01").mkdir(parents=True)
+    (tmp_path / "nodes" / "node01" / "sshd.log").write_text(log)
+    assert fleet._why_down("node01", returncode) == why
+
+
 def test_listeners_reads_proc_net_tcp() -> None:
     with socket.socket() as server:
         server.bind(("127.0.0.252", 0))
