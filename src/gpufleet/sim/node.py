@@ -87,7 +87,17 @@ def prepare(spec: NodeSpec, authorized_key: str) -> None:
     """Lays out a fresh node directory: state, sysfs, tools, home, sshd."""
     if spec.directory.exists():
         shutil.rmtree(spec.directory)
-    for sub in ("sys", "bin", "root/.ssh", "etc-upper", "etc-work", "ssh", "units"):
+    for sub in (
+        "sys",
+        "bin",
+        "root/.ssh",
+        "etc-upper",
+        "etc-work",
+        "var-lib-upper",
+        "var-lib-work",
+        "ssh",
+        "units",
+    ):
         (spec.directory / sub).mkdir(parents=True)
     node_state = build.build_node_state(spec.name, spec.profile, spec.index)
     state.save(spec.directory, node_state)
@@ -116,6 +126,9 @@ def launch_argv(spec: NodeSpec) -> list[str]:
             f"hostname {spec.name}",
             f"mount --bind {d}/sys /sys",
             f"mount -t overlay overlay -o lowerdir=/etc,upperdir={d}/etc-upper,workdir={d}/etc-work /etc",
+            # the node's own /var/lib (state that survives its reboots, e.g. a drain record)
+            f"mount -t overlay overlay -o lowerdir=/var/lib,upperdir={d}/var-lib-upper,"
+            f"workdir={d}/var-lib-work /var/lib",
             "mount -t tmpfs -o mode=755 tmpfs /run",
             "mkdir -p /run/sshd",
             f"mount --bind {d}/root /root",
