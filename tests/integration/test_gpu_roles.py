@@ -192,6 +192,24 @@ def test_impossible_targets_are_refused_before_any_change(fleet: Fleet, provisio
         control.fault(fleet, "node03", None, clear=True)
 
 
+def test_a_power_limit_that_is_not_a_number_is_a_configuration_error(
+    fleet: Fleet, provisioned, tmp_path: Path
+) -> None:
+    host_vars = fleet.root / "host_vars"
+    host_vars.mkdir(exist_ok=True)
+    (host_vars / "node02.yml").write_text("gpu_power_limit_w: abc\n")
+    before = etc(fleet, "node02")
+    try:
+        code, report = provision(fleet, tmp_path, "--limit", "node02")
+    finally:
+        (host_vars / "node02.yml").unlink()
+    assert code == 2
+    host = report["hosts"]["node02"]
+    assert host["configuration_error"] is True and host["changes"] == []
+    assert "'gpu_power_limit_w' is of type str" in host["message"] and "Tagged" not in host["message"]
+    assert etc(fleet, "node02") == before
+
+
 def test_boot_unit_restores_the_limit_after_a_reboot(fleet: Fleet, provisioned, tmp_path: Path) -> None:
     host_vars = fleet.root / "host_vars"
     host_vars.mkdir(exist_ok=True)
