@@ -1,29 +1,34 @@
-"""Every simulator fault through `gpufleet gate`, one fault per node, on a fleet that was serving.
+"""`gpufleet gate` on a simulated fleet: every simulator fault, one fault per node, on nodes that serve.
 
-A 16-node fleet (subnet 127.0.37) passes a first gate (every node admitted, both instances serving,
-both markers in /run/gpufleet). Then node02..node15 each get one fault and a second gate runs: a node
-the gate did not admit ends with no vLLM unit active and no marker left, whatever step blocked it,
-and carries a failed check with value and limit, its message naming the step; an admitted node
-serves. The RDMA faults are re-asserted by the gate (pfc-off, ecn-off, roce-v1) or block it
-(link-down), and the topology is never rewritten around a dead port. node16 is a site whose idle gate
-lets a weak loop through (a low flow floor, a BMC health rollup it does not trust): its coolant flow is
-low and the burn-in, under load, is what must catch it.
+A 16-node fleet (subnet 127.0.37), Slurm nodes: node01 stays clean, node02..node15 each get one
+simulator fault, node16 is a site whose idle gate lets a weak loop through (a low flow floor, a BMC
+health rollup it does not trust) with its coolant flow low, so the burn-in under load must catch it.
+The nodes the gate must block served before it (their units installed and pinned by the gate's own
+steps, then started with both /run/gpufleet markers, as a passed gate leaves them).
+One gate runs. A node it did not admit ends with no vLLM unit active and no marker left, whatever
+step blocked it, drained and never resumed, and carries a failed check with value and limit, its
+message naming the step; an admitted node was drained first, resumed only after passing, and serves.
+The RDMA faults are re-asserted (pfc-off, ecn-off, roce-v1) or block the node (link-down), and the
+topology is never rewritten around a dead port.
 """
 
 from __future__ import annotations
 
+import urllib.request
 from typing import Any
 
 import pytest
 
-from gpufleet.sim import control, faults, state
+from gpufleet import runner
+from gpufleet.sim import control, faults, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh, run_on
 
-# long enough for the load to reach the utilization floor on a busy 2-core machine; the second gate's
-# is long enough for a weak loop to heat its GPUs past their limits under load
-BURN_IN_SECONDS = "15"
-FAULTED_BURN_IN_SECONDS = "20"
+# long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
+# the utilization floor on a busy 2-core machine
+BURN_IN_SECONDS = "20"
+# how the gate drains a Slurm node (scontrol argv after the node name)
+DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
 INSTANCES = ("glm52", "kimik3")
 MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
 FAULTS = tuple(faults.FAULTS)
@@ -70,34 +75,66 @@ def _topology(fleet: Fleet, name: str) -> str:
     return node_ssh(fleet, _address(fleet, name), "cat /etc/nccl/topo.xml").stdout
 
 
+def _serving(fleet: Fleet, names: list[str]) -> None:
+    """The nodes as a passed gate leaves them: units installed and pinned (the gate's own steps),
+    both markers written, both instances started."""
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="post_maintenance.yml",
+            inventory=fleet.inventory_path,
+            limit=",".join(names),
+            tags="nccl_topology,gpu_pinning,inference_service",
+            vault_password_file=fleet.vault_password_file,
+        )
+    )
+    failed = {n: h.failure_message() for n, h in result.hosts.items() if h.failed or h.unreachable}
+    assert failed == {}
+    start = [f"mkdir -p /run/gpufleet && touch {' '.join(MARKERS)}"]
+    start += [f"systemctl start vllm-{i}.service" for i in INSTANCES]
+    for name in names:
+        node_ssh(fleet, _address(fleet, name), " && ".join(start))
+
+
+def _full_reads(fleet: Fleet) -> dict[str, int]:
+    """How many times each node's nvidia-smi was asked for -q -x so far (the simulator's call log)."""
+    return {
+        node.name: sum(1 for argv in tools.calls(node, "nvidia-smi") if "-q" in argv and "-x" in argv)
+        for node in sorted((fleet.root / "nodes").iterdir())
+        if node.is_dir()
+    }
+
+
 @pytest.fixture(scope="module")
 def gated(fleet_factory, tmp_path_factory) -> dict[str, Any]:
     fleet: Fleet = fleet_factory(nodes=len(NODES) + 2, subnet="127.0.37")
+    blocked = sorted({_node(f) for f in BLOCKING} | {WEAK_LOOP})
+    _serving(fleet, blocked)
+    serving = {name: (_active(fleet, name), _markers(fleet, name)) for name in blocked}
+    topology_before = _topology(fleet, _node("link-down"))
     host_vars = fleet.root / "host_vars"
     host_vars.mkdir(exist_ok=True)
-    (host_vars / f"{WEAK_LOOP}.yml").write_text(WEAK_LOOP_VARS)
-    first_dir = tmp_path_factory.mktemp("gate-first")
-    first_code, first = run_on(fleet, first_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
-    serving = {name: (_active(fleet, name), _markers(fleet, name)) for name in ["node01", *NODES, WEAK_LOOP]}
-    topology_before = _topology(fleet, _node("link-down"))
+    for name in ["node01", *NODES, WEAK_LOOP]:
+        extra = WEAK_LOOP_VARS if name == WEAK_LOOP else ""
+        (host_vars / f"{name}.yml").write_text("gpufleet_drain_method: slurm\n" + extra)
     for name, fault in [*NODES.items(), (WEAK_LOOP, "low-coolant-flow")]:
         control.fault(fleet, name, fault, clear=False)
     report_dir = tmp_path_factory.mktemp("gate-faults")
-    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", FAULTED_BURN_IN_SECONDS)
+    before = _full_reads(fleet)
+    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
+    reads = {name: n - before.get(name, 0) for name, n in _full_reads(fleet).items()}
     return {
         "fleet": fleet,
-        "first": (first_code, first, serving),
+        "serving": serving,
         "code": code,
         "report": report,
         "report_dir": report_dir,
         "topology_before": topology_before,
+        "full_reads": reads,
     }
 
 
-def test_the_first_gate_admits_every_node_and_they_serve(gated) -> None:
-    code, report, serving = gated["first"]
-    assert code == 0, {h: r["message"] for h, r in report["hosts"].items() if r["status"] != "ok"}
-    for name, (active, markers) in serving.items():
+def test_the_nodes_to_be_blocked_were_serving(gated) -> None:
+    for name, (active, markers) in gated["serving"].items():
         assert active == [True, True], name
         assert sorted(markers) == sorted(MARKERS), name
 
@@ -111,6 +148,11 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
     for name in blocked:
         assert _active(fleet, name) == [False, False], f"{name} ({NODES.get(name)}) still serves"
         assert _markers(fleet, name) == [], f"{name} ({NODES.get(name)}) keeps a marker"
+        # drained, never resumed
+        argv = [c["argv"] for c in _scheduler_calls(fleet, name)]
+        assert argv == [["update", f"nodename={name}", *DRAIN]], name
+        assert state.load(fleet.root / "nodes" / name)["slurm_state"] == "IDLE+DRAIN"
+        assert "; left drained" in report["hosts"][name]["message"], report["hosts"][name]["message"]
     assert gated["code"] == 1
 
 
@@ -179,3 +221,92 @@ def test_bad_credentials_fail_closed_and_the_password_is_never_written(gated) ->
             assert password not in artifact.read_text(), f"{name}'s BMC password in {artifact.name}"
         for log in (fleet.root / "nodes").glob("*/*.log"):
             assert password not in log.read_text(errors="replace")
+
+
+def _scheduler_calls(fleet: Fleet, name: str) -> list[dict[str, Any]]:
+    """What the node's stand-in `scontrol` was asked, in order: argv and time."""
+    calls: list[dict[str, Any]] = state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])
+    return calls
+
+
+def _mtime(fleet: Fleet, name: str, path: str) -> float:
+    """When a file on the node was last written (its own /run), read over the node's ssh."""
+    return float(node_ssh(fleet, _address(fleet, name), f"stat -c %.6Y {path}").stdout)
+
+
+def _answers(url: str) -> int:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return int(response.status)
+
+
+def test_a_clean_node_passes_serves_and_is_resumed_only_after_passing(gated) -> None:
+    fleet, report = gated["fleet"], gated["report"]
+    host = report["hosts"]["node01"]
+    assert host["status"] == "ok", host
+    assert [c["name"] for c in host["checks"] if not c["ok"]] == []
+    assert any(c["name"].startswith("burn_in.") for c in host["checks"])
+    address = _address(fleet, "node01")
+    assert (
+        _answers(f"http://{address}:8000/health") == 200 and _answers(f"http://{address}:8001/health") == 200
+    )
+    calls = _scheduler_calls(fleet, "node01")
+    assert [c["argv"] for c in calls] == [
+        ["update", "nodename=node01", *DRAIN],
+        ["update", "nodename=node01", "state=resume"],
+    ]
+    drained, resumed = calls[0]["time"], calls[1]["time"]
+    # the instances may start only after the thermal gate; the node passed only after the burn-in
+    started = _mtime(fleet, "node01", MARKERS[0])
+    passed = _mtime(fleet, "node01", MARKERS[1])
+    assert drained < started < passed < resumed
+    assert state.load(fleet.root / "nodes" / "node01")["slurm_state"] == "IDLE"
+    assert "drained" not in host.get("message", "")
+
+
+def test_low_flow_blocks_before_start_naming_reading_and_limit(gated) -> None:
+    host = gated["report"]["hosts"][_node("low-coolant-flow")]
+    flow = _failed(host, "coolant.flow_lpm")
+    assert flow and all(c["limit"] == 8 and c["value"] < 8 for c in flow)
+    assert not any(c["name"].startswith("burn_in.") for c in host["checks"])
+
+
+def test_a_hot_gpu_blocks_before_start(gated) -> None:
+    host = gated["report"]["hosts"][_node("hot-gpu")]
+    hot = _failed(host, "thermal.gpu_temp_c")
+    assert len(hot) == 1 and hot[0]["value"] > hot[0]["limit"]
+    assert not any(c["name"].startswith("burn_in.") for c in host["checks"])
+
+
+def test_a_bmc_that_is_down_fails_closed(gated) -> None:
+    assert _failed(gated["report"]["hosts"][_node("bmc-down")], "coolant.bmc")
+
+
+def test_a_capped_power_limit_is_reasserted_and_the_power_budget_named(gated) -> None:
+    host = gated["report"]["hosts"][_node("power-capped")]
+    assert host["status"] == "ok"
+    changes = {c["setting"].split("[")[0] for c in host["changes"]}
+    assert "gpu_power.enforced_limit_w" in changes, host["changes"]
+    # a real run that raised capped limits says what may have capped them, as check mode does
+    assert "the rack's power budget" in host["message"]
+
+
+def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(gated) -> None:
+    """GPU facts once per run (the first GPU role's); the judgement, gpu_power (before and after
+    nvidia-smi -pl), the thermal gate and the burn-in take cheap CSV queries instead."""
+    reads = gated["full_reads"]
+    assert set(reads) == set(gated["report"]["hosts"])
+    assert all(n <= 2 for n in reads.values()), reads
+
+
+def test_prometheus_has_one_series_per_condition(gated) -> None:
+    """node01 was judged at idle and under load under the same thermal.* names: one series each."""
+    report, report_dir = gated["report"], gated["report_dir"]
+    names = [c["name"] for c in report["hosts"]["node01"]["checks"]]
+    assert any(names.count(n) == 2 for n in names if n.startswith("thermal.gpu_temp_c["))
+    series = [
+        line.rsplit(" ", 1)[0]
+        for line in (report_dir / "gpufleet.prom").read_text().splitlines()
+        if line.startswith("gpufleet_check_ok{")
+    ]
+    assert len(series) == len(set(series))
+    assert sum(1 for s in series if 'host="node01"' in s) == len(set(names))
