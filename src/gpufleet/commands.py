@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import checks, runner
+from gpufleet import checks, interrupt, runner
 from gpufleet.report import HostReport, Report, now, write
 
 
@@ -38,17 +39,26 @@ def _host_report(result: runner.HostResult) -> HostReport:
     )
 
 
-def run_reported(report: Report, options: runner.RunOptions, report_dir: Path) -> runner.RunResult:
+def run_reported(
+    report: Report,
+    options: runner.RunOptions,
+    report_dir: Path,
+    after_cancel: Callable[[runner.Canceled], dict[str, str]] | None = None,
+) -> runner.RunResult:
     """runner.run_playbook; when a second signal stops it, the report still says where each host
-    stands (interrupted, at which task, left drained) before the Canceled goes on to the exit."""
+    stands (interrupted, at which task, left drained, and what ``after_cancel`` did about it) before
+    the Canceled goes on to the exit."""
     try:
         return runner.run_playbook(options, progress=progress)
     except runner.Canceled as exc:
+        notes = after_cancel(exc) if after_cancel else {}
         for name, result in exc.hosts.items():
             last = result.tasks[-1]["task"] if result.tasks else "its first task"
             host = HostReport(status="interrupted", message=f"{exc}: stopped at '{last}'")
             if result.drained():
                 host.message += "; left drained"
+            if notes.get(name):
+                host.message += f"; {notes[name]}"
             report.hosts[name] = host
         report.finished = now()
         write(report, report_dir)
@@ -147,6 +157,43 @@ def _gate_host(result: runner.HostResult) -> HostReport:
     return host
 
 
+# The thermal_gate task that marks a node passed (roles/thermal_gate/tasks/verify.yml): a node an
+# interrupted gate got that far with needs no stopping.
+_PASSED_TASK = "gpufleet.node.thermal_gate : Mark the node passed"
+
+
+def _stop_unfinished(options: CommonOptions, stopped: runner.Canceled) -> dict[str, str]:
+    """After a gate stopped by a second signal: the nodes it reached and had not passed serve nothing
+    and keep no marker (playbooks/gate_stop.yml). A signal now lets this finish; another stops it."""
+    names = sorted(
+        name
+        for name, host in stopped.hosts.items()
+        if not any(t["task"] == _PASSED_TASK and t["outcome"] == "ok" for t in host.tasks)
+    )
+    if not names:
+        return {}
+    progress(f"gate: stopping the instances and withdrawing the markers of {', '.join(names)}")
+    with interrupt.installed():
+        try:
+            result = runner.run_playbook(
+                runner.RunOptions(
+                    playbook="gate_stop.yml",
+                    inventory=options.inventory,
+                    limit=",".join(names),
+                    vault_password_file=options.vault_password_file,
+                ),
+                progress=progress,
+            )
+        except runner.RunnerError as exc:
+            return dict.fromkeys(names, f"its instances may still run ({exc})")
+    return {
+        name: "instances stopped, markers withdrawn"
+        if not (host.failed or host.unreachable)
+        else f"its instances may still run ({host.failure_message()})"
+        for name, host in result.hosts.items()
+    }
+
+
 def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
     """playbooks/post_maintenance.yml: every check per host; only passing nodes serve."""
     report = Report(command="gate", started=now())
@@ -164,6 +211,7 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
             vault_password_file=options.vault_password_file,
         ),
         options.report_dir,
+        after_cancel=lambda stopped: _stop_unfinished(options, stopped),
     )
     for name, host in result.hosts.items():
         report.hosts[name] = _gate_host(host)

@@ -1,5 +1,7 @@
 """SIGINT during `gpufleet drift --fix` on a real (simulated) fleet: the batch under way finishes,
-no other starts, the report names every node's state, exit 1, and no playbook is left running."""
+no other starts, the report names every node's state, exit 1, and no playbook is left running.
+Two SIGINTs during the gate's burn-in: the gate stops, what it started is stopped, the report and the
+next drift name the nodes left drained."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.sim import control
+from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import node_ssh
 
 GPUFLEET = Path(sys.executable).parent / "gpufleet"
 
@@ -100,9 +103,17 @@ def test_a_second_sigint_stops_the_gate_and_the_next_run_finds_the_nodes_left_dr
     code, hosts, output = _gate(fleet, tmp_path, "twice", signals=2)
     assert "SIGINT: finishing the work under way" in output
     assert code == 1, output[-2000:]
-    for name in ("node01", "node02"):
+    for number, name in enumerate(("node01", "node02"), start=2):
         assert hosts[name]["status"] == "interrupted"
-        assert hosts[name]["message"].endswith("left drained"), hosts[name]["message"]
+        assert "; left drained; instances stopped, markers withdrawn" in hosts[name]["message"], hosts[name]
+        # what the stopped gate had started is stopped: nothing serves on a node it did not admit
+        units = state.load(fleet.root / "nodes" / name).get("units", {})
+        assert [bool(units.get(f"vllm-{i}.service", {}).get("active")) for i in ("glm52", "kimik3")] == [
+            False,
+            False,
+        ]
+        markers = node_ssh(fleet, f"127.0.72.{number}", "ls /run/gpufleet", check=False).stdout.split()
+        assert markers == [], markers
     assert _playbooks_running(str(fleet.inventory_path)) == []
     report_dir = tmp_path / "drift"
     argv = [str(GPUFLEET), "drift", "--inventory", str(fleet.inventory_path), "--report-dir", str(report_dir)]
