@@ -35,9 +35,10 @@ def refused(fleet_factory, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]
 
 def test_bad_input_blocks_the_node_naming_the_setting_and_range(refused) -> None:
     _, code, report = refused
-    assert code == cli.EXIT_NOT_OK
+    # a configuration error: exit 2, and the report says it was the node's inputs
+    assert code == cli.EXIT_USAGE
     host = report["hosts"]["node01"]
-    assert host["status"] == "blocked"
+    assert host["status"] == "blocked" and host["configuration_error"] is True
     assert BAD_SETTING in host["message"] and "between 0 and 1" in host["message"], host["message"]
     # refused before the drain play: the report does not say it was left drained
     assert "drained" not in host["message"], host["message"]
