@@ -105,7 +105,8 @@ def plan(node, params):
     if unknown:
         node.fail_json(
             msg="ports: %s are not mlx5 RDMA devices or their netdevs on this node; it has: %s"
-            % (", ".join(unknown), ", ".join("%s (%s)" % (i, p["netdev"]) for i, p in names.items()))
+            % (", ".join(unknown), ", ".join("%s (%s)" % (i, p["netdev"]) for i, p in names.items())),
+            input_error=True,
         )
     mlxconfig = node.get_bin_path("mlxconfig") or node.get_bin_path("mstconfig")
     mlxlink = node.get_bin_path("mlxlink")

@@ -119,7 +119,9 @@ def choose(node, wanted):
                 ", ".join("%s (%s)" % item for item in ethernet.items()) or "none",
             )
             if interfaces
-            else "this node has no mlx5 Ethernet ports (load mlx5_core and mlx5_ib, or check the link type)"
+            else "this node has no mlx5 Ethernet ports (load mlx5_core and mlx5_ib, or check the link type)",
+            # an interface this node does not have is the inventory's to fix (configuration)
+            input_error=bool(unknown),
         )
     return [(netdev, ethernet[netdev]) for netdev in interfaces]
 

@@ -46,9 +46,9 @@ options:
     type: dict
   report_changes:
     description:
-      - Return the planned changes in RV(changes) (drift). V(false) leaves them in RV(roles) only - the
-        judgement provision and the gate make before they change anything, whose own tasks then report
-        what they change.
+      - Return the planned changes and checks in RV(changes) and RV(checks) (drift). V(false) leaves them
+        in RV(roles) only, but for the checks of a role that could not be planned - the judgement
+        provision and the gate make before they change anything, whose own tasks then report the rest.
     type: bool
     default: true
   drain_record:
@@ -139,8 +139,11 @@ def main():
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
     validate_roles(module, desired)
     results = compare_roles(module, desired)
-    changes = [c for r in results.values() for c in r["changes"]] if module.params["report_changes"] else []
-    checks = [c for r in results.values() for c in r["checks"]]
+    # a judgement (report_changes false) reports only what stops the node: the checks of a role that
+    # could not be planned; the roles' own tasks report the rest when they run
+    judged = not module.params["report_changes"]
+    changes = [] if judged else [c for r in results.values() for c in r["changes"]]
+    checks = [c for r in results.values() if r["error"] or not judged for c in r["checks"]]
     drained = left_drained(module.params["drain_record"]) if module.params["drain_record"] else None
     if drained:
         checks.append(drained)

@@ -195,8 +195,9 @@ def test_bad_inputs_are_refused_before_any_change(fleet: Fleet, tmp_path: Path) 
 
     code, report = provision(fleet, tmp_path / "report", inventory=inventory)
     hosts = report["hosts"]
-    assert code == 1
+    assert code == 2  # configuration: each node was refused for its inputs
     assert {name: h["status"] for name, h in hosts.items()} == dict.fromkeys(before, "failed")
+    assert {name: h.get("configuration_error") for name, h in hosts.items()} == dict.fromkeys(before, True)
     assert "interfaces: eth9 is not an mlx5 RoCE interface on this node" in hosts["node01"]["message"]
     assert (
         "rdma_qos_pfc_priorities is [3, 9]: 9 is not a priority; priorities are 0..7"
@@ -238,7 +239,7 @@ def test_argument_spec_refuses_bad_types_in_the_preflight_play(fleet: Fleet, tmp
 
     code, report = provision(fleet, tmp_path / "report", inventory=inventory)
     hosts = report["hosts"]
-    assert code == 1
+    assert code == 2  # configuration
     for name, (role, setting, value, why) in SPEC_ONLY.items():
         host = hosts[name]
         assert host["status"] == "failed", host
