@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.node.plugins.module_utils import (
     gpu_pinning,
     gpu_power,
@@ -41,13 +42,21 @@ ROLES = {
 
 
 def validate_roles(module, desired):
-    """Each role's own input rules (its module's ``validate``), on the real module: bad input fails
-    the whole run before anything is read, as provision's preflight does."""
-    for role, params in desired.items():
+    """``desired`` ({role: its raw options}) checked by each role's own rules, its module's
+    ARGUMENT_SPEC then its ``validate``: ``{role: options}`` with the spec's defaults and types, or the
+    whole run fails as a configuration error (input_error) before anything is read, as provision's
+    preflight does."""
+    validated = {}
+    for role, raw in desired.items():
+        result = ArgumentSpecValidator(ROLES[role].ARGUMENT_SPEC).validate(raw)
+        if result.error_messages:
+            module.fail_json(msg="%s: %s" % (role, "; ".join(result.error_messages)), input_error=True)
+        validated[role] = result.validated_parameters
         try:
-            ROLES[role].validate(PlanNode(module), params)
+            ROLES[role].validate(PlanNode(module), validated[role])
         except RoleFailed as exc:
             module.fail_json(msg="%s: %s" % (role, exc), input_error=True)
+    return validated
 
 
 def _compare_role(role, node, params):

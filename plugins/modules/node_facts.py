@@ -131,13 +131,15 @@ from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
 
 
 def main():
-    spec = {role: dict(type="dict", options=utils.ARGUMENT_SPEC) for role, utils in ROLES.items()}
+    # each role's options are checked by validate_roles against the role module's own ARGUMENT_SPEC, so
+    # that a refused input is a configuration error (input_error), as in provision's preflight
+    spec = {role: dict(type="dict") for role in ROLES}
     spec.update(drain_record=dict(type="path"), report_changes=dict(type="bool", default=True))
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
-    validate_roles(module, desired)
+    desired = validate_roles(module, desired)
     results = compare_roles(module, desired)
     # a judgement (report_changes false) reports only what stops the node: the checks of a role that
     # could not be planned; the roles' own tasks report the rest when they run

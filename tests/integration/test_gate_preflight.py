@@ -69,8 +69,9 @@ def fix_refused(refused, tmp_path_factory) -> tuple[Fleet, int, dict[str, Any]]:
 
 def test_drift_fix_refuses_bad_input_before_draining(fix_refused) -> None:
     fleet, code, report = fix_refused
-    assert code == cli.EXIT_NOT_OK
+    assert code == cli.EXIT_USAGE  # a configuration error, as in provision and the gate
     host = report["hosts"]["node01"]
+    assert host["configuration_error"] is True
     assert host["status"] != "ok"
     # Refused by the rdma_qos module's own argument spec (drift and provision share it), naming the
     # role, the option and what is allowed.

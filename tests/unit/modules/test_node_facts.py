@@ -109,21 +109,28 @@ def test_a_node_left_drained_is_a_failed_check_until_its_record_is_gone(
 def test_bad_input_is_refused_before_anything_is_read(
     node: SimNode, options: dict[str, Any], message: str
 ) -> None:
-    """Each role's options go through that role module's own argument spec and input rules."""
+    """Each role's options go through that role module's own argument spec and input rules: a refusal
+    names the role and is a configuration error (gpufleet exits 2), never a drifted node."""
     result, _ = run_module(node_facts.main, {**options, "nccl_topology": {}}, node)
     assert result["failed"] and message in result["msg"], result["msg"]
+    assert result["msg"].startswith(next(iter(options)) + ": ") and result["input_error"] is True
     assert "roles" not in result and node.calls == []
 
 
-def test_the_options_are_the_role_modules_spec() -> None:
+def test_the_options_are_checked_by_the_role_modules_spec(node: SimNode) -> None:
+    """node_facts takes each role's options as a dict and checks them against that role module's own
+    ARGUMENT_SPEC (drift.validate_roles), whose defaults and types it then plans with."""
     spec = node_facts_spec()
-    for role, utils in drift.ROLES.items():
-        assert spec[role] == {"type": "dict", "options": utils.ARGUMENT_SPEC}
+    for role in drift.ROLES:
+        assert spec[role] == {"type": "dict"}
+    validated = drift.validate_roles(None, {"rdma_qos": {"trust": "dscp", "pfc_priorities": ["3"]}})
+    assert validated["rdma_qos"]["pfc_priorities"] == [3]
+    assert set(validated["rdma_qos"]) == set(drift.ROLES["rdma_qos"].ARGUMENT_SPEC)
 
 
 def test_the_top_level_options_are_documented() -> None:
-    """ansible-test's validate-modules skips node_facts' suboptions (tests/sanity/ignore-2.21.txt: they
-    are the role modules' options, documented by those modules); what it would check above them is here."""
+    """node_facts' role options are plain dicts (the role modules document their contents); the
+    top level matches its documentation, as ansible-test's validate-modules also checks."""
     spec = node_facts_spec()
     options = harness.documentation(node_facts)["options"]
     assert sorted(options) == sorted(spec)
