@@ -23,7 +23,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet.sim import boot, build, node, processes, state
+from gpufleet.sim import boot, build, node, processes, state, toolclient
 from gpufleet.sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
@@ -149,8 +149,9 @@ class Fleet:
                 self.record["group"] = os.getpid()
         self._save_record()
         try:
+            client = toolclient.build(self.root)
             for spec in specs:
-                node.prepare(spec, authorized)
+                node.prepare(spec, authorized, client)
                 bmc_passwords[spec.name] = launch.prepare(
                     self.bmc_dir, spec.name, spec.address, spec.directory
                 )

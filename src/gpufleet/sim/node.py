@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.sim import build, state, sysfs, toolserver
+from gpufleet.sim import build, state, sysfs, toolclient, toolserver
 from gpufleet.sim.tools import TOOLS
 
 SRC_DIR = Path(__file__).resolve().parents[2]
@@ -83,8 +83,25 @@ def _sshd_config(spec: NodeSpec) -> str:
     )
 
 
-def prepare(spec: NodeSpec, authorized_key: str) -> None:
-    """Lays out a fresh node directory: state, sysfs, tools, home, sshd."""
+def _install_tool(spec: NodeSpec, command: str, client: bytes | None) -> None:
+    """The tool on the node's PATH: the native client of its tool server when there is one (and a
+    compiled client), else the Python wrapper."""
+    tool = spec.directory / "bin" / command
+    source = _tool_wrapper(command, spec.directory)
+    if client is not None and command in toolserver.SERVED:
+        fallback = spec.directory / "tools-py" / command
+        fallback.write_text(source, encoding="utf-8")
+        fallback.chmod(0o755)
+        sock = toolserver.socket_path(spec.directory)
+        tool.write_bytes(toolclient.tool(client, sock, command, fallback))
+    else:
+        tool.write_text(source, encoding="utf-8")
+    tool.chmod(0o755)
+
+
+def prepare(spec: NodeSpec, authorized_key: str, client: bytes | None = None) -> None:
+    """Lays out a fresh node directory: state, sysfs, tools, home, sshd. ``client``: the compiled
+    tool-server client (toolclient.build), or None for Python wrappers only."""
     if spec.directory.exists():
         shutil.rmtree(spec.directory)
     for sub in (
@@ -97,15 +114,14 @@ def prepare(spec: NodeSpec, authorized_key: str) -> None:
         "var-lib-work",
         "ssh",
         "units",
+        "tools-py",
     ):
         (spec.directory / sub).mkdir(parents=True)
     node_state = build.build_node_state(spec.name, spec.profile, spec.index)
     state.save(spec.directory, node_state)
     sysfs.render(spec.directory / "sys", node_state)
     for command in TOOLS:
-        tool = spec.directory / "bin" / command
-        tool.write_text(_tool_wrapper(command, spec.directory), encoding="utf-8")
-        tool.chmod(0o755)
+        _install_tool(spec, command, client)
     (spec.directory / "units" / "nvidia-persistenced.service").write_text(PERSISTENCED_UNIT, encoding="utf-8")
     keys = spec.directory / "root" / ".ssh" / "authorized_keys"
     keys.write_text(authorized_key, encoding="utf-8")

@@ -11,8 +11,9 @@ the child reads and prints exactly where the tool would, and exits with the tool
 If the server is not there (not started yet, or gone), the client runs the tool itself as
 before: the server is only a speed-up, never the only path.
 
-Tools that start or own processes (systemctl, vllm, nvidia-persistenced) are never served:
-their process tree is part of what they simulate.
+Tools that start or own processes (vllm, nvidia-persistenced) are never served: their process tree
+is part of what they simulate. systemctl is served for the verbs that only read (its ``served``);
+for the others the server answers ``local`` and the client runs the tool itself.
 """
 
 from __future__ import annotations
@@ -38,7 +39,10 @@ SERVED = (
     "ethtool",
     "scontrol",
     "kubectl",
+    "systemctl",
 )
+# the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
+LOCAL = b"local"
 SOCKET_NAME = "tools.sock"
 _MAX_REQUEST = 1 << 16
 
@@ -73,6 +77,9 @@ while True:
     if not chunk:
         break
     answer += chunk
+if answer == {LOCAL!r}:
+    s.close()
+    _local()
 if not answer:
     sys.stderr.write({command!r} + ': the simulated node\\'s tool server failed\\n')
     sys.exit(1)
@@ -80,8 +87,9 @@ sys.exit(int(answer))
 """
 
 
-def _serve_one(conn: socket.socket, node_dir: Path) -> int:
-    """In the forked child: take the caller's argv and fds, run the tool, return its status."""
+def _serve_one(conn: socket.socket, node_dir: Path) -> int | None:
+    """In the forked child: take the caller's argv and fds, run the tool, return its status (None:
+    the caller runs this call itself)."""
     message, ancillary, _, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(3 * 4))
     fds: list[int] = []
     for level, kind, data in ancillary:
@@ -96,6 +104,9 @@ def _serve_one(conn: socket.socket, node_dir: Path) -> int:
     if command not in SERVED:
         sys.stderr.write(f"{command}: not served by the tool server\n")
         return 2
+    served = getattr(importlib.import_module(f"gpufleet.sim.tools.{TOOLS[command]}"), "served", None)
+    if served is not None and not served(args):
+        return None
     sys.argv = [command, *args]
     try:
         return run(command, str(node_dir))
@@ -141,13 +152,13 @@ def serve(node_dir: Path) -> None:
         conn, _ = listener.accept()
         if os.fork() == 0:
             listener.close()
-            status = 1
+            status: int | None = 1
             try:
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 status = _serve_one(conn, node_dir)
             finally:
                 with contextlib.suppress(OSError):
-                    conn.sendall(str(status).encode())
+                    conn.sendall(LOCAL if status is None else str(status).encode())
                 os._exit(0)
         conn.close()
 

@@ -1,5 +1,6 @@
 """The fake tools' fork server: a served call prints, reads and exits exactly as the tool run
-in-process does, and a node without a server still answers (the client falls back)."""
+in-process does, and a node without a server still answers (the client falls back). Each test runs
+with both clients: the compiled one (toolclient.c) and the Python one (no C compiler)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.sim import node, toolserver
+from gpufleet.sim import node, toolclient, toolserver
 
 CALLS = [
     ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"],
@@ -26,10 +27,17 @@ CALLS = [
 ]
 
 
-@pytest.fixture
-def node_dir(tmp_path: Path) -> Path:
+@pytest.fixture(params=["native", "python"])
+def node_dir(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    client = None
+    if request.param == "native":
+        client = toolclient.build(tmp_path)
+        if client is None:
+            pytest.skip("no C compiler here: the fleet's tools are Python clients")
     spec = node.NodeSpec("node01", 1, "127.0.99.2", 2222, "b300-16", tmp_path / "node01")
-    node.prepare(spec, "ssh-ed25519 AAAA test\n")
+    node.prepare(spec, "ssh-ed25519 AAAA test\n", client)
+    tool = (spec.directory / "bin" / "ethtool").read_bytes()
+    assert tool.startswith(b"\x7fELF") == (client is not None)
     return spec.directory
 
 
@@ -84,9 +92,45 @@ def test_a_served_call_reads_the_callers_stdin(node_dir: Path, server: subproces
 
 
 def test_process_owning_tools_are_never_served(node_dir: Path) -> None:
-    for command in ("systemctl", "vllm", "nvidia-persistenced"):
+    for command in ("vllm", "nvidia-persistenced"):
         assert command not in toolserver.SERVED
         assert "_socket" not in (node_dir / "bin" / command).read_text()
+
+
+def _ask(node_dir: Path, argv: list[bytes]) -> bytes:
+    """The server's answer to one call, the caller's descriptors being /dev/null."""
+    with open(os.devnull, "r+b") as devnull, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(toolserver.socket_path(node_dir)))
+        fds = [devnull.fileno()] * 3
+        conn.sendmsg(
+            [b"\0".join(argv)],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds))],
+        )
+        answer = b""
+        while chunk := conn.recv(64):
+            answer += chunk
+    return answer
+
+
+def test_systemctl_is_served_only_for_what_reads(node_dir: Path, server: subprocess.Popen[bytes]) -> None:
+    """A start or stop owns processes: the server leaves it to the caller, whose tool runs it."""
+    assert _ask(node_dir, [b"systemctl", b"is-enabled", b"nvidia-persistenced.service"]) in (b"0", b"1")
+    assert _ask(node_dir, [b"systemctl", b"--quiet", b"start", b"nvidia-persistenced.service"]) == b"local"
+    # the tool then runs it itself (here, outside a node's namespaces, the unit file is not found)
+    rc, _, err = _call(node_dir, ["systemctl", "start", "nvidia-persistenced.service"])
+    assert rc == 5 and "does not exist" in err, err
+    assert _children(server.pid) == []
+
+
+def test_a_damaged_native_tool_says_so(tmp_path: Path) -> None:
+    client = toolclient.build(tmp_path)
+    if client is None:
+        pytest.skip("no C compiler here")
+    tool = tmp_path / "ethtool"
+    tool.write_bytes(client)  # no trailer
+    tool.chmod(0o755)
+    done = subprocess.run([str(tool), "-a", "x"], capture_output=True, text=True, timeout=10)
+    assert done.returncode == 2 and "damaged simulated tool" in done.stderr
 
 
 def test_the_server_runs_a_call_with_the_callers_descriptors(

@@ -184,6 +184,16 @@ def _list_unit_files(pattern: str | None) -> int:
     return 0
 
 
+# Verbs that only read the unit's state: the node's tool server may answer them (toolserver). The
+# others start or stop processes, whose tree is part of what they simulate: the caller runs those.
+READ_ONLY_VERBS = frozenset({"show", "is-enabled", "is-active", "list-unit-files", "daemon-reload"})
+
+
+def served(argv: list[str]) -> bool:
+    args = [a for a in argv if a not in _OPTIONS]
+    return bool(args) and args[0] in READ_ONLY_VERBS
+
+
 def main(argv: list[str], node_dir: Path) -> int:
     args = [a for a in argv if a not in _OPTIONS]
     if not args:
