@@ -1,8 +1,10 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The attribute support levels shared by kinds of gpufleet modules, in the spirit of
-community.general.attributes (info_module, facts_module). Use with ansible.builtin's
-action_common_attributes (the descriptions); a module adds its own C(details) next to them."""
+"""The attributes of each kind of gpufleet module, whole: what each attribute means (as
+ansible.builtin's action_common_attributes words it) and how far the kind supports it. A module
+extends exactly one of READ_ONLY, FACTS or WRITES (or the bare DOCUMENTATION, then words its own
+check_mode and diff_mode) and adds its own C(details) next to it. Literal YAML: ansible-test reads
+doc fragments as plain strings."""
 
 
 class ModuleDocFragment:
@@ -10,6 +12,8 @@ class ModuleDocFragment:
     DOCUMENTATION = r"""
 attributes:
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """
 
@@ -17,23 +21,32 @@ attributes:
     READ_ONLY = r"""
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """
 
-    # A read-only module that returns facts (with action_common_attributes.facts).
+    # A read-only module that returns facts.
     FACTS = r"""
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """
 
@@ -41,9 +54,13 @@ attributes:
     WRITES = r"""
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: full
   platform:
+    description: Target OS/families that can be operated against.
+    support: N/A
     platforms: posix
 """

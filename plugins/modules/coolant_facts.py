@@ -107,8 +107,6 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - action_common_attributes
-  - action_common_attributes.facts
   - gpufleet.node.attributes.facts
 attributes:
   check_mode:

@@ -22,8 +22,6 @@ description:
   - Changes nothing on the node.
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
-  - action_common_attributes
-  - action_common_attributes.facts
   - gpufleet.node.attributes.facts
 attributes:
   check_mode:

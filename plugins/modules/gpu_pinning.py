@@ -59,7 +59,6 @@ options:
     default: /etc/nccl/topo.xml
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
-  - action_common_attributes
   - gpufleet.node.attributes.writes
 attributes:
   check_mode:

@@ -66,7 +66,6 @@ options:
     default: []
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
-  - action_common_attributes
   - gpufleet.node.attributes.writes
 attributes:
   check_mode:

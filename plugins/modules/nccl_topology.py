@@ -39,7 +39,6 @@ options:
     default: true
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
-  - action_common_attributes
   - gpufleet.node.attributes.writes
 attributes:
   check_mode:

@@ -24,7 +24,6 @@ options:
     default: /etc/nccl/topo.xml
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
-  - action_common_attributes
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:

@@ -58,7 +58,6 @@ options:
         and did not return it (interrupted, or a role failed) - so the next run names it.
     type: path
 extends_documentation_fragment:
-  - action_common_attributes
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:

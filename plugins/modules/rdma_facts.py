@@ -40,8 +40,6 @@ options:
     type: bool
     default: false
 extends_documentation_fragment:
-  - action_common_attributes
-  - action_common_attributes.facts
   - gpufleet.node.attributes.facts
 attributes:
   check_mode:

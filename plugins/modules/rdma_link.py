@@ -69,7 +69,6 @@ options:
     default: 0
 extends_documentation_fragment:
   - gpufleet.node.boot_unit
-  - action_common_attributes
   - gpufleet.node.attributes.writes
 attributes:
   check_mode:

@@ -90,7 +90,6 @@ options:
     choices: [trust, pfc, ecn, cnp_dscp, global_pause]
 extends_documentation_fragment:
   - gpufleet.node.boot_unit
-  - action_common_attributes
   - gpufleet.node.attributes.writes
 attributes:
   check_mode:

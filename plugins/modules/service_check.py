@@ -76,7 +76,6 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
-  - action_common_attributes
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:

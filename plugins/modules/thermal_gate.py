@@ -114,7 +114,6 @@ options:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
-  - action_common_attributes
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
