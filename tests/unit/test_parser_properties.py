@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo, nvidia_smi, rdma, vllm_metrics
+from ansible_collections.gpufleet.node.plugins.module_utils import (
+    lldp,
+    nccl_topo,
+    nvidia_smi,
+    rdma,
+    vllm_metrics,
+)
 from hypothesis import HealthCheck, given, settings
 
 from tests.unit.mutations import FIXTURES, mutated, read_capture
@@ -110,6 +116,16 @@ def _vllm(text: str) -> dict[str, Any]:
 def _vllm_check(result: dict[str, Any]) -> None:
     # Other series may be NaN (Prometheus allows it); the prefix-cache readings are what is judged.
     _prefix_cache(result["prefix_cache"])
+
+
+def _lldp(neighbours: dict[str, list[dict[str, Any]]]) -> None:
+    finite_readings(neighbours)
+    for heard in neighbours.values():
+        for neighbour in heard:
+            # LLDP's mandatory TLVs, and the 2-octet TLV fields
+            assert neighbour["chassis_id"] and neighbour["port_id"], "a neighbour without its IDs"
+            for key in ("mfs", "ttl"):
+                assert neighbour[key] is None or 0 <= neighbour[key] <= 65535, f"{key} {neighbour[key]!r}"
 
 
 # ------------------------------------------------------------------ the cases
@@ -239,6 +255,11 @@ def _cases() -> list[Case]:
         cases.append(
             Case(rel, "vllm_metrics", _vllm, vllm_metrics.MetricsError, "vLLM /metrics", "text", _vllm_check)
         )
+    for path in sorted((FIXTURES / "lldp").iterdir()):
+        rel = "lldp/" + path.name
+        cases.append(
+            Case(rel, "parse_lldpctl", lldp.parse_lldpctl, lldp.ParseError, "lldpctl", "json", _lldp)
+        )
     return cases
 
 
@@ -291,6 +312,7 @@ def test_every_capture_has_a_case() -> None:
         "nccl-topo",
         "mellanox",
         "vllm-metrics",
+        "lldp",
     ):
         for path in (FIXTURES / folder).iterdir():
             assert f"{folder}/{path.name}" in covered
