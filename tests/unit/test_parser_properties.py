@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     nccl_topo,
     nvidia_smi,
     rdma,
+    roce_counters,
     vllm_metrics,
 )
 from hypothesis import HealthCheck, given, settings
@@ -126,6 +127,18 @@ def _lldp(neighbours: dict[str, list[dict[str, Any]]]) -> None:
             assert neighbour["chassis_id"] and neighbour["port_id"], "a neighbour without its IDs"
             for key in ("mfs", "ttl"):
                 assert neighbour[key] is None or 0 <= neighbour[key] <= 65535, f"{key} {neighbour[key]!r}"
+
+
+def _rdma_statistic(text: str) -> dict[tuple[str, int], dict[str, int]]:
+    # The capture is a mail: the tool's output is what follows the `show link` prompt.
+    return roce_counters.parse_rdma_statistic(text.split("$ rdma statistic show link rocep8s0f0/1\n", 1)[-1])
+
+
+def _counters(result: dict[Any, dict[str, int]] | dict[str, int]) -> None:
+    finite_readings(result)
+    assert result, "no counter"
+    for value in result.values():
+        assert isinstance(value, (int, dict)) and not isinstance(value, bool), f"counter {value!r}"
 
 
 # ------------------------------------------------------------------ the cases
@@ -260,6 +273,18 @@ def _cases() -> list[Case]:
         cases.append(
             Case(rel, "parse_lldpctl", lldp.parse_lldpctl, lldp.ParseError, "lldpctl", "json", _lldp)
         )
+    for path in sorted((FIXTURES / "ethtool").iterdir()):
+        rel = "ethtool/" + path.name
+        parse = roce_counters.parse_ethtool_stats
+        cases.append(
+            Case(rel, "parse_ethtool_stats", parse, roce_counters.ParseError, "ethtool -S", "text", _counters)
+        )
+    for path in sorted((FIXTURES / "rdma-statistic").iterdir()):
+        rel = "rdma-statistic/" + path.name
+        error = roce_counters.ParseError
+        cases.append(
+            Case(rel, "parse_rdma_statistic", _rdma_statistic, error, "rdma statistic", "text", _counters)
+        )
     return cases
 
 
@@ -313,6 +338,8 @@ def test_every_capture_has_a_case() -> None:
         "mellanox",
         "vllm-metrics",
         "lldp",
+        "ethtool",
+        "rdma-statistic",
     ):
         for path in (FIXTURES / folder).iterdir():
             assert f"{folder}/{path.name}" in covered
