@@ -66,7 +66,7 @@ def re_pause(name: str) -> bool:
 
 def test_ethtool_with_its_header_and_indent_reads_the_same() -> None:
     text = _ethtool_text()
-    printed = "NIC statistics:\n" + "".join("     %s\n" % line for line in text.splitlines())
+    printed = "NIC statistics:\n" + "".join(f"     {line}\n" for line in text.splitlines())
     assert roce_counters.parse_ethtool_stats(printed) == roce_counters.parse_ethtool_stats(text)
 
 
@@ -152,8 +152,8 @@ def _base(pfc_priority: int | None = 3) -> dict[str, int]:
     )
     if pfc_priority is not None:
         for direction in ("rx", "tx"):
-            reading["%s_prio%d_pause" % (direction, pfc_priority)] = 1000
-            reading["%s_prio%d_pause_duration" % (direction, pfc_priority)] = 50_000
+            reading[f"{direction}_prio{pfc_priority}_pause"] = 1000
+            reading[f"{direction}_prio{pfc_priority}_pause_duration"] = 50_000
     return reading
 
 
