@@ -1,0 +1,412 @@
+"""A simulated NVIDIA Cumulus Linux leaf switch: the NVUE REST subset gpufleet uses, over HTTPS.
+
+Served (paths follow ``nv show``, as NVIDIA's NVUE API page says; shapes and their sources are in
+``nvue_state``'s docstring):
+
+- ``GET /nvue_v1/<path>?rev=applied|operational|<revision id>`` (default operational): any node of
+  the tree, e.g. ``/nvue_v1/qos/roce``, ``/nvue_v1/qos/pfc``, ``/nvue_v1/interface/swp1``,
+  ``/nvue_v1/interface/swp1/link/mtu``, ``/nvue_v1/interface/swp1/qos/roce/status``; ``/nvue_v1/``
+  is the whole tree with its ``header``. A missing node is 404.
+- ``GET /nvue_v1/revision`` (every revision, keyed by id) and ``GET /nvue_v1/revision/<id>``
+  (``{"state", "transition": {"issue", "progress"}}``); the id is URL-encoded in the path
+  (``changeset%2Fcumulus%2F...``) as NVIDIA's examples send it.
+- ``POST /nvue_v1/revision``: a new pending revision, answered 200 with ``{<id>: {state, transition}}``.
+- ``PATCH /nvue_v1/<path>?rev=<id>``: the body merged at ``<path>`` into the pending revision;
+  answers the body (Cumulus Linux 5.10+). A value NVUE's schema refuses is 400.
+- ``PATCH /nvue_v1/revision/<id>`` with ``{"state": "apply", "auto-prompt": {"ays": "ays_yes"}}``:
+  answers ``{"state": "apply", ...}``; the revision reads "applied" once the state file's
+  ``apply-delay-s`` has passed (0 by default), and only then is it the applied configuration.
+
+HTTP basic auth on every request (NVUE's nginx front end; the account's salted hash is in the state
+file and checked on each request, so a password change takes effect at once). Errors are
+``application/problem+json`` bodies ``{"status", "title", "detail"}`` (assumed: nvued answers
+RFC 7807 problems; no real error body was found public). Passwords are never logged: the access
+log prints method, path and status only.
+
+Run: ``python -m gpufleet.sim.nvue --state S --address 127.0.0.2 --port 8765 --cert C --key K``;
+``prepare()`` writes a new switch's state file, certificate and key (signed by a CA made once per
+directory) and returns its password.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import datetime
+import ipaddress
+import json
+import os
+import signal
+import ssl
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from gpufleet.sim import nvue_state
+from gpufleet.sim.bmc import passwords, tls
+
+# NVUE's REST port on Cumulus Linux (NVUE API page: "the default port 8765").
+PORT = 8765
+PREFIX = "/" + nvue_state.NVUE_API_VERSION
+REVISION = PREFIX + "/revision"
+MAX_BODY = 1024 * 1024
+_VALID = datetime.timedelta(days=365)
+
+
+class Switch:
+    """The service behind the listener: the state file, read again whenever it changes."""
+
+    def __init__(self, state_path: Path) -> None:
+        self.state_path = state_path
+        self.lock = threading.Lock()
+        self._cache: tuple[int, nvue_state.State] | None = None
+
+    def read(self) -> nvue_state.State:
+        """The current state, first finishing any apply whose time has come."""
+        stamp = self.state_path.stat().st_mtime_ns
+        with self.lock:
+            if self._cache is None or self._cache[0] != stamp:
+                self._cache = (stamp, nvue_state.load(self.state_path))
+            current = self._cache[1]
+            pending = any(r.get("state") == "apply" for r in current.get("revisions", {}).values())
+        if pending:
+            with nvue_state.locked(self.state_path) as fresh:
+                nvue_state.settle(fresh, time.time())
+            return self.read_fresh()
+        return current
+
+    def read_fresh(self) -> nvue_state.State:
+        with self.lock:
+            self._cache = None
+        stamp = self.state_path.stat().st_mtime_ns
+        data = nvue_state.load(self.state_path)
+        with self.lock:
+            self._cache = (stamp, data)
+        return data
+
+    def authorised(self, user: str, password: str) -> bool:
+        return passwords.verify(self.read().get("api", {}), user, password)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], switch: Switch, context: ssl.SSLContext) -> None:
+        super().__init__(address, Handler)
+        self.switch = switch
+        # The handshake runs in the request's thread, so a slow client cannot stall the listener.
+        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        print(f"nvue: {client_address[0]}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Server
+    user = ""
+
+    def version_string(self) -> str:
+        return "nginx"
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(30)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # Only the request line's method and path reach the log, never a header (Authorization).
+        return
+
+    # -- responses ------------------------------------------------------------------------
+    def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
+        data = json.dumps(payload, indent=2).encode() if payload is not None else b""
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        # [API] responses carry it (the workshop README's response headers).
+        self.send_header("Strict-Transport-Security", "max-age=31536000; includeSubDomains")
+        if code == 401:
+            self.send_header("WWW-Authenticate", 'Basic realm="NVUE"')
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _problem(self, code: int, title: str, detail: str) -> None:
+        self._send(code, {"status": code, "title": title, "detail": detail}, "application/problem+json")
+
+    # -- auth -----------------------------------------------------------------------------
+    def _authorised(self) -> bool:
+        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
+        user, password = "", ""
+        if scheme.lower() == "basic":
+            try:
+                user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
+            except (binascii.Error, UnicodeDecodeError):
+                user, password = "", ""
+        if user and self.server.switch.authorised(user, password):
+            self.user = user
+            return True
+        self._problem(401, "Unauthorized", "The request requires valid user credentials.")
+        return False
+
+    def _body(self) -> tuple[bool, Any]:
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = 0
+        raw = self.rfile.read(min(length, MAX_BODY)) if length > 0 else b""
+        if not raw:
+            return True, None
+        try:
+            return True, json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return False, None
+
+    # -- methods --------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        ok, body = self._body()
+        if not self._authorised():
+            return
+        parts = urlsplit(self.path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        path = parts.path.rstrip("/") or "/"
+        if not ok:
+            self._problem(400, "Bad Request", "The request body is not JSON.")
+            return
+        if path == PREFIX or path.startswith(PREFIX + "/"):
+            rest = path[len(PREFIX) :].strip("/")
+        else:
+            self._problem(404, "Not Found", "The requested URL was not found on the server.")
+            return
+        if rest == "revision" or rest.startswith("revision/"):
+            self._revision(unquote(rest[len("revision") :].lstrip("/")), body)
+        elif self.command in ("GET", "HEAD"):
+            self._get(rest, query.get("rev", "operational"))
+        elif self.command == "PATCH":
+            self._patch(rest, query.get("rev"), body)
+        else:
+            self._problem(405, "Method Not Allowed", "The method is not allowed for the requested URL.")
+
+    def _get(self, rest: str, rev: str) -> None:
+        tree = nvue_state.view(self.server.switch.read(), rev)
+        if tree is None:
+            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            return
+        parts = [unquote(p) for p in rest.split("/") if p]
+        try:
+            self._send(200, nvue_state.walk(tree, parts))
+        except KeyError:
+            self._problem(404, "Not Found", f"/{'/'.join(parts)} does not exist in revision {rev}.")
+
+    def _patch(self, rest: str, rev: str | None, body: Any) -> None:
+        if not rev or rev in ("applied", "operational"):
+            self._problem(
+                400, "Bad Request", "PATCH needs ?rev=<id> of a pending revision (POST /nvue_v1/revision)."
+            )
+            return
+        parts = [unquote(p) for p in rest.split("/") if p]
+        switch = self.server.switch
+        try:
+            with nvue_state.locked(switch.state_path) as current:
+                if rev not in current.get("revisions", {}):
+                    raise KeyError(rev)
+                nvue_state.patch_revision(current, rev, parts, body)
+        except KeyError:
+            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            return
+        except nvue_state.PatchError as exc:
+            self._problem(400, "Bad Request", str(exc))
+            return
+        self._send(200, body)
+
+    def _revision(self, rev: str, body: Any) -> None:
+        switch = self.server.switch
+        if not rev:
+            if self.command == "POST":
+                with nvue_state.locked(switch.state_path) as current:
+                    new = nvue_state.create_revision(current, self.user)
+                    answer = {new: nvue_state.revision_body(current["revisions"][new])}
+                self._send(200, answer)
+            elif self.command in ("GET", "HEAD"):
+                revisions = switch.read().get("revisions", {})
+                self._send(200, {r: nvue_state.revision_body(v) for r, v in revisions.items()})
+            else:
+                self._problem(405, "Method Not Allowed", "The method is not allowed for the requested URL.")
+            return
+        if self.command in ("GET", "HEAD"):
+            revision = switch.read().get("revisions", {}).get(rev)
+            if revision is None:
+                self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            else:
+                self._send(200, nvue_state.revision_body(revision))
+            return
+        if self.command != "PATCH":
+            self._problem(405, "Method Not Allowed", "The method is not allowed for the requested URL.")
+            return
+        if not isinstance(body, dict) or body.get("state") != "apply":
+            self._problem(400, "Bad Request", 'Only {"state": "apply", ...} is supported on a revision.')
+            return
+        try:
+            with nvue_state.locked(switch.state_path) as current:
+                if rev not in current.get("revisions", {}):
+                    raise KeyError(rev)
+                nvue_state.request_apply(current, rev, body, time.time())
+        except KeyError:
+            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            return
+        except nvue_state.PatchError as exc:
+            self._problem(400, "Bad Request", str(exc))
+            return
+        # [API]: the apply request answers "apply"; GET on the revision says when it is applied.
+        self._send(200, {"state": "apply", "transition": {"issue": {}, "progress": ""}})
+
+    do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = do_DELETE = _dispatch
+
+
+class Listener:
+    """The HTTPS listener in a thread: ``start()``, ``port``, ``stop()`` (tests and the CLI)."""
+
+    def __init__(self, state_path: Path, address: tuple[str, int], context: ssl.SSLContext) -> None:
+        self.server = Server(address, Switch(state_path), context)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1})
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> Listener:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def context_for(cert: Path, key: Path) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert, key)
+    return context
+
+
+# ---------------------------------------------------------------- certificates and accounts
+
+
+def issue_certificate(directory: Path, hostname: str, address: str) -> tuple[Path, Path]:
+    """(certificate, key) for switch ``hostname`` at ``address``, signed by the directory's CA.
+
+    The CA is ``gpufleet.sim.bmc.tls.ensure_ca`` (made once per directory, the extensions Python
+    3.13's strict verification asks for); the leaf carries the address as an IP SAN and the
+    hostname as a DNS SAN, so clients verify with ``ssl.create_default_context(cafile=ca.pem)``.
+    """
+    ca_path = tls.ensure_ca(directory)
+    ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
+    ca_key = serialization.load_pem_private_key((directory / tls.CA_KEY).read_bytes(), password=None)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ValueError(f"{directory / tls.CA_KEY} is not the EC key this CA was made with")
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + _VALID)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName(hostname)]
+            ),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"{hostname}.pem", directory / f"{hostname}-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.touch(mode=0o600)
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def prepare(directory: Path, hostname: str, address: str, ports: int = 32) -> str:
+    """A new switch under ``directory``: ``<hostname>.json`` state, certificate, key; returns its password.
+
+    The password is returned once and never stored (the state keeps a salted hash).
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    issue_certificate(directory, hostname, address)
+    password = passwords.new_password()
+    state = nvue_state.new_state(hostname, passwords.hashed(password), ports=ports, mgmt_ip=address)
+    nvue_state.save(state_file(directory, hostname), state)
+    return password
+
+
+def state_file(directory: Path, hostname: str) -> Path:
+    return directory / f"{hostname}.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gpufleet-sim-nvue")
+    parser.add_argument("--state", type=Path, required=True, help="the switch's JSON state file")
+    parser.add_argument("--address", default="127.0.0.1", help="address to bind (a loopback 127.0.x.y)")
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--cert", type=Path, required=True)
+    parser.add_argument("--key", type=Path, required=True)
+    args = parser.parse_args(argv)
+    stopping = threading.Event()
+
+    def _stop(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    listener = Listener(args.state, (args.address, args.port), context_for(args.cert, args.key)).start()
+    print(f"nvue: pid {os.getpid()} on https://{args.address}:{listener.port}", file=sys.stderr, flush=True)
+    try:
+        stopping.wait()
+    finally:
+        listener.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

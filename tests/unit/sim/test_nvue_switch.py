@@ -1,0 +1,296 @@
+"""The simulated Cumulus Linux leaf: NVUE-shaped JSON, basic auth, revisions, faults via the state file."""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import re
+import ssl
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from gpufleet.sim import nvue, nvue_state
+
+APPLY = {"state": "apply", "auto-prompt": {"ays": "ays_yes"}}
+
+
+@dataclass
+class Leaf:
+    port: int
+    address: str
+    password: str
+    state: Path
+    ca: Path
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        user: str = nvue_state.USERNAME,
+        password: str | None = None,
+        auth: bool = True,
+    ) -> tuple[int, dict[str, str], Any]:
+        context = ssl.create_default_context(cafile=str(self.ca))
+        conn = http.client.HTTPSConnection(self.address, self.port, context=context, timeout=5)
+        headers = {"Content-Type": "application/json"}
+        if auth:
+            secret = self.password if password is None else password
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+        try:
+            conn.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+            response = conn.getresponse()
+            raw = response.read()
+            return response.status, dict(response.headers), json.loads(raw) if raw else None
+        finally:
+            conn.close()
+
+    def get(self, path: str) -> Any:
+        status, _, body = self.request("GET", path)
+        assert status == 200, (path, body)
+        return body
+
+    def revision(self) -> str:
+        status, _, body = self.request("POST", "/nvue_v1/revision")
+        assert status == 200 and len(body) == 1
+        return str(next(iter(body)))
+
+
+def start(tmp_path: Path, address: str = "127.0.0.1") -> tuple[Leaf, nvue.Listener]:
+    directory = tmp_path / "switches"
+    password = nvue.prepare(directory, "leaf01", address, ports=4)
+    state = nvue.state_file(directory, "leaf01")
+    context = nvue.context_for(directory / "leaf01.pem", directory / "leaf01-key.pem")
+    listener = nvue.Listener(state, (address, 0), context).start()
+    return Leaf(listener.port, address, password, state, directory / "ca.pem"), listener
+
+
+@pytest.fixture
+def leaf(tmp_path: Path) -> Iterator[Leaf]:
+    switch, listener = start(tmp_path)
+    try:
+        yield switch
+    finally:
+        listener.stop()
+
+
+def q(rev: str) -> str:
+    return quote(rev, safe="")
+
+
+# -- shapes ----------------------------------------------------------------------------------
+# Keys and value types of the public Cumulus VX 5.5.1 full-tree response (nvue_state's [TREE]).
+TREE_QOS_SHAPES = {
+    ("roce", "enable"): str,
+    ("mapping", "default-global", "trust"): str,
+    ("mapping", "default-global", "port-default-sp"): int,
+    ("mapping", "default-global", "pcp", "3", "switch-priority"): int,
+    ("congestion-control", "default-global", "traffic-class", "0", "ecn"): str,
+    ("congestion-control", "default-global", "traffic-class", "0", "red"): str,
+    ("congestion-control", "default-global", "traffic-class", "0", "min-threshold"): int,
+    ("congestion-control", "default-global", "traffic-class", "0", "max-threshold"): int,
+    ("congestion-control", "default-global", "traffic-class", "0", "probability"): int,
+    ("egress-queue-mapping", "default-global", "switch-priority", "3", "traffic-class"): int,
+    ("egress-scheduler", "default-global", "traffic-class", "0", "bw-percent"): int,
+    ("egress-scheduler", "default-global", "traffic-class", "0", "mode"): str,
+    ("traffic-pool", "default-lossy", "memory-percent"): int,
+}
+KEY = re.compile(r"^([a-z][a-z0-9]*(-[a-z0-9]+)*|[0-9]+)$")
+
+
+def keys(tree: Any) -> Iterator[str]:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield key
+            yield from keys(value)
+
+
+def test_the_tree_is_shaped_like_the_public_nvue_response(leaf: Leaf) -> None:
+    root = leaf.get("/nvue_v1/?rev=applied")
+    assert root["header"]["nvue-api-version"] == "nvue_v1" and root["header"]["version"].startswith("Cumulus")
+    for path, kind in TREE_QOS_SHAPES.items():
+        assert type(nvue_state.walk(root["qos"], list(path))) is kind, path
+    bad = sorted({k for k in keys(root) if not KEY.match(k)} - {"header"})
+    assert bad == []
+    # switches are strings, never JSON booleans
+    assert root["qos"]["roce"] == {"enable": "on", "mode": "lossless"}
+    assert root["qos"]["pfc"]["default-global"]["rx"] == "enable"
+    assert root["interface"]["swp1"]["link"]["mtu"] == 9216 and root["interface"]["swp1"]["type"] == "swp"
+    assert "true" not in json.dumps(root) and "false" not in json.dumps(root)
+
+
+def test_the_lossless_roce_profile_is_readable_piece_by_piece(leaf: Leaf) -> None:
+    mapping = leaf.get("/nvue_v1/qos/mapping/default-global?rev=applied")
+    assert mapping["dscp"]["26"] == {"switch-priority": 3} and mapping["dscp"]["48"] == {"switch-priority": 6}
+    assert len(mapping["dscp"]) == 64 and mapping["trust"] == "both"
+    assert leaf.get("/nvue_v1/qos/pfc/default-global/switch-priority?rev=applied") == {"3": {}}
+    tcs = leaf.get("/nvue_v1/qos/congestion-control/default-global/traffic-class?rev=applied")
+    assert sorted(tcs) == ["0", "3"] and tcs["3"]["ecn"] == "enable"
+    queues = leaf.get("/nvue_v1/qos/egress-queue-mapping/default-global/switch-priority?rev=applied")
+    assert queues["3"] == {"traffic-class": 3} and queues["6"] == {"traffic-class": 6}
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=applied") == 9216
+
+
+def test_operational_views_summarise_roce_globally_and_per_port(leaf: Leaf) -> None:
+    roce = leaf.get("/nvue_v1/qos/roce?rev=operational")
+    assert roce["enable"] == "on" and roce["pfc"]["pfc-priority"] == "3"
+    assert roce["pfc"]["rx-enabled"] == "enabled" and roce["congestion-control"]["enabled-tc"] == "0,3"
+    status = leaf.get("/nvue_v1/interface/swp3/qos/roce/status")  # operational is the default
+    assert status["pfc"] == {"pfc-priority": "3", "rx-enabled": "yes", "tx-enabled": "yes"}
+    assert status["trust"]["trust-mode"] == "pcp,dscp" and status["mode"] == "lossless"
+    # the applied tree has no status: it is operational only
+    status_code, _, body = leaf.request("GET", "/nvue_v1/interface/swp3/qos/roce/status?rev=applied")
+    assert status_code == 404 and body["status"] == 404
+
+
+def test_missing_nodes_and_unknown_revisions_are_404(leaf: Leaf) -> None:
+    assert leaf.request("GET", "/nvue_v1/interface/swp99")[0] == 404
+    assert leaf.request("GET", "/nvue_v1/qos?rev=changeset%2Fnobody%2Fx")[0] == 404
+    assert leaf.request("GET", "/redfish/v1")[0] == 404
+
+
+# -- auth ------------------------------------------------------------------------------------
+def test_every_request_needs_the_account(leaf: Leaf) -> None:
+    status, headers, body = leaf.request("GET", "/nvue_v1/qos/roce", auth=False)
+    assert status == 401 and headers["WWW-Authenticate"].startswith("Basic")
+    assert body["title"] == "Unauthorized"
+    assert leaf.request("GET", "/nvue_v1/qos/roce", password=leaf.password + "x")[0] == 401
+    assert leaf.request("GET", "/nvue_v1/qos/roce", user="admin")[0] == 401
+    assert leaf.request("POST", "/nvue_v1/revision", auth=False)[0] == 401
+    # the state file keeps a salted hash, never the password
+    assert leaf.password not in leaf.state.read_text(encoding="utf-8")
+
+
+def test_a_password_change_in_the_state_takes_effect_at_once(leaf: Leaf) -> None:
+    from gpufleet.sim.bmc import passwords
+
+    with nvue_state.locked(leaf.state) as current:
+        current["api"].update(passwords.hashed("rotated-password"))
+    assert leaf.request("GET", "/nvue_v1/qos/roce")[0] == 401
+    assert leaf.request("GET", "/nvue_v1/qos/roce", password="rotated-password")[0] == 200
+
+
+# -- revisions -------------------------------------------------------------------------------
+def test_create_patch_apply_and_read_back(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    assert re.match(r"^changeset/cumulus/\d{4}-\d\d-\d\d_\d\d\.\d\d\.\d\d_[A-Z0-9]{4}$", rev)
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}") == {
+        "state": "pending",
+        "transition": {"issue": {}, "progress": ""},
+    }
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/interface/swp1/link?rev={q(rev)}", {"mtu": 4200})
+    assert status == 200 and body == {"mtu": 4200}  # 5.10+: the change is the answer
+    status, _, _ = leaf.request(
+        "PATCH",
+        f"/nvue_v1/qos/congestion-control/default-global/traffic-class/3?rev={q(rev)}",
+        {"ecn": "disable"},
+    )
+    assert status == 200
+    # the revision has it, the switch does not yet
+    assert leaf.get(f"/nvue_v1/interface/swp1/link/mtu?rev={q(rev)}") == 4200
+    assert leaf.get("/nvue_v1/interface/swp1/link/mtu?rev=applied") == 9216
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", APPLY)
+    assert status == 200 and body["state"] == "apply"
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "applied"
+    assert leaf.get("/nvue_v1/interface/swp1/link/mtu?rev=applied") == 4200
+    assert leaf.get("/nvue_v1/interface/swp1/link/mtu?rev=operational") == 4200
+    assert leaf.get("/nvue_v1/qos/roce?rev=operational")["congestion-control"]["enabled-tc"] == "0"
+    assert leaf.get("/nvue_v1/revision")[rev]["state"] == "applied"
+    # an applied revision takes no more changes
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", {"mode": "lossy"})
+    assert status == 400 and "not pending" in body["detail"]
+
+
+def test_apply_without_the_prompt_answer_fails_and_changes_nothing(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/qos/pfc/default-global?rev={q(rev)}", {"rx": "disable"})
+    assert leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})[0] == 200
+    revision = leaf.get(f"/nvue_v1/revision/{q(rev)}")
+    assert revision["state"] == "ays_fail" and revision["transition"]["issue"]
+    assert leaf.get("/nvue_v1/qos/pfc/default-global/rx?rev=applied") == "enable"
+
+
+def test_an_apply_takes_the_time_the_state_says(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        current["apply-delay-s"] = 0.4
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/qos/pfc/default-global?rev={q(rev)}", {"tx": "disable"})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", APPLY)
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "apply"
+    assert leaf.get("/nvue_v1/qos/pfc/default-global/tx?rev=applied") == "enable"
+    time.sleep(0.5)
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "applied"
+    assert leaf.get("/nvue_v1/qos/pfc/default-global/tx?rev=applied") == "disable"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "detail"),
+    [
+        ("/nvue_v1/interface/swp1/link", {"mtu": 100}, "552..9216"),
+        ("/nvue_v1/interface/swp9/link", {"mtu": 9000}, "swp9 does not exist"),
+        ("/nvue_v1/qos/roce", {"enable": True}, "one of ['on', 'off']"),
+        ("/nvue_v1/qos/mapping/default-global/dscp/64", {"switch-priority": 3}, "dscp 64"),
+        ("/nvue_v1/qos/mapping/default-global/dscp/26", {"switch-priority": 8}, "0..7"),
+        ("/nvue_v1/router/bgp", {"enable": "on"}, "not part of the simulated"),
+    ],
+)
+def test_values_nvue_would_refuse_are_400(leaf: Leaf, path: str, body: Any, detail: str) -> None:
+    rev = leaf.revision()
+    status, headers, answer = leaf.request("PATCH", f"{path}?rev={q(rev)}", body)
+    assert status == 400 and detail in answer["detail"]
+    assert headers["Content-Type"] == "application/problem+json"
+
+
+def test_a_patch_needs_a_pending_revision(leaf: Leaf) -> None:
+    assert leaf.request("PATCH", "/nvue_v1/qos/roce", {"mode": "lossy"})[0] == 400
+    assert leaf.request("PATCH", "/nvue_v1/qos/roce?rev=applied", {"mode": "lossy"})[0] == 400
+    assert leaf.request("PATCH", "/nvue_v1/qos/roce?rev=changeset%2Fx%2Fy", {"mode": "lossy"})[0] == 404
+    assert leaf.request("PATCH", "/nvue_v1/revision/changeset%2Fx%2Fy", APPLY)[0] == 404
+
+
+# -- the state file: faults and identity -----------------------------------------------------
+def test_faults_written_to_the_state_file_are_served(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        current["applied"]["qos"]["pfc"]["default-global"]["switch-priority"] = {}
+        current["applied"]["interface"]["swp2"]["link"]["mtu"] = 1500
+    assert leaf.get("/nvue_v1/qos/roce?rev=operational")["pfc"]["pfc-priority"] == ""
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=applied") == 1500
+    # hardware that disagrees with its configuration: operational differs from applied
+    with nvue_state.locked(leaf.state) as current:
+        current["operational-override"] = {
+            "qos": {"mapping": {"default-global": {"dscp": {"26": {"switch-priority": 0}}}}}
+        }
+    assert leaf.get("/nvue_v1/qos/mapping/default-global/dscp/26?rev=operational") == {"switch-priority": 0}
+    assert leaf.get("/nvue_v1/qos/mapping/default-global/dscp/26?rev=applied") == {"switch-priority": 3}
+
+
+def test_the_lldp_identity_is_kept_in_the_state(leaf: Leaf) -> None:
+    lldp = nvue_state.load(leaf.state)["lldp"]
+    assert lldp["system-name"] == "leaf01" and lldp["mgmt-ip"] == "127.0.0.1"
+    assert sorted(lldp["ports"]) == ["swp1", "swp2", "swp3", "swp4"]
+    assert lldp["ports"]["swp3"] == {"id": "swp3", "descr": "swp3"}
+    assert re.match(r"^([0-9a-f]{2}:){5}[0-9a-f]{2}$", lldp["chassis-id"])
+    assert leaf.get("/nvue_v1/system/hostname?rev=applied") == "leaf01"
+
+
+# -- TLS and the listening address -----------------------------------------------------------
+def test_tls_is_verified_against_the_switch_ca_and_binds_the_given_address(tmp_path: Path) -> None:
+    switch, listener = start(tmp_path, address="127.0.0.3")
+    try:
+        assert switch.get("/nvue_v1/system/hostname") == "leaf01"
+        other = ssl.create_default_context()  # the system CAs do not know the sim's CA
+        conn = http.client.HTTPSConnection("127.0.0.3", switch.port, context=other, timeout=5)
+        with pytest.raises(ssl.SSLCertVerificationError):
+            conn.request("GET", "/nvue_v1/qos/roce")
+        conn.close()
+        with pytest.raises(OSError):
+            http.client.HTTPSConnection("127.0.0.1", switch.port, timeout=2).request("GET", "/")
+    finally:
+        listener.stop()
