@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     nvidia_smi,
     rdma,
     roce_counters,
+    sonic_qos,
     vllm_metrics,
 )
 from hypothesis import HealthCheck, given, settings
@@ -139,6 +140,15 @@ def _counters(result: dict[Any, dict[str, int]] | dict[str, int]) -> None:
     assert result, "no counter"
     for value in result.values():
         assert isinstance(value, (int, dict)) and not isinstance(value, bool), f"counter {value!r}"
+
+
+def _sonic_qos(qos: dict[str, Any]) -> None:
+    finite_readings(qos)
+    for name, port in qos["ports"].items():
+        assert all(0 <= p <= 7 for p in port["pfc_enable"]), f"{name} pfc_enable {port['pfc_enable']!r}"
+        assert port["mtu"] is None or 68 <= port["mtu"] <= 65535, f"{name} mtu {port['mtu']!r}"
+    for mapping in qos["dscp_to_tc"].values():
+        assert all(0 <= dscp <= 63 and 0 <= tc <= 15 for dscp, tc in mapping.items()), f"DSCP map {mapping!r}"
 
 
 # ------------------------------------------------------------------ the cases
@@ -285,6 +295,12 @@ def _cases() -> list[Case]:
         cases.append(
             Case(rel, "parse_rdma_statistic", _rdma_statistic, error, "rdma statistic", "text", _counters)
         )
+    for path in sorted((FIXTURES / "sonic").iterdir()):
+        rel = "sonic/" + path.name
+        parse = sonic_qos.parse_config_db
+        cases.append(
+            Case(rel, "parse_config_db", parse, sonic_qos.ParseError, "SONiC CONFIG_DB", "json", _sonic_qos)
+        )
     return cases
 
 
@@ -340,6 +356,7 @@ def test_every_capture_has_a_case() -> None:
         "lldp",
         "ethtool",
         "rdma-statistic",
+        "sonic",
     ):
         for path in (FIXTURES / folder).iterdir():
             assert f"{folder}/{path.name}" in covered
