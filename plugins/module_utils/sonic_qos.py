@@ -149,7 +149,7 @@ def _tables(document: dict[str, Any]) -> dict[str, dict[str, dict[str, str]]]:
 
 
 def _map(fields: dict[str, str], table: str, name: str) -> dict[int, int]:
-    _, (key_what, key_top), (value_what, value_top) = _MAPS[table]
+    (key_what, key_top), (value_what, value_top) = _MAPS[table][1:]
     where = "%s|%s" % (table, name)
     return {
         _int(key, "%s %s" % (where, key_what), 0, key_top): _int(
@@ -230,8 +230,8 @@ def parse_config_db(text: str) -> dict[str, Any]:
         raise ParseError("SONiC CONFIG_DB: the JSON is not an object of tables")
     tables = _tables(document)
     result: dict[str, Any] = {"ports": {}, "global": {}}
-    for table, (name, _, _) in _MAPS.items():
-        result[name] = {key: _map(fields, table, key) for key, fields in tables[table].items()}
+    for table, spec in _MAPS.items():
+        result[spec[0]] = {key: _map(fields, table, key) for key, fields in tables[table].items()}
     result["wred_profiles"] = {key: _wred(fields, key) for key, fields in tables["WRED_PROFILE"].items()}
     ports: dict[str, dict[str, Any]] = result["ports"]
 
