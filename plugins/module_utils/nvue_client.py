@@ -106,8 +106,15 @@ def normalize_address(address):
 
 
 def api_path(path):
-    """'qos/roce' / '/qos/roce' / '/nvue_v1/qos/roce' -> '/nvue_v1/qos/roce' (segments URL-quoted)."""
-    parts = [p for p in str(path or "").split("/") if p]
+    """'qos/roce' / '/qos/roce' / '/nvue_v1/qos/roce' -> '/nvue_v1/qos/roce' (segments URL-quoted).
+
+    A list is taken as segments already split: ``["revision", "changeset/cumulus/..."]`` sends the
+    revision id as one segment, its slashes as %2F, as NVIDIA's examples do.
+    """
+    if isinstance(path, (list, tuple)):
+        parts = [str(p) for p in path if p]
+    else:
+        parts = [p for p in str(path or "").split("/") if p]
     if parts and parts[0] == PREFIX.strip("/"):
         parts = parts[1:]
     for part in parts:
@@ -422,7 +429,7 @@ class NvueClient:
         return changes
 
     def revision_state(self, rev):
-        doc = self._call("GET", "revision/%s" % rev)
+        doc = self._call("GET", ["revision", rev])
         if not isinstance(doc, dict) or not isinstance(doc.get("state"), str):
             raise self._error("protocol", "%s answered GET revision %s without a state" % (self.where, rev))
         return doc
@@ -446,7 +453,7 @@ class NvueClient:
         self.forget()
         for path, body in patches.items():
             self._call("PATCH", path, rev, body)
-        self._call("PATCH", "revision/%s" % rev, body=APPLY_BODY)
+        self._call("PATCH", ["revision", rev], body=APPLY_BODY)
         deadline = self._clock() + float(timeout)
         while True:
             doc = self.revision_state(rev)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
+from urllib.parse import quote
 
 import pytest
 from ansible.module_utils.urls import open_url
@@ -143,6 +144,9 @@ def test_apply_goes_through_a_revision_and_reads_back(leaf: Leaf) -> None:
     assert result["revision"].startswith("changeset/cumulus/")
     assert counting.methods() == ["GET", "GET", "POST", "PATCH", "PATCH", "GET"]
     assert counting.calls[3][1].startswith("/qos/pfc/default-global?rev=changeset%2Fcumulus%2F")
+    # the revision id travels as one path segment, its slashes encoded
+    assert counting.calls[4][1] == "/revision/" + quote(result["revision"], safe="")
+    assert counting.calls[5][1] == counting.calls[4][1]
     # the cache was dropped: the read after the change asks the switch again
     roce = switch.read_roce("operational")
     assert roce["pfc"] == {
@@ -323,6 +327,7 @@ def test_api_path_quotes_segments_and_refuses_traversal() -> None:
     assert nc.api_path("qos/roce") == "/nvue_v1/qos/roce"
     assert nc.api_path("/nvue_v1/interface/swp1/") == "/nvue_v1/interface/swp1"
     assert nc.api_path("revision/changeset/a") == "/nvue_v1/revision/changeset/a"
+    assert nc.api_path(["revision", "changeset/cumulus/x"]) == "/nvue_v1/revision/changeset%2Fcumulus%2Fx"
     with pytest.raises(nc.NvueError):
         nc.api_path("qos/../system")
 

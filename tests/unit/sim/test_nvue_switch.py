@@ -6,7 +6,10 @@ import base64
 import http.client
 import json
 import re
+import socket
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -294,3 +297,31 @@ def test_tls_is_verified_against_the_switch_ca_and_binds_the_given_address(tmp_p
             http.client.HTTPSConnection("127.0.0.1", switch.port, timeout=2).request("GET", "/")
     finally:
         listener.stop()
+
+
+def test_the_command_line_serves_on_a_loopback_address_and_logs_no_password(tmp_path: Path) -> None:
+    directory = tmp_path / "switches"
+    password = nvue.prepare(directory, "leaf02", "127.0.0.2", ports=2)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.2", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, "-m", "gpufleet.sim.nvue", "--state", str(nvue.state_file(directory, "leaf02"))]
+    argv += ["--address", "127.0.0.2", "--port", str(port)]
+    argv += ["--cert", str(directory / "leaf02.pem"), "--key", str(directory / "leaf02-key.pem")]
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    try:
+        switch = Leaf(port, "127.0.0.2", password, nvue.state_file(directory, "leaf02"), directory / "ca.pem")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert switch.get("/nvue_v1/system/hostname") == "leaf02"
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "the switch did not start"
+                time.sleep(0.1)
+        assert switch.request("GET", "/nvue_v1/qos", password="wrong")[0] == 401
+    finally:
+        proc.terminate()  # this test's own process, by its handle
+        _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == 0 and f"https://127.0.0.2:{port}" in stderr
+    assert password not in stderr and "wrong" not in stderr
