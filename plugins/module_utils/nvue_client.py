@@ -33,7 +33,7 @@ import socket
 import ssl
 import time
 from urllib.error import HTTPError, URLError
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
@@ -361,11 +361,26 @@ class NvueClient:
     # -- reading (cached)
 
     def get(self, path, rev="operational"):
-        """The node at ``path`` in revision ``rev``; read once per client, copies handed out."""
-        key = (api_path(path), rev)
+        """The node at ``path`` in revision ``rev``; read once per client, copies handed out.
+
+        A node inside a subtree already read (``qos/pfc`` after ``qos``) is taken from it; one the
+        subtree does not show (an operational-only leaf) is asked for.
+        """
+        full = api_path(path)
+        key = (full, rev)
         if key not in self._cache:
-            self._cache[key] = self._call("GET", path, rev)
+            found = self._from_cached_ancestor(full, rev)
+            self._cache[key] = found if found is not _ABSENT else self._call("GET", path, rev)
         return copy.deepcopy(self._cache[key])
+
+    def _from_cached_ancestor(self, full, rev):
+        for (cached, cached_rev), doc in self._cache.items():
+            if cached_rev == rev and full.startswith(cached.rstrip("/") + "/") and isinstance(doc, dict):
+                rest = [unquote(p) for p in full[len(cached.rstrip("/")) :].split("/") if p]
+                node = _at(doc, rest)
+                if node is not _ABSENT:
+                    return node
+        return _ABSENT
 
     def forget(self):
         """Drop the cache (after a change: the next read asks the switch again)."""

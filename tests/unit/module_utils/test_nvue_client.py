@@ -93,6 +93,9 @@ def test_a_switch_is_read_once_per_run_whatever_the_number_of_ports(leaf: Leaf) 
         ("GET", "/qos?rev=applied"),
         ("GET", "/qos?rev=operational"),
     ]
+    # a node inside a subtree already read costs no request
+    assert switch.get("qos/pfc/default-global", "applied")["rx"] == "enable"
+    assert switch.plan(FIX) == [] and len(counting.calls) == 4
     # callers get copies: one caller's edit does not change what the next one reads
     switch.read_qos("applied")["pfc"]["default-global"]["rx"] = "disable"
     assert switch.read_qos("applied")["pfc"]["default-global"]["rx"] == "enable"
