@@ -29,12 +29,11 @@ Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 import ipaddress
-import json
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, has_surrogates
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, load_json
 
 TOOL = "lldpctl"
 
@@ -115,31 +114,12 @@ def _json0(lldp: list[Any]) -> list[tuple[str, dict[str, Any]]]:
             iface = _str(entry.get("name"), "interface name")
             chassis = _one(entry, "chassis", iface) or {}
             port = _one(entry, "port", iface) or {}
-            chassis_id, chassis_type = _typed0(chassis, "id", iface + " chassis")
-            port_id, port_type = _typed0(port, "id", iface + " port")
-            ttl = _leaf0(port, "ttl", iface + " port") or _leaf0(chassis, "ttl", iface + " chassis")
-            found.append(
-                (
-                    iface,
-                    {
-                        "chassis_name": _leaf0(chassis, "name", iface + " chassis"),
-                        "chassis_id": chassis_id,
-                        "chassis_id_type": chassis_type,
-                        "chassis_descr": _leaf0(chassis, "descr", iface + " chassis"),
-                        "port_id": port_id,
-                        "port_id_type": port_type,
-                        "port_descr": _leaf0(port, "descr", iface + " port"),
-                        "mgmt_ip": [
-                            _str(item.get("value"), iface + " mgmt-ip")
-                            for item in _items(chassis, "mgmt-ip", iface + " chassis")
-                        ],
-                        "mfs": _leaf0(port, "mfs", iface + " port"),
-                        "ttl": ttl,
-                        "via": None if entry.get("via") is None else _str(entry["via"], iface + " via"),
-                        "age": None if entry.get("age") is None else _str(entry["age"], iface + " age"),
-                    },
-                )
-            )
+            mgmt = [
+                _str(item.get("value"), iface + " mgmt-ip")
+                for item in _items(chassis, "mgmt-ip", iface + " chassis")
+            ]
+            name = _leaf0(chassis, "name", iface + " chassis")
+            found.append((iface, _neighbour(iface, entry, chassis, port, name, mgmt, _leaf0, _typed0)))
     return found
 
 
@@ -198,46 +178,48 @@ def _json(lldp: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             port = entry.get("port", {})
             if not isinstance(port, dict):
                 raise ParseError("lldpctl: %s port is not an object (-f json)" % iface)
-            chassis_id, chassis_type = _typed(chassis, "id", iface + " chassis")
-            port_id, port_type = _typed(port, "id", iface + " port")
-            mgmt = chassis.get("mgmt-ip", [])
-            found.append(
-                (
-                    iface,
-                    {
-                        "chassis_name": name,
-                        "chassis_id": chassis_id,
-                        "chassis_id_type": chassis_type,
-                        "chassis_descr": _leaf(chassis, "descr", iface + " chassis"),
-                        "port_id": port_id,
-                        "port_id_type": port_type,
-                        "port_descr": _leaf(port, "descr", iface + " port"),
-                        "mgmt_ip": [_str(ip, iface + " mgmt-ip") for ip in _listed(mgmt, "mgmt-ip")],
-                        "mfs": _leaf(port, "mfs", iface + " port"),
-                        "ttl": _leaf(port, "ttl", iface + " port")
-                        or _leaf(chassis, "ttl", iface + " chassis"),
-                        "via": _leaf(entry, "via", iface),
-                        "age": _leaf(entry, "age", iface),
-                    },
-                )
-            )
+            mgmt = [_str(ip, iface + " mgmt-ip") for ip in _listed(chassis.get("mgmt-ip", []), "mgmt-ip")]
+            found.append((iface, _neighbour(iface, entry, chassis, port, name, mgmt, _leaf, _typed)))
     return found
 
 
 # ------------------------------------------------------------------ both
 
 
+def _neighbour(
+    iface: str,
+    entry: dict[str, Any],
+    chassis: dict[str, Any],
+    port: dict[str, Any],
+    name: str | None,
+    mgmt: list[str],
+    leaf: Callable[[dict[str, Any], str, str], str | None],
+    typed: Callable[[dict[str, Any], str, str], tuple[str | None, str | None]],
+) -> dict[str, Any]:
+    """One neighbour in the shape both formats give; ``leaf`` and ``typed`` read the format's values."""
+    chassis_id, chassis_type = typed(chassis, "id", iface + " chassis")
+    port_id, port_type = typed(port, "id", iface + " port")
+    return {
+        "chassis_name": name,
+        "chassis_id": chassis_id,
+        "chassis_id_type": chassis_type,
+        "chassis_descr": leaf(chassis, "descr", iface + " chassis"),
+        "port_id": port_id,
+        "port_id_type": port_type,
+        "port_descr": leaf(port, "descr", iface + " port"),
+        "mgmt_ip": mgmt,
+        "mfs": leaf(port, "mfs", iface + " port"),
+        "ttl": leaf(port, "ttl", iface + " port") or leaf(chassis, "ttl", iface + " chassis"),
+        # the same plain values in both formats
+        "via": _leaf(entry, "via", iface),
+        "age": _leaf(entry, "age", iface),
+    }
+
+
 @_guard(TOOL)
 def parse_lldpctl(text: str) -> dict[str, list[dict[str, Any]]]:
     """``lldpctl -f json0`` or ``-f json`` -> ``{interface: [neighbour, ...]}`` (see the module doc)."""
-    if has_surrogates(text):
-        raise ParseError("lldpctl: output is not UTF-8")
-    try:
-        document = json.loads(text)
-    except RecursionError:
-        raise ParseError("lldpctl: JSON nested too deeply to read") from None
-    except ValueError as exc:
-        raise ParseError("lldpctl: output is not JSON (%s)" % exc) from None
+    document = load_json(text, ParseError, TOOL)
     if not isinstance(document, dict) or "lldp" not in document:
         raise ParseError('lldpctl: no top-level "lldp" object')
     lldp = document["lldp"]

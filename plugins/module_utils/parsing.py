@@ -11,6 +11,7 @@ Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +54,19 @@ def has_surrogates(text: str) -> bool:
     except UnicodeEncodeError:
         return True
     return False
+
+
+def load_json(text: str, error: type[Exception], tool: str) -> Any:
+    """``tool``'s JSON output, or ``error`` naming the tool: bytes that were not UTF-8, nesting past
+    Python's recursion limit and anything that is not JSON are all the tool's output's fault."""
+    if has_surrogates(text):
+        raise error("%s: output is not UTF-8" % tool)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise error("%s: JSON nested too deeply to read" % tool) from None
+    except ValueError as exc:
+        raise error("%s: output is not JSON (%s)" % (tool, exc)) from None
 
 
 def guard(

@@ -31,12 +31,11 @@ Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, has_surrogates
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, load_json
 
 TOOL = "SONiC CONFIG_DB"
 
@@ -218,14 +217,7 @@ def _port_qos(fields: dict[str, str], where: str) -> dict[str, Any]:
 @_guard(TOOL)
 def parse_config_db(text: str) -> dict[str, Any]:
     """CONFIG_DB JSON (either layout) -> the QoS view described in the module doc."""
-    if has_surrogates(text):
-        raise ParseError("SONiC CONFIG_DB: the JSON is not UTF-8")
-    try:
-        document = json.loads(text)
-    except RecursionError:
-        raise ParseError("SONiC CONFIG_DB: JSON nested too deeply to read") from None
-    except ValueError as exc:
-        raise ParseError("SONiC CONFIG_DB: not JSON (%s)" % exc) from None
+    document = load_json(text, ParseError, TOOL)
     if not isinstance(document, dict):
         raise ParseError("SONiC CONFIG_DB: the JSON is not an object of tables")
     tables = _tables(document)
