@@ -33,42 +33,11 @@ options:
 
 import json
 import os
-import re
 
 from ansible.plugins.callback import CallbackBase
+from ansible_collections.gpufleet.node.plugins.module_utils.results import task_message
 
 _KEYS = ("changes", "checks", "hints", "reboot_required")
-
-
-# Ansible names a value's type by its internal class in argument errors
-# ("<class 'ansible._internal._datatag._tags._AnsibleTaggedStr'>"): the operator reads "str".
-_TAGGED_TYPE = re.compile(r"<class '(?:[\w.]*\.)?_?(?:AnsibleTagged)?(\w+?)'>")
-
-
-def plain_types(message):
-    """A message with Ansible's internal type names made plain (_AnsibleTaggedStr -> str)."""
-    return _TAGGED_TYPE.sub(lambda m: m.group(1).lower(), message)
-
-
-def task_message(res):
-    """A task's message; for a loop, the messages of the items that failed or became unreachable
-    (Ansible's own is "One or more items failed" or even "All items completed")."""
-    items = [
-        r
-        for r in res.get("results") or []
-        # ansible-core 2.21 hands callbacks a failed item without its "failed" key, with "exception"
-        if isinstance(r, dict)
-        and (r.get("failed") or r.get("unreachable") or "exception" in r)
-        and r.get("msg")
-    ]
-    if not items:
-        return plain_types(str(res.get("msg", "")))
-    return plain_types(
-        "; ".join(
-            "%s: %s" % (r.get("_ansible_item_label") or r.get("item"), r["msg"]) if "item" in r else r["msg"]
-            for r in items
-        )
-    )
 
 
 class CallbackModule(CallbackBase):

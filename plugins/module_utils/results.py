@@ -18,6 +18,8 @@ Pure, stdlib only: runs on the managed node (Python 3.11) and is loaded by the c
 
 from __future__ import annotations
 
+import re
+
 # Every clock event reason nvidia-smi names (NVML's nvmlClocksEventReasons), in its order.
 CLOCK_EVENT_REASONS = (
     "gpu_idle",
@@ -60,3 +62,35 @@ def hint(message):
 def failed_names(checks):
     """Names of the failed checks, in order."""
     return [c["name"] for c in checks if not c["ok"]]
+
+
+# Ansible names a value's type by its internal class in argument errors
+# ("<class 'ansible._internal._datatag._tags._AnsibleTaggedStr'>"): the operator reads "str".
+_TAGGED_TYPE = re.compile(r"<class '(?:[\w.]*\.)?_?(?:AnsibleTagged)?(\w+?)'>")
+
+
+def plain_types(message):
+    """A message with Ansible's internal type names made plain (_AnsibleTaggedStr -> str)."""
+    return _TAGGED_TYPE.sub(lambda m: m.group(1).lower(), message)
+
+
+def task_message(res):
+    """A task result's message; for a loop, the messages of the items that failed or became
+    unreachable (Ansible's own is "One or more items failed" or even "All items completed").
+    The report (fleet_report callback) and the progress lines (gpufleet's runner) both say this."""
+    items = [
+        r
+        for r in res.get("results") or []
+        # ansible-core 2.21 hands callbacks a failed item without its "failed" key, with "exception"
+        if isinstance(r, dict)
+        and (r.get("failed") or r.get("unreachable") or "exception" in r)
+        and r.get("msg")
+    ]
+    if not items:
+        return plain_types(str(res.get("msg", "")))
+    return plain_types(
+        "; ".join(
+            "%s: %s" % (r.get("_ansible_item_label") or r.get("item"), r["msg"]) if "item" in r else r["msg"]
+            for r in items
+        )
+    )

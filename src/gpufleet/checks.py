@@ -47,6 +47,7 @@ change = cast(Callable[[str, Any, Any], dict[str, Any]], _vocabulary.change)
 hint = cast(Callable[[str], str], _vocabulary.hint)
 HARMFUL_REASONS = cast(tuple[str, ...], _vocabulary.HARMFUL_REASONS)
 failed_names = cast(Callable[[Iterable[Check]], list[str]], _vocabulary.failed_names)
+task_message = cast(Callable[[dict[str, Any]], str], _vocabulary.task_message)
 
 # What a host's results can make it (report.STATUSES is this tuple).
 STATUSES = ("ok", "changed", "drifted", "blocked", "failed", "unreachable", "interrupted")

@@ -15,7 +15,7 @@ from typing import Any
 
 import ansible_runner
 
-from gpufleet import interrupt, procs, workdir
+from gpufleet import checks, interrupt, procs, workdir
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
@@ -161,7 +161,7 @@ class _ProgressPrinter:
                 "task": f"{role} : {data.get('task', '')}" if role else data.get("task", ""),
                 "outcome": _OUTCOMES[kind],
                 "changed": bool(res.get("changed")),
-                "msg": res.get("msg", ""),
+                "msg": checks.task_message(res),
             }
         )
         if self.progress is None:
@@ -172,7 +172,7 @@ class _ProgressPrinter:
         elif kind == "runner_on_ok" and res.get("changes"):
             # A read-only comparison (drift) found settings that differ: it changed nothing.
             label = "drifted"
-        message = res.get("msg", "") if label in ("failed", "unreachable") else _tally(res)
+        message = checks.task_message(res) if label in ("failed", "unreachable") else _tally(res)
         self.progress(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
         return False
 

@@ -105,6 +105,18 @@ def _event(kind: str, res: dict[str, object]) -> dict[str, object]:
             {"msg": "rdma_qos: no port", "changes": []},
             "failed      Compare: rdma_qos: no port",
         ),
+        (
+            # a loop: the items that failed, as the report says it, not Ansible's summary
+            "runner_on_failed",
+            {
+                "msg": "One or more items failed",
+                "results": [
+                    {"item": "glm52", "msg": "ok"},
+                    {"item": "kimik3", "exception": "x", "msg": "hit rate 0.07"},
+                ],
+            },
+            "failed      Compare: kimik3: hit rate 0.07",
+        ),
     ],
 )
 def test_progress_names_each_host_and_what_it_found(kind: str, res: dict[str, object], line: str) -> None:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.callback import fleet_report
+from ansible_collections.gpufleet.node.plugins.module_utils import results
 
 CONF = "/etc/gpufleet/gpu-power.conf"
 
@@ -106,7 +107,7 @@ def test_ansibles_internal_type_names_are_made_plain() -> None:
         "argument 'limit_w' is of type <class 'ansible._internal._datatag._tags._AnsibleTaggedStr'> "
         "and we were unable to convert to float"
     )
-    assert fleet_report.plain_types(message) == (
+    assert results.plain_types(message) == (
         "argument 'limit_w' is of type str and we were unable to convert to float"
     )
     real = (
@@ -114,4 +115,4 @@ def test_ansibles_internal_type_names_are_made_plain() -> None:
         "convert to float: <class 'ansible.module_utils._internal._datatag._AnsibleTaggedStr'> cannot be "
         "converted to a float"
     )
-    assert fleet_report.plain_types(real).endswith("convert to float: str cannot be converted to a float")
+    assert results.plain_types(real).endswith("convert to float: str cannot be converted to a float")
