@@ -139,10 +139,10 @@ def _gate_host(result: runner.HostResult) -> HostReport:
     elif host.status == "blocked":
         # The first failed task is the step that blocked the node (the later ones are the gate's own
         # "keep it out of service"); a failed check with no failed task still names itself.
-        failed_checks = ", ".join(checks.failed_names(result.checks))
         if any(t["outcome"] == "failed" for t in result.tasks):
             host.message = f"did not pass the post-maintenance gate at {result.failure_message()}"
         else:
+            failed_checks = ", ".join(checks.failed_names(result.checks))
             host.message = f"did not pass the post-maintenance gate: {failed_checks} failed"
         if result.drained():
             host.message += "; left drained"
