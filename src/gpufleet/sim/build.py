@@ -181,7 +181,36 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
             }
         )
     _cooling(state, profile)
+    _cabling(state, index)
     return state
+
+
+# The simulated fabric: two leaves (one per NVLink baseboard's half of the RoCE ports), each a
+# Cumulus Linux switch. Their identities are what lldpd on the node hears (sim/tools/lldpctl.py).
+LEAVES = ("leaf01", "leaf02")
+LEAF_MFS = 9216
+
+
+def leaf_identity(leaf: str) -> dict[str, str]:
+    """A leaf's LLDP chassis: name, MAC, management address and description."""
+    number = LEAVES.index(leaf) + 1
+    return {
+        "chassis": leaf,
+        "chassis_mac": f"1c:34:da:00:00:{number:02x}",
+        "mgmt_ip": f"192.0.2.{number}",
+        "descr": "Cumulus Linux version 5.12.0 running on NVIDIA SN5600",
+    }
+
+
+def _cabling(state: State, index: int) -> None:
+    """Each NIC's neighbour as a cabling plan would have it: the first half of the node's RoCE ports
+    on leaf01, the rest on leaf02, node N's k-th port of a half on swp((N-1)*half + k + 1)."""
+    nics = state["nics"]
+    half = max(len(nics) // 2, 1)
+    for position, nic in enumerate(nics):
+        leaf = LEAVES[min(position // half, len(LEAVES) - 1)]
+        swp = f"swp{(index - 1) * half + position % half + 1}"
+        nic["neighbor"] = {**leaf_identity(leaf), "port": swp, "port_descr": swp, "mfs": LEAF_MFS}
 
 
 def _cooling(state: State, profile: dict[str, Any]) -> None:

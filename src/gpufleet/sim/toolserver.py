@@ -40,6 +40,7 @@ SERVED = (
     "scontrol",
     "kubectl",
     "systemctl",
+    "lldpctl",
 )
 # the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
 LOCAL = b"local"

@@ -63,8 +63,15 @@ def _call(node_dir: Path, argv: list[str], stdin: str = "") -> tuple[int, str, s
     return done.returncode, done.stdout, done.stderr
 
 
-def _children(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+def _children(pid: int, settle_s: float = 10.0) -> list[str]:
+    """The server's child processes once they have had ``settle_s`` to go: a call's child sends the
+    tool's status before it exits, so the caller can be back before the server has reaped it."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        if not children or time.monotonic() > deadline:
+            return children
+        time.sleep(0.05)
 
 
 def test_served_calls_answer_exactly_as_the_tool_itself(

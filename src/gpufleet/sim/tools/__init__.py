@@ -28,6 +28,7 @@ TOOLS = {
     "vllm": "vllm",
     "scontrol": "scontrol",
     "kubectl": "kubectl",
+    "lldpctl": "lldpctl",
 }
 
 
