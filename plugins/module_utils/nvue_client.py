@@ -29,8 +29,6 @@ from __future__ import annotations
 import copy
 import http.client
 import json
-import socket
-import ssl
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
@@ -42,7 +40,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.results import chang
 from ansible_collections.gpufleet.node.plugins.module_utils.transport_security import (
     TransportConfigError,
     check_ca_file,
+    request_options,
     require_tls,
+    transport_failure,
 )
 
 # NVUE's REST port on Cumulus Linux 5.x ("If you do not set a port, Cumulus Linux uses the default
@@ -169,13 +169,6 @@ def diff_patch(applied, path, payload):
     return out
 
 
-def _reason(exc):
-    reason = getattr(exc, "reason", exc)
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror.lower()
-    return str(reason) or type(reason).__name__
-
-
 class NvueClient:
     """One switch's NVUE API. ``opener`` is open_url's signature; ``sleep`` and ``clock`` are replaceable."""
 
@@ -237,25 +230,11 @@ class NvueClient:
         """One request (GETs retried); returns the parsed JSON body (None when empty)."""
         url = self._url(path, rev)
         shown = api_path(path) + ("?rev=%s" % rev if rev else "")
-        headers = dict(_HEADERS)
-        kwargs = {
-            "method": method,
-            "timeout": self.timeout,
-            "validate_certs": self.validate_certs,
-            "ca_path": self.ca_path,
-            "use_proxy": self.use_proxy,
-            # an API answers where it is asked; a redirect is an error, not a new place to send a password
-            "follow_redirects": "none",
-            # ~/.netrc on the controller must not slip other credentials to a switch.
-            "use_netrc": False,
-            "url_username": self._username,
-            "url_password": self._password,
-            "force_basic_auth": True,
-        }
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            kwargs["data"] = json.dumps(body)
-        kwargs["headers"] = headers
+        # an API answers where it is asked; a redirect is an error, not a new place to send a password
+        kwargs = request_options(
+            method, _HEADERS, body, self.timeout, self.validate_certs, self.ca_path, self.use_proxy, "none"
+        )
+        kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
         attempts = 1 + (self.retries if method == "GET" else 0)
         for attempt in range(1, attempts + 1):
             self.requests += 1
@@ -329,33 +308,22 @@ class NvueClient:
         )
 
     def _connection_error(self, exc, method, shown, retried):
-        reason = getattr(exc, "reason", exc)
+        kind, detail = transport_failure(exc, self.timeout)
         against = "CA file %s" % self.ca_path if self.ca_path else "the controller's system CA certificates"
-        if isinstance(reason, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(reason):
+        if kind == "untrusted":
             return self._error(
                 "tls",
                 "TLS verification of %s failed against %s (%s); set %s to the PEM file of the CA that signed "
                 "the switch's NVUE certificate (validate_certs: false only in a lab)"
-                % (
-                    self.where,
-                    against,
-                    getattr(reason, "verify_message", None) or "certificate not trusted",
-                    CA_SETTING,
-                ),
+                % (self.where, against, detail, CA_SETTING),
             )
-        if isinstance(reason, ssl.SSLError):
-            return self._error("tls", "TLS handshake with %s failed (%s)" % (self.where, _reason(exc)))
-        if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
-            what = "timed out after %ss" % self.timeout
-        elif isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
-            what = "connection refused"
-        else:
-            what = _reason(exc)
+        if kind == "tls":
+            return self._error("tls", "TLS handshake with %s failed (%s)" % (self.where, detail))
         return self._error(
             "connection",
             "could not reach %s (%s, %d retries) on %s %s; check the address and that the NVUE API is "
             "enabled and listening (nv set system api listening-address)"
-            % (self.where, what, retried, method, shown),
+            % (self.where, detail, retried, method, shown),
         )
 
     # -- reading (cached)

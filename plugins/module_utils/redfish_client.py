@@ -29,8 +29,6 @@ from __future__ import annotations
 import http.client
 import json
 import math
-import socket
-import ssl
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit, urlunsplit
@@ -40,7 +38,9 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.transport_security import (
     TransportConfigError,
     check_ca_file,
+    request_options,
     require_tls,
+    transport_failure,
 )
 
 SERVICE_ROOT = "/redfish/v1"
@@ -325,13 +325,6 @@ def _usable_path(path):
     return isinstance(path, str) and bool(path) and all("!" <= ch <= "~" for ch in path)
 
 
-def _reason(exc):
-    reason = getattr(exc, "reason", exc)
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror.lower()
-    return str(reason) or type(reason).__name__
-
-
 class RedfishClient:
     """Reads a Redfish service; use as a context manager so a session is always closed.
 
@@ -400,25 +393,14 @@ class RedfishClient:
     def _call(self, method, path, body=None, authenticate=True):
         """One request with retries; returns (status, headers, parsed JSON or None)."""
         url = self._url(path)
-        headers = dict(_HEADERS)
-        kwargs = {
-            "method": method,
-            "timeout": self.timeout,
-            "validate_certs": self.validate_certs,
-            "ca_path": self.ca_path,
-            "use_proxy": self.use_proxy,
-            "follow_redirects": "safe",
-            # ~/.netrc on the controller must not slip other credentials to a BMC.
-            "use_netrc": False,
-        }
-        if body is not None:
-            headers["Content-Type"] = "application/json"
-            kwargs["data"] = json.dumps(body)
+        kwargs = request_options(
+            method, _HEADERS, body, self.timeout, self.validate_certs, self.ca_path, self.use_proxy, "safe"
+        )
+        headers = kwargs["headers"]
         if authenticate and self._token:
             headers["X-Auth-Token"] = self._token
         elif authenticate and self.auth == "basic":
             kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
-        kwargs["headers"] = headers
         attempt = 0
         while True:
             attempt += 1
@@ -499,26 +481,19 @@ class RedfishClient:
         return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, path, code), code)
 
     def _connection_error(self, exc, path):
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(reason):
+        kind, detail = transport_failure(exc, self.timeout)
+        if kind == "untrusted":
             return RedfishError(
                 "tls",
                 "TLS verification of BMC %s failed (%s); set ca_path to the CA that signed the BMC's "
-                "certificate (validate_certs: false only in a lab)"
-                % (self.baseuri, getattr(reason, "verify_message", None) or "certificate not trusted"),
+                "certificate (validate_certs: false only in a lab)" % (self.baseuri, detail),
             )
-        if isinstance(reason, ssl.SSLError):
-            return RedfishError("tls", "TLS handshake with BMC %s failed (%s)" % (self.baseuri, _reason(exc)))
-        if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
-            what = "timed out after %ss" % self.timeout
-        elif isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
-            what = "connection refused"
-        else:
-            what = _reason(exc)
+        if kind == "tls":
+            return RedfishError("tls", "TLS handshake with BMC %s failed (%s)" % (self.baseuri, detail))
         return RedfishError(
             "connection",
             "could not reach BMC %s (%s, %d retries) reading %s; check the BMC address and that its Redfish "
-            "service is up on the management network" % (self.baseuri, what, self.retries, path),
+            "service is up on the management network" % (self.baseuri, detail, self.retries, path),
         )
 
     def get(self, path):

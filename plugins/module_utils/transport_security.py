@@ -10,12 +10,17 @@ One place for two rules every such client follows before it sends anything:
 - ``check_ca_file``: a CA file that is named must exist, be readable and hold PEM certificates, so
   a local configuration error is said as such at once (not as an unreachable device after retries).
 
-Both raise TransportConfigError naming the setting to fix. Runs on the controller; stdlib only.
+Both raise TransportConfigError naming the setting to fix. And what every such client sends and how
+it tells a failure below HTTP: ``request_options`` (open_url's arguments: never ~/.netrc, JSON
+bodies) and ``transport_failure`` (untrusted certificate, TLS handshake, or no connection, and why).
+Runs on the controller; stdlib only.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import ssl
 from urllib.parse import urlsplit
 
@@ -70,3 +75,48 @@ def check_ca_file(path, device, setting):
             "CA file %s %s; set %s to the PEM file of the CA that signed the %s certificate"
             % (path, problem, setting, device)
         )
+
+
+def request_options(method, headers, body, timeout, validate_certs, ca_path, use_proxy, follow_redirects):
+    """open_url's keyword arguments for one request to a management API (a JSON ``body`` or None)."""
+    headers = dict(headers)
+    options = {
+        "method": method,
+        "timeout": timeout,
+        "validate_certs": validate_certs,
+        "ca_path": ca_path,
+        "use_proxy": use_proxy,
+        "follow_redirects": follow_redirects,
+        # ~/.netrc on the controller must not slip other credentials to a device.
+        "use_netrc": False,
+    }
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        options["data"] = json.dumps(body)
+    options["headers"] = headers
+    return options
+
+
+def os_reason(exc):
+    """What the OS (or the library) said went wrong, in lower case where it is an OS error."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower()
+    return str(reason) or type(reason).__name__
+
+
+def transport_failure(exc, timeout):
+    """How a request failed below HTTP: ``(kind, detail)``, kind one of "untrusted" (the device's
+    certificate did not verify; detail the verifier's words), "tls" (the handshake failed) or
+    "connection" (detail: timed out, refused, or the OS's reason). Only "connection" is worth
+    another try."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(reason):
+        return "untrusted", getattr(reason, "verify_message", None) or "certificate not trusted"
+    if isinstance(reason, ssl.SSLError):
+        return "tls", os_reason(exc)
+    if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
+        return "connection", "timed out after %ss" % timeout
+    if isinstance(reason, ConnectionRefusedError) or "refused" in str(reason).lower():
+        return "connection", "connection refused"
+    return "connection", os_reason(exc)
