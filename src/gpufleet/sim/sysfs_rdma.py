@@ -36,6 +36,40 @@ _RATE_DOWN = "40 Gb/sec (4X QDR)"
 # GID table entries per port: link-local v1/v2 (no IP address in the sim), then two empty slots.
 _GID_TYPES = (ROCE_V1, ROCE_V2, ROCE_V1, ROCE_V2)
 _ZERO_GID = ":".join(["0000"] * 8)
+# The files of ports/N/hw_counters/ on an mlx5 RoCE port (mlx5 ib counters.c: the Q counters, the
+# congestion and retransmit counters, the extended ones of ConnectX-6 and later), in the order
+# `rdma statistic show link` prints them; each holds one unsigned integer.
+HW_COUNTERS = (
+    "rx_write_requests",
+    "rx_read_requests",
+    "rx_atomic_requests",
+    "out_of_buffer",
+    "out_of_sequence",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "resp_local_length_error",
+    "resp_cqe_error",
+    "req_cqe_error",
+    "req_remote_invalid_request",
+    "req_remote_access_errors",
+    "resp_remote_access_errors",
+    "resp_cqe_flush_error",
+    "req_cqe_flush_error",
+    "req_transport_retries_exceeded",
+    "roce_adp_retrans",
+    "roce_adp_retrans_to",
+    "roce_slow_restart",
+    "roce_slow_restart_cnps",
+    "roce_slow_restart_trans",
+    "rp_cnp_ignored",
+    "rp_cnp_handled",
+    "np_ecn_marked_roce_packets",
+    "np_cnp_sent",
+    "rx_icrc_encapsulated",
+)
 
 
 def _write(path: Path, value: object) -> None:
@@ -97,6 +131,17 @@ def write_roce_mode(sys_root: Path, nic: dict[str, Any], mode: str) -> None:
     _write(configfs_port_dir(sys_root, nic) / "default_roce_mode", mode)
 
 
+def hw_counters_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
+    return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"]) / "hw_counters"
+
+
+def write_hw_counters(sys_root: Path, nic: dict[str, Any], values: dict[str, int]) -> None:
+    """The port's hw_counters files (sim/roce_traffic.py keeps the values): one integer each."""
+    base = hw_counters_dir(sys_root, nic)
+    for name, value in values.items():
+        _write(base / name, value)
+
+
 def _render_netdev(nic: dict[str, Any], net: Path) -> None:
     files: dict[str, object] = {
         "address": nic["mac"],
@@ -134,6 +179,9 @@ def _render_ibdev(nic: dict[str, Any], ib: Path) -> None:
         if index < 2:
             _write(port / "gid_attrs" / "ndevs" / str(index), nic["netdev"])
     _write(ib / "tc" / str(nic["port"]) / "traffic_class", f"Global tclass={ROCE_TOS}")
+    # Every counter starts at zero with the NIC (sim/roce_traffic.py moves them when read).
+    for name in HW_COUNTERS:
+        _write(port / "hw_counters" / name, 0)
 
 
 def render_nic(state: State, nic: dict[str, Any], pci_dev_dir: Path, sys_root: Path) -> None:

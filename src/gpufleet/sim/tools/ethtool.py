@@ -1,4 +1,5 @@
-"""Fake `ethtool -a|--show-pause <if>` and `ethtool -A|--pause <if> [autoneg on|off] [rx on|off] [tx on|off]`.
+"""Fake `ethtool -a|--show-pause <if>`, `ethtool -A|--pause <if> [autoneg on|off] [rx on|off] [tx on|off]`
+and `ethtool -S|--statistics <if>`.
 
 IEEE 802.3x global pause of a NIC's netdev, as ethtool 5.x/6.x prints it (netlink or ioctl):
 "Pause parameters for <if>:", then "Autonegotiate:\\t<on|off>", "RX:\\t\\t<on|off>",
@@ -6,15 +7,20 @@ IEEE 802.3x global pause of a NIC's netdev, as ethtool 5.x/6.x prints it (netlin
 autoneg), so Autonegotiate is always off and "autoneg on" fails with EINVAL as on a real port.
 State: the NIC's "pause" {"rx", "tx"} in the node state; a node built before this key existed
 reads off (the tuned node runs PFC, and mlx5 runs either PFC or global pause).
+`-S` prints the port's counters as mlx5 names them ("NIC statistics:", then "     <name>: <value>"
+lines), moved by the node's load and its path's condition (sim/roce_traffic.py), and writes the
+same reading to the RDMA device's sysfs hw_counters.
 Other ethtool commands are not simulated.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+from gpufleet.sim import roce_traffic
 from gpufleet.sim.state import load, locked
 
 _OFF = {"rx": False, "tx": False}
@@ -72,11 +78,31 @@ def _set(node_dir: Path, netdev: str, words: list[str]) -> int:
     return 0
 
 
+def _statistics(node_dir: Path, netdev: str) -> int:
+    text = roce_traffic.read(node_dir, netdev, time.time())
+    if text is None:
+        # ethtool's do_gnicstats: the ETH_SS_STATS string set of an unknown interface
+        print("Cannot get stats strings information: No such device", file=sys.stderr)
+        return 96
+    print(text, end="")
+    return 0
+
+
 def main(argv: list[str], node_dir: Path) -> int:
-    if len(argv) < 2 or argv[0] not in ("-a", "--show-pause", "-A", "--pause"):
-        print("ethtool: this node's ethtool only shows and sets pause (-a, -A)", file=sys.stderr)
+    if len(argv) < 2 or argv[0] not in ("-a", "--show-pause", "-A", "--pause", "-S", "--statistics"):
+        print(
+            "ethtool: this node's ethtool only shows and sets pause (-a, -A) and shows counters (-S)",
+            file=sys.stderr,
+        )
         return 1
     netdev = argv[1]
+    if argv[0] in ("-S", "--statistics"):
+        if len(argv) != 2:
+            print(
+                "ethtool: bad command line argument(s)\nFor more information run ethtool -h", file=sys.stderr
+            )
+            return 1
+        return _statistics(node_dir, netdev)
     if argv[0] in ("-A", "--pause"):
         return _set(node_dir, netdev, argv[2:])
     if len(argv) != 2:
