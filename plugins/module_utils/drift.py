@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.node.plugins.module_utils import (
+    fabric,
     gpu_pinning,
     gpu_power,
     nccl_topo,
@@ -35,6 +36,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseErr
 ROLES = {
     "rdma_link": rdma_link,
     "rdma_qos": rdma_qos,
+    "fabric": fabric,
     "gpu_power": gpu_power,
     "nccl_topology": nccl_topology,
     "gpu_pinning": gpu_pinning,

@@ -33,6 +33,11 @@ options:
     description:
       - The options of M(gpufleet.node.rdma_qos); the role is compared when given.
     type: dict
+  fabric:
+    description:
+      - The options of M(gpufleet.node.fabric) (cabling plan, the leaves' readings, the host's side); its
+        checks are judged when given.
+    type: dict
   gpu_power:
     description:
       - The options of M(gpufleet.node.gpu_power); the role is compared when given.

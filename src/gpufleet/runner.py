@@ -37,6 +37,19 @@ class Canceled(RunnerError):
         self.hosts = hosts or {}
 
 
+# The playbooks whose first play reads every leaf switch (roles/switch_qos read): each node judges its
+# links against the leaves of its cabling, so a --limit to some nodes still reads the leaves.
+READS_SWITCHES = frozenset(("provision.yml", "drift.yml", "drift_fix.yml", "post_maintenance.yml"))
+SWITCH_GROUP = "leaf_switches"
+
+
+def run_limit(playbook: str, limit: str | None) -> str | None:
+    """The limit handed to ansible: ``limit``, and the leaf switches for a playbook that reads them."""
+    if limit is None or playbook not in READS_SWITCHES:
+        return limit
+    return f"{limit}:{SWITCH_GROUP}"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     playbook: str
@@ -240,7 +253,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             project_dir=str(REPO_DIR),
             playbook=str(playbook),
             inventory=str(options.inventory.resolve()),
-            limit=options.limit,
+            limit=run_limit(options.playbook, options.limit),
             tags=options.tags,
             cmdline=" ".join(cmdline) or None,
             extravars=options.extravars or None,

@@ -185,15 +185,26 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
     return state
 
 
-# The simulated fabric: two leaves (one per NVLink baseboard's half of the RoCE ports), each a
-# Cumulus Linux switch. Their identities are what lldpd on the node hears (sim/tools/lldpctl.py).
-LEAVES = ("leaf01", "leaf02")
+# The simulated fabric: a pair of leaves per 16 nodes (one leaf per NVLink baseboard's half of the
+# RoCE ports), each a Cumulus Linux switch of 64 ports. Their identities are what lldpd on the node
+# hears (sim/tools/lldpctl.py); their NVUE state is sim/nvue_state.py's.
+NODES_PER_LEAF_PAIR = 16
+LEAF_PORTS = 64
 LEAF_MFS = 9216
+
+
+def leaf_name(number: int) -> str:
+    return f"leaf{number:02d}"
+
+
+def leaf_count(nodes: int) -> int:
+    """How many leaves a fleet of ``nodes`` is cabled to (two per 16 nodes)."""
+    return 2 * -(-nodes // NODES_PER_LEAF_PAIR)
 
 
 def leaf_identity(leaf: str) -> dict[str, str]:
     """A leaf's LLDP chassis: name, MAC, management address and description."""
-    number = LEAVES.index(leaf) + 1
+    number = int(leaf.removeprefix("leaf"))
     return {
         "chassis": leaf,
         "chassis_mac": f"1c:34:da:00:00:{number:02x}",
@@ -203,13 +214,15 @@ def leaf_identity(leaf: str) -> dict[str, str]:
 
 
 def _cabling(state: State, index: int) -> None:
-    """Each NIC's neighbour as a cabling plan would have it: the first half of the node's RoCE ports
-    on leaf01, the rest on leaf02, node N's k-th port of a half on swp((N-1)*half + k + 1)."""
+    """Each NIC's neighbour as a cabling plan would have it: node N is on leaf pair (N-1)//16, the
+    first half of its RoCE ports on the pair's first leaf, the rest on the second, the k-th port of
+    a half on swp(((N-1) % 16) * half + k + 1)."""
     nics = state["nics"]
     half = max(len(nics) // 2, 1)
+    pair = (index - 1) // NODES_PER_LEAF_PAIR
     for position, nic in enumerate(nics):
-        leaf = LEAVES[min(position // half, len(LEAVES) - 1)]
-        swp = f"swp{(index - 1) * half + position % half + 1}"
+        leaf = leaf_name(2 * pair + 1 + min(position // half, 1))
+        swp = f"swp{((index - 1) % NODES_PER_LEAF_PAIR) * half + position % half + 1}"
         nic["neighbor"] = {**leaf_identity(leaf), "port": swp, "port_descr": swp, "mfs": LEAF_MFS}
 
 

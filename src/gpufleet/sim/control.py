@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import procs
-from gpufleet.sim import faults, processes, state
+from gpufleet.sim import faults, faults_switch, processes, state
 from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
 _SUPERVISOR = "gpufleet.sim.supervisor"
@@ -142,12 +142,26 @@ def status(fleet: Fleet) -> list[dict[str, Any]]:
 
 
 def fault(fleet: Fleet, node_name: str, name: str | None, clear: bool) -> list[str]:
+    if node_name.startswith("leaf"):
+        return _leaf_fault(fleet, node_name, name, clear)
     node_dir = fleet.node_dir(node_name)
     if clear:
         return faults.clear(node_dir, name)
     if name is None:
         raise SimError("name a fault to inject, or pass --clear")
     return [name] if faults.inject(node_dir, name) else []
+
+
+def _leaf_fault(fleet: Fleet, leaf: str, name: str | None, clear: bool) -> list[str]:
+    path = fleet.leaf_state(leaf)
+    try:
+        if clear:
+            return faults_switch.clear_leaf(path, name)
+        if name is None:
+            raise SimError("name a fault to inject, or pass --clear")
+        return [name] if faults_switch.inject_leaf(path, name) else []
+    except faults_switch.LeafFaultError as exc:
+        raise SimError(str(exc)) from None
 
 
 def reboot(fleet: Fleet, node_name: str, timeout: float = 60.0) -> None:

@@ -1,5 +1,7 @@
 """The fault registry: `gpufleet sim fault NODE FAULT [--clear]`.
 
+A leaf's faults (`gpufleet sim fault leaf01 switch-pfc-off`) are faults_switch.LEAF_FAULTS.
+
 A fault is a pair (inject, clear) of functions taking the node's state and sysfs root.
 Later issues add thermal, BMC and service faults by adding a module's FAULTS here.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sim import faults_gpu, faults_rdma, faults_thermal, faults_topo, state
+from gpufleet.sim import faults_gpu, faults_rdma, faults_switch, faults_thermal, faults_topo, state
 
 FaultFn = Callable[[state.State, Path], None]
 
@@ -18,6 +20,7 @@ FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {
     **faults_rdma.FAULTS,
     **faults_topo.FAULTS,
     **faults_thermal.FAULTS,
+    **faults_switch.FAULTS,
 }
 
 

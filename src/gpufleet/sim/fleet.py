@@ -1,10 +1,12 @@
-"""The simulated fleet: starts, checks, describes and stops its nodes and their BMCs.
+"""The simulated fleet: starts, checks, describes and stops its nodes, their BMCs and their leaves.
 
 A Fleet object owns its node processes and waits on them (PID 1 on these machines does not
 reap orphans). `gpufleet sim up` runs one inside a detached supervisor; tests use it directly.
 Each node's BMC is a process of its own, started and stopped with the node but left running
 when the host reboots, as a real BMC is. Every process it starts is recorded (`processes.py`)
 so that `gpufleet sim status` and `gpufleet sim down` know them without asking the Fleet.
+The leaf switches (a pair per 16 nodes, build.py's cabling) are NVUE HTTPS services (sim/nvue.py),
+each on its own loopback address (.211 up) and port 8765, with their own CA under leaves/.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet.sim import boot, build, node, processes, state, toolclient
+from gpufleet.sim import boot, build, node, nvue, processes, state, toolclient
 from gpufleet.sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 DEFAULT_DIR = REPO_DIR / ".gpufleet" / "sim"
 GROUP_VARS = REPO_DIR / "inventory" / "sim" / "group_vars"
 _PR_SET_PDEATHSIG = 1
+# Leaf N listens on <subnet>.(LEAF_BASE + N): above every node address (nodes are .2 to .201).
+LEAF_BASE = 210
 # `gpufleet sim reboot` leaves this file in a node directory for the supervisor.
 REBOOT_REQUEST = "reboot.request"
 
@@ -55,6 +59,13 @@ class SimError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class LeafSpec:
+    name: str
+    address: str
+    state_path: Path
+
+
+@dataclass(frozen=True)
 class FleetConfig:
     nodes: int = 2
     profile: str = "b300-16"
@@ -75,6 +86,7 @@ class Fleet:
         self.root = root
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.bmcs: dict[str, subprocess.Popen[bytes]] = {}
+        self.leaves: dict[str, subprocess.Popen[bytes]] = {}
         # what processes.json says: every process started, and why a node or BMC is down
         self.record: dict[str, Any] = {"nodes": {}}
 
@@ -109,6 +121,27 @@ class Fleet:
         """Decrypts the inventory's vaulted BMC passwords (ansible-playbook --vault-password-file)."""
         return self.root / "vault-password"
 
+    @property
+    def leaf_dir(self) -> Path:
+        """The leaves' state files (<leaf>.json), their CA (ca.pem) and certificates."""
+        return self.root / "leaves"
+
+    def leaf_state(self, name: str) -> Path:
+        path = nvue.state_file(self.leaf_dir, name)
+        if not path.exists():
+            raise SimError(f"no simulated leaf {name!r} under {self.root}")
+        return path
+
+    def leaf_specs(self, config: FleetConfig) -> list[LeafSpec]:
+        return [
+            LeafSpec(
+                name=build.leaf_name(n),
+                address=f"{config.subnet}.{LEAF_BASE + n}",
+                state_path=nvue.state_file(self.leaf_dir, build.leaf_name(n)),
+            )
+            for n in range(1, build.leaf_count(config.nodes) + 1)
+        ]
+
     def node_dir(self, name: str) -> Path:
         directory = self.root / "nodes" / name
         if not (directory / "state.json").exists():
@@ -140,8 +173,13 @@ class Fleet:
         self._client_key()
         authorized = (self.client_key.with_suffix(".pub")).read_text(encoding="utf-8")
         specs = self.specs(config)
+        leaves = self.leaf_specs(config)
         bmc_passwords: dict[str, str] = {}
-        self.record = {"nodes": {s.name: {"address": s.address} for s in specs}}
+        leaf_passwords: dict[str, str] = {}
+        self.record = {
+            "nodes": {s.name: {"address": s.address} for s in specs},
+            "leaves": {leaf.name: {"address": leaf.address} for leaf in leaves},
+        }
         if managed:
             # `sim down` falls back to the supervisor's process group (it leads its own session)
             self.record["supervisor"] = processes.Proc(os.getpid(), _start_time(os.getpid())).as_dict()
@@ -155,16 +193,23 @@ class Fleet:
                 bmc_passwords[spec.name] = launch.prepare(
                     self.bmc_dir, spec.name, spec.address, spec.directory
                 )
+            for leaf in leaves:
+                leaf_passwords[leaf.name] = nvue.prepare(
+                    self.leaf_dir, leaf.name, leaf.address, ports=build.LEAF_PORTS
+                )
             self._write_known_hosts(specs)
+            for leaf in leaves:
+                self._start_leaf(leaf)
             for spec in specs:
                 self._start_bmc(spec)
                 self._start_node(spec)
             self._wait_ready(specs, timeout)
             self._wait_bmcs(specs, timeout)
+            self._wait_leaves(leaves, timeout)
         except BaseException:
             self.stop()
             raise
-        self._write_inventory(specs, bmc_passwords)
+        self._write_inventory(specs, bmc_passwords, leaves, leaf_passwords)
         self.fleet_file.write_text(
             json.dumps(
                 {
@@ -240,17 +285,43 @@ class Fleet:
                     )
                 time.sleep(0.05)
 
+    def _start_leaf(self, leaf: LeafSpec) -> None:
+        with open(self.leaf_dir / f"{leaf.name}.log", "ab") as log:
+            proc = subprocess.Popen(
+                nvue.argv(self.leaf_dir, leaf.name, leaf.address),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                preexec_fn=_bmc_dies_with_parent,
+            )
+        self.leaves[leaf.name] = proc
+        self.record["leaves"][leaf.name]["nvue"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self._save_record()
+
+    def _wait_leaves(self, leaves: list[LeafSpec], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for leaf in leaves:
+            while not nvue.listening(leaf.address):
+                proc = self.leaves[leaf.name]
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    log = (self.leaf_dir / f"{leaf.name}.log").read_text(encoding="utf-8", errors="replace")
+                    where = f"{leaf.address}:{nvue.PORT}"
+                    raise SimError(f"leaf {leaf.name} at {where} did not start: {log[-400:]}")
+                time.sleep(0.05)
+
     def _stop_bmcs(self) -> None:
-        for proc in self.bmcs.values():
+        procs = [*self.bmcs.values(), *self.leaves.values()]
+        for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
-        for proc in self.bmcs.values():
+        for proc in procs:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         self.bmcs.clear()
+        self.leaves.clear()
 
     def _stop_nodes(self, names: list[str]) -> None:
         """Stops these nodes (a node that already died is only waited for)."""
@@ -401,6 +472,7 @@ class Fleet:
             "gpufleet_bmc_address": f"https://{spec.address}",
             "gpufleet_bmc_username": launch.USERNAME,
             "gpufleet_bmc_password": vault.Vaulted(vault.encrypt(bmc_password, self.vault_password_file)),
+            "fabric_cabling": self._cabling(spec),
         }
 
     def bmc_credentials(self, name: str) -> tuple[str, str]:
@@ -414,12 +486,58 @@ class Fleet:
                 )
         raise SimError(f"no simulated node {name!r} in {self.inventory_path}")
 
-    def _write_inventory(self, specs: list[node.NodeSpec], bmc_passwords: dict[str, str]) -> None:
+    def _cabling(self, spec: node.NodeSpec) -> dict[str, str]:
+        """The cabling plan of a node as an operator writes it: RoCE port -> leaf:port."""
+        nics = state.load(spec.directory)["nics"]
+        return {
+            n["ibdev"]: f"{n['neighbor']['chassis']}:{n['neighbor']['port']}"
+            for n in nics
+            if n.get("neighbor")
+        }
+
+    def switch_credentials(self, name: str) -> tuple[str, str]:
+        """(user, password) of a leaf's NVUE API, decrypted from the inventory (for tests)."""
+        inventory = yaml.load(self.inventory_path.read_text(encoding="utf-8"), Loader=vault.InventoryLoader)
+        host = inventory["all"]["children"]["leaf_switches"]["hosts"].get(name)
+        if host is None:
+            raise SimError(f"no simulated leaf {name!r} in {self.inventory_path}")
+        return host["gpufleet_switch_username"], vault.decrypt(
+            host["gpufleet_switch_password"], self.vault_password_file
+        )
+
+    def _leaf_group(self, leaves: list[LeafSpec], passwords: dict[str, str]) -> dict[str, Any]:
+        return {
+            "hosts": {
+                leaf.name: {
+                    "gpufleet_switch_address": f"https://{leaf.address}:{nvue.PORT}",
+                    "gpufleet_switch_username": nvue.USERNAME,
+                    "gpufleet_switch_password": vault.Vaulted(
+                        vault.encrypt(passwords[leaf.name], self.vault_password_file)
+                    ),
+                }
+                for leaf in leaves
+            },
+            "vars": {
+                # read and changed from the controller, as the BMCs are
+                "ansible_connection": "local",
+                "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+                "gpufleet_switch_ca_path": str(self.leaf_dir / "ca.pem"),
+            },
+        }
+
+    def _write_inventory(
+        self,
+        specs: list[node.NodeSpec],
+        bmc_passwords: dict[str, str],
+        leaves: list[LeafSpec],
+        leaf_passwords: dict[str, str],
+    ) -> None:
         vault.ensure_password_file(self.vault_password_file)
         profile_group = "profile_" + specs[0].profile.replace("-", "_")
         inventory = {
             "all": {
                 "children": {
+                    "leaf_switches": self._leaf_group(leaves, leaf_passwords),
                     "gpu_nodes": {
                         "children": {
                             profile_group: {
@@ -436,7 +554,7 @@ class Fleet:
                             ),
                             "gpufleet_bmc_ca_path": str(self.bmc_dir / "ca.pem"),
                         },
-                    }
+                    },
                 },
             }
         }

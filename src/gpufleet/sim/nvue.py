@@ -33,11 +33,10 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
-import datetime
-import ipaddress
 import json
 import os
 import signal
+import socket
 import ssl
 import sys
 import threading
@@ -48,11 +47,6 @@ from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from gpufleet.sim import nvue_state
 from gpufleet.sim.bmc import passwords, tls
 
@@ -61,7 +55,6 @@ PORT = 8765
 PREFIX = "/" + nvue_state.NVUE_API_VERSION
 REVISION = PREFIX + "/revision"
 MAX_BODY = 1024 * 1024
-_VALID = datetime.timedelta(days=365)
 
 
 class Switch:
@@ -307,64 +300,9 @@ def context_for(cert: Path, key: Path) -> ssl.SSLContext:
 
 
 def issue_certificate(directory: Path, hostname: str, address: str) -> tuple[Path, Path]:
-    """(certificate, key) for switch ``hostname`` at ``address``, signed by the directory's CA.
-
-    The CA is ``gpufleet.sim.bmc.tls.ensure_ca`` (made once per directory, the extensions Python
-    3.13's strict verification asks for); the leaf carries the address as an IP SAN and the
-    hostname as a DNS SAN, so clients verify with ``ssl.create_default_context(cafile=ca.pem)``.
-    """
-    ca_path = tls.ensure_ca(directory)
-    ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
-    ca_key = serialization.load_pem_private_key((directory / tls.CA_KEY).read_bytes(), password=None)
-    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
-        raise ValueError(f"{directory / tls.CA_KEY} is not the EC key this CA was made with")
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + _VALID)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName(hostname)]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / f"{hostname}.pem", directory / f"{hostname}-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.touch(mode=0o600)
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return cert_path, key_path
+    """(certificate, key) for switch ``hostname`` at ``address``, signed by the directory's CA
+    (``gpufleet.sim.bmc.tls``: the fleet's one CA), naming the address and the hostname."""
+    return tls.issue(directory, hostname, address, dns_name=hostname)
 
 
 def prepare(directory: Path, hostname: str, address: str, ports: int = 32) -> str:
@@ -384,6 +322,42 @@ def state_file(directory: Path, hostname: str) -> Path:
     return directory / f"{hostname}.json"
 
 
+USERNAME = nvue_state.USERNAME
+
+
+def argv(directory: Path, hostname: str, address: str) -> list[str]:
+    """The command line of a leaf prepared under ``directory`` (the Fleet runs one per leaf)."""
+    return [
+        sys.executable,
+        "-m",
+        "gpufleet.sim.nvue",
+        "--state",
+        str(state_file(directory, hostname)),
+        "--address",
+        address,
+        "--cert",
+        str(directory / f"{hostname}.pem"),
+        "--key",
+        str(directory / f"{hostname}-key.pem"),
+    ]
+
+
+def listening(address: str, port: int = PORT) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _down(path: Path) -> bool:
+    """The ``switch-down`` fault (sim/faults_switch.py): the switch answers nothing at all."""
+    try:
+        return bool(nvue_state.load(path).get("down"))
+    except (OSError, ValueError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpufleet-sim-nvue")
     parser.add_argument("--state", type=Path, required=True, help="the switch's JSON state file")
@@ -399,12 +373,30 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    listener = Listener(args.state, (args.address, args.port), context_for(args.cert, args.key)).start()
-    print(f"nvue: pid {os.getpid()} on https://{args.address}:{listener.port}", file=sys.stderr, flush=True)
+    context = context_for(args.cert, args.key)
+    listener: Listener | None = None
+    seen = -1
     try:
-        stopping.wait()
+        # The state file is looked at a few times a second: a switch-down fault closes the listening
+        # socket (clients see the connection refused, as of a switch that is off), its clear reopens it.
+        while True:
+            stamp = args.state.stat().st_mtime_ns
+            if stamp != seen:
+                seen = stamp
+                down = _down(args.state)
+                if down and listener is not None:
+                    listener.stop()
+                    listener = None
+                    print(f"nvue: pid {os.getpid()} down (switch-down)", file=sys.stderr, flush=True)
+                elif not down and listener is None:
+                    listener = Listener(args.state, (args.address, args.port), context).start()
+                    where = f"https://{args.address}:{listener.port}"
+                    print(f"nvue: pid {os.getpid()} on {where}", file=sys.stderr, flush=True)
+            if stopping.wait(0.25):
+                break
     finally:
-        listener.stop()
+        if listener is not None:
+            listener.stop()
     return 0
 
 

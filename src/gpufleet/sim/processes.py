@@ -163,6 +163,10 @@ def recorded(record: dict[str, Any]) -> list[tuple[str, Proc]]:
             proc = _proc(parts.get(part))
             if proc is not None:
                 found.append((f"{name} {part}", proc))
+    for name, parts in sorted(record.get("leaves", {}).items()):
+        proc = _proc(parts.get("nvue"))
+        if proc is not None:
+            found.append((f"{name} nvue", proc))
     supervisor = _proc(record.get("supervisor"))
     if supervisor is not None:
         found.append(("supervisor", supervisor))
@@ -206,7 +210,12 @@ def survivors(record: dict[str, Any], own_group: int | None = None) -> list[str]
     group = record.get("group")
     if group and group != own_group:
         found += [f"process {pid} in the supervisor's group {group}" for pid in in_group(int(group))]
-    addresses = [parts["address"] for parts in record.get("nodes", {}).values() if "address" in parts]
+    addresses = [
+        parts["address"]
+        for section in ("nodes", "leaves")
+        for parts in record.get(section, {}).values()
+        if "address" in parts
+    ]
     found += [f"a listener on {where}" for where in listeners(addresses)]
     return list(dict.fromkeys(found))
 

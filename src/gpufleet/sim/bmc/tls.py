@@ -76,15 +76,19 @@ def ensure_ca(directory: Path) -> Path:
     return cert_path
 
 
-def issue(directory: Path, name: str, address: str) -> tuple[Path, Path]:
-    """(certificate, key) for the BMC of node `name` at `address`, signed by the fleet CA."""
+def issue(directory: Path, name: str, address: str, dns_name: str | None = None) -> tuple[Path, Path]:
+    """(certificate, key) for the BMC of node `name` at `address`, signed by the fleet CA.
+
+    The certificate names the address (IP SAN) and `dns_name` (default `<name>-bmc`, the BMC's own
+    host name); a switch passes its hostname."""
+    dns_name = dns_name or f"{name}-bmc"
     ca_path = ensure_ca(directory)
     ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
     ca_key = serialization.load_pem_private_key((directory / CA_KEY).read_bytes(), password=None)
     if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
         raise ValueError(f"{directory / CA_KEY} is not the EC key this CA was made with")
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name}-bmc")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)])
     cert = (
         _builder(subject, ca_cert.subject, key)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
@@ -105,7 +109,7 @@ def issue(directory: Path, name: str, address: str) -> tuple[Path, Path]:
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(
             x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName(f"{name}-bmc")]
+                [x509.IPAddress(ipaddress.ip_address(address)), x509.DNSName(dns_name)]
             ),
             critical=False,
         )

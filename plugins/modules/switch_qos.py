@@ -1,0 +1,206 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Apply (or, in check mode, compare) the lossless RoCE profile on a Cumulus Linux leaf over NVUE."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: switch_qos
+short_description: The lossless RoCE profile of a Cumulus Linux leaf switch, through the NVUE REST API
+version_added: "0.1.0"
+description:
+  - Compares the leaf's applied configuration with the profile the hosts' RoCE traffic needs and, unless
+    in check mode, applies what differs through one NVUE revision (create, patch, apply) and reads the
+    switch again.
+  - "The profile: trust PCP and DSCP (V(both), as Cumulus' own RoCE profile); the RoCE DSCP (O(roce_dscp), 26 for ToS 106) on the RoCE priority
+    with PFC receiving and sending pauses; the CNP DSCP on a priority of its own; each priority in its
+    traffic class; ECN marking on the RoCE traffic class; the front-panel ports' MTU."
+  - Returns C(reading), the operational QoS tree and every front-panel port's MTU, read once; the nodes'
+    C(fabric) role judges each host port's link against it.
+  - Runs on the controller (C(connection=local) or C(delegate_to=localhost)), as the switches sit on the
+    management network.
+  - B(Fails closed before anything is sent.) An C(http://) address is refused unless
+    O(insecure_http_reason) says why; a missing or non-PEM O(ca_path) is refused naming the file; a
+    certificate the CA did not sign fails and is never retried. The password never appears in the
+    result or a message.
+  - A switch that cannot be read is not a module failure in check mode (drift, the gate's read); the
+    result has a failed C(switch.nvue[<name>]) check and C(reading.read=false), so every node cabled to
+    the switch names it. When applying, it fails the task.
+options:
+  name:
+    description: How checks and readings name the switch (its inventory name); the address's host by default.
+    type: str
+  address:
+    description: The switch's NVUE API, C(host), C(host:port) or C(https://host[:port]) (default port 8765).
+    type: str
+    required: true
+  username:
+    description: NVUE account (one of the C(nvapply) role to apply; read-only to compare).
+    type: str
+    required: true
+  password:
+    description: Password of O(username). Keep it in a vault.
+    type: str
+    required: true
+  ca_path:
+    description: PEM file of the CA that signed the switches' certificates, in addition to the system's.
+    type: path
+  validate_certs:
+    description: Verify the switch's certificate (point O(ca_path) at the switches' CA instead of off).
+    type: bool
+    default: true
+  insecure_http_reason:
+    description: Why this switch may be reached over plain C(http://) (reported as a hint). Unset refuses C(http://).
+    type: str
+  timeout:
+    description: Seconds to wait for each request, 1 to 600.
+    type: int
+    default: 10
+  roce_dscp:
+    description: DSCP of the hosts' RoCE traffic, 0..63 (ToS 106 is DSCP 26).
+    type: int
+    default: 26
+  cnp_dscp:
+    description: DSCP of the hosts' congestion notification packets, 0..63.
+    type: int
+    default: 48
+  roce_priority:
+    description: Switch priority 0..7 of RoCE traffic, the one with PFC (the hosts' PFC priority).
+    type: int
+    default: 3
+  cnp_priority:
+    description: Switch priority 0..7 of CNPs, not O(roce_priority) (CNPs must not queue behind RoCE).
+    type: int
+    default: 6
+  roce_traffic_class:
+    description: Egress traffic class 0..7 of O(roce_priority); it is ECN-marked.
+    type: int
+    default: 3
+  cnp_traffic_class:
+    description: Egress traffic class 0..7 of O(cnp_priority).
+    type: int
+    default: 6
+  mtu:
+    description: MTU 552..9216 of the front-panel ports; at least the hosts' RoCE MTU.
+    type: int
+    default: 9216
+  ports:
+    description: Front-panel ports whose MTU is managed (C(swp1)). Empty means every C(swp) port.
+    type: list
+    elements: str
+    default: []
+  manage:
+    description: The parts of the profile this module manages; the others are left as they are.
+    type: list
+    elements: str
+    choices: [trust, dscp_map, pfc, ecn, mtu]
+    default: [trust, dscp_map, pfc, ecn, mtu]
+extends_documentation_fragment:
+  - gpufleet.node.attributes.writes
+attributes:
+  check_mode:
+    details: Reads the switch and returns the changes it would make; no revision is created.
+  diff_mode:
+    details: The NVUE settings that differ, before and after.
+notes:
+  - NVUE's paths and keys follow NVIDIA's Cumulus Linux 5.x user guide (NVUE API, RoCE and QoS pages);
+    no public capture of NVUE's JSON exists, so the shapes are those the guide's C(nv show) output shows.
+seealso:
+  - name: Cumulus Linux RDMA over Converged Ethernet (RoCE)
+    description: The lossless RoCE profile and its NVUE commands.
+    link: https://docs.nvidia.com/networking-ethernet-software/cumulus-linux/Layer-1-and-Switch-Ports/Quality-of-Service/RDMA-over-Converged-Ethernet-RoCE/
+  - module: gpufleet.node.node_facts
+author:
+  - gpufleet developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Apply the lossless RoCE profile on the leaf (on the controller)
+  gpufleet.node.switch_qos:
+    address: "{{ gpufleet_switch_address }}"
+    username: "{{ gpufleet_switch_username }}"
+    password: "{{ gpufleet_switch_password }}"
+    ca_path: "{{ gpufleet_switch_ca_path | default(omit) }}"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+changes:
+  description: Each NVUE setting changed (or, in check mode, that would change), as C({setting, from, to}).
+  returned: always
+  type: list
+  elements: dict
+checks:
+  description: C(switch.nvue[<name>]), whether the switch's NVUE API was read.
+  returned: always
+  type: list
+  elements: dict
+reading:
+  description: C({name, read, error, qos, mtu}) the operational QoS tree and each front-panel port's MTU.
+  returned: always
+  type: dict
+revision:
+  description: The NVUE revision that applied the changes; null when nothing was applied.
+  returned: always
+  type: str
+hints:
+  description: A plain-HTTP reason given for this switch, to report.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import switch_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.nvue_client import NvueError
+
+
+def _diff(changes, name):
+    before = "".join("%s: %s\n" % (c["setting"], c["from"]) for c in changes)
+    after = "".join("%s: %s\n" % (c["setting"], c["to"]) for c in changes)
+    return dict(before=before, after=after, before_header=name, after_header=name)
+
+
+def main():
+    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
+    errors = role.validate(module.params)
+    if errors:
+        module.fail_json(msg="; ".join(errors), input_error=True)
+    try:
+        nvue = role.client(module.params, module.params["name"])
+    except NvueError as exc:
+        module.fail_json(msg=str(exc), input_error=exc.kind in ("config", "usage"))
+    name = nvue.name
+    planned = role.plan(nvue, module.params, name)
+    result = dict(revision=None, hints=[nvue.transport_hint] if nvue.transport_hint else [])
+    if not module.check_mode and planned["reading"]["read"]:
+        try:
+            planned = role.apply(nvue, module.params, name, planned)
+        except NvueError as exc:
+            module.fail_json(msg=str(exc), changes=planned["changes"], checks=planned["checks"], **result)
+        result["revision"] = planned["revision"]
+        if planned["left"]:
+            module.fail_json(
+                msg="%s did not keep %s after revision %s was applied"
+                % (name, ", ".join(c["setting"] for c in planned["left"]), planned["revision"]),
+                changes=planned["changes"],
+                checks=planned["checks"],
+                **result,
+            )
+    result.update(
+        changed=bool(planned["changes"]),
+        changes=planned["changes"],
+        checks=planned["checks"],
+        reading=planned["reading"],
+    )
+    if not planned["reading"]["read"] and not module.check_mode:
+        module.fail_json(msg=planned["reading"]["error"], **result)
+    if module._diff and planned["changes"]:
+        result["diff"] = _diff(planned["changes"], name)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
