@@ -53,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
     check.set_defaults(check=True, diff=True)
 
+    switch = sub.add_parser(
+        "switch",
+        help="apply the lossless RoCE profile on the leaf switches (NVUE); --check: what would change",
+    )
+    _common(switch)
+    switch.add_argument("--check", action="store_true", help="report what would change; change nothing")
+    switch.set_defaults(diff=True, tags=None)
+
     gate = sub.add_parser(
         "gate", help="post-maintenance gate: thermal, coolant, start, burn-in, prefix cache"
     )
@@ -147,6 +155,8 @@ def _changing(args: argparse.Namespace) -> str | None:
         return "gpufleet gate"
     if args.command == "drift" and args.fix:
         return "gpufleet drift --fix"
+    if args.command == "switch" and not args.check:
+        return "gpufleet switch"
     return None
 
 
@@ -301,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _arguments(args: argparse.Namespace) -> None:
     """Options out of range are usage errors, found before anything is read."""
+    if args.command == "switch" and args.limit is None:
+        # the switch play reaches the leaves only; the lock and the preflight need no more
+        args.limit = runner.SWITCH_GROUP
     if args.command == "drift":
         if not 0 <= args.max_fail_percent <= 100:
             raise UsageError(f"--max-fail-percent must be 0..100, got {args.max_fail_percent:g}")
@@ -311,6 +324,11 @@ def _arguments(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
     """One of the commands that run playbooks, its report printed; its exit status."""
+    if args.command == "switch":
+        options = commands.CommonOptions(
+            inventory, args.limit, args.report_dir, check=args.check, diff=True, vault_password_file=vault
+        )
+        return _print_report(commands.switch(options), args.report_dir)
     if args.command in ("provision", "check"):
         options = commands.CommonOptions(
             inventory,

@@ -105,12 +105,20 @@ def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
 
 def provision(options: CommonOptions) -> Report:
     """playbooks/provision.yml: every role, in order; changes per host in the report."""
-    command = "provision --check" if options.check else "provision"
-    report = Report(command=command, started=now())
+    return _apply(options, "provision.yml", "provision")
+
+
+def switch(options: CommonOptions) -> Report:
+    """playbooks/switch_qos.yml: the lossless RoCE profile on the leaf switches; changes per switch."""
+    return _apply(options, "switch_qos.yml", "switch")
+
+
+def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
+    report = Report(command=f"{command} --check" if options.check else command, started=now())
     result = run_reported(
         report,
         runner.RunOptions(
-            playbook="provision.yml",
+            playbook=playbook,
             inventory=options.inventory,
             limit=options.limit,
             tags=options.tags,
