@@ -1,0 +1,236 @@
+"""plugins/module_utils/roce_reading.py: a node's RoCE ports and their counters read (exact argv, the C
+locale, ethtool -S before the sysfs hw_counters), failures that name the tool, and the judgement of
+two readings, on the simulator's node and leaves (tests/unit/modules/rocenode.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters, roce_reading
+
+from gpufleet.sim import sysfs_rdma
+from tests.unit.modules import rocenode
+from tests.unit.modules.rocenode import ETHTOOL, RoceNode
+
+ENV = {"environ_update": {"LC_ALL": "C"}}
+IBDEVS = [f"mlx5_{i}" for i in range(8)]
+
+
+@pytest.fixture
+def node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RoceNode:
+    return rocenode.install(tmp_path, monkeypatch)
+
+
+def test_roce_ports_are_the_ethernet_rdma_ports_with_their_netdevs(node: RoceNode) -> None:
+    ports = roce_reading.roce_ports()
+    assert ports == node.ports()
+    assert [p["ibdev"] for p in ports] == IBDEVS and ports[0] == {
+        "ibdev": "mlx5_0",
+        "port": 1,
+        "netdev": "ens21np0",
+    }
+
+
+def test_an_infiniband_port_is_no_roce_port(node: RoceNode) -> None:
+    nic = node.nics()[1]
+    link_layer = (
+        Path(node.root) / "sys" / "class" / "infiniband" / nic["ibdev"] / "ports" / "1" / "link_layer"
+    )
+    link_layer.write_text("InfiniBand\n", encoding="utf-8")
+    assert nic["ibdev"] not in [p["ibdev"] for p in roce_reading.roce_ports()]
+
+
+def test_no_rdma_device_no_port(tmp_path: Path) -> None:
+    assert roce_reading.roce_ports(str(tmp_path)) == []
+
+
+def test_read_port_runs_ethtool_then_reads_hw_counters(node: RoceNode) -> None:
+    node.load(4)
+    roce_reading.read_port(node.run_command, "mlx5_0", "ens21np0", 1, ETHTOOL)
+    node.sleep(10)
+    reading = roce_reading.read_port(node.run_command, "mlx5_0", "ens21np0", 1, ETHTOOL)
+    assert node.calls == [([ETHTOOL, "-S", "ens21np0"], ENV)] * 2
+    # both sets in one dict: ethtool's port counters and the RDMA device's hw_counters
+    assert set(sysfs_rdma.HW_COUNTERS) < set(reading)
+    assert reading["rx_packets_phy"] > 0 and reading["np_cnp_sent"] > 0
+    # one reading: the hw_counters files are what this ethtool -S call left (the sim moves both at once)
+    values = next(n for n in node.nics() if n["ibdev"] == "mlx5_0")["roce_counters"]["values"]
+    assert reading["np_cnp_sent"] == int(values["np_cnp_sent"])
+    assert reading["rx_packets_phy"] == int(values["rx_packets_phy"])
+
+
+def test_read_ports_reads_each_port_once(node: RoceNode) -> None:
+    readings = roce_reading.read_ports(node.run_command, node.ports(), ETHTOOL)
+    assert list(readings) == IBDEVS
+    assert [args for args, _ in node.calls] == [[ETHTOOL, "-S", p["netdev"]] for p in node.ports()]
+
+
+def test_read_hw_counters_without_the_directory_is_empty(node: RoceNode) -> None:
+    assert roce_reading.read_hw_counters("mlx5_9", 1) == {}
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            (96, "", "Cannot get stats strings information: No such device\n"),
+            "ethtool -S ens21np0 failed (rc=96): Cannot get stats strings information: No such device",
+        ),
+        (
+            (0, "NIC statistics:\n     rx_packets: twelve\n", ""),
+            "could not read the output of ethtool -S ens21np0: "
+            "ethtool -S: line 'rx_packets: twelve' is not '<counter>: <unsigned integer>'",
+        ),
+        (
+            (0, "NIC statistics:\n", ""),
+            "could not read the output of ethtool -S ens21np0: ethtool -S: no counters after "
+            "'NIC statistics:' (the driver exports none?)",
+        ),
+        ((0, "", ""), "could not read the output of ethtool -S ens21np0: ethtool -S: empty output"),
+    ],
+)
+def test_ethtool_failures_name_the_tool(node: RoceNode, answer: tuple[int, str, str], message: str) -> None:
+    node.answers[(ETHTOOL, "-S", "ens21np0")] = answer
+    with pytest.raises(roce_reading.ReadError) as caught:
+        roce_reading.read_port(node.run_command, "mlx5_0", "ens21np0", 1, ETHTOOL)
+    assert str(caught.value) == message
+    assert caught.value.details() == {
+        "cmd": [ETHTOOL, "-S", "ens21np0"],
+        "rc": answer[0],
+        "stdout": answer[1],
+        "stderr": answer[2],
+    }
+    if answer == (0, "", ""):  # an empty read is tried again (tool_runner.EMPTY_RETRIES) first
+        assert len(node.calls) == 3
+
+
+def test_a_hw_counter_that_is_no_number_names_the_file(node: RoceNode) -> None:
+    nic = node.nics()[0]
+    # an optional counter (rdma statistic set ... optional-counters) the simulated ethtool does not write
+    path = sysfs_rdma.hw_counters_dir(Path(node.root) / "sys", nic) / "cc_rx_ce_pkts"
+    path.write_text("n/a\n", encoding="utf-8")
+    with pytest.raises(
+        roce_reading.ReadError, match=r"^sysfs: .*/hw_counters/cc_rx_ce_pkts holds 'n/a', not a counter"
+    ):
+        roce_reading.read_port(node.run_command, nic["ibdev"], nic["netdev"], 1, ETHTOOL)
+
+
+# ------------------------------------------------------------------ the judgement
+
+
+def window(node: RoceNode, seconds: float = 10.0, **kwargs: Any) -> roce_reading.Window:
+    """A Window over every port with ``seconds`` of the burn-in's load between its two readings."""
+    watch = roce_reading.Window(node.run_command, node.ports(), ETHTOOL, clock=node.clock, **kwargs)
+    watch.start()
+    node.load(4)
+    node.sleep(seconds)
+    watch.stop()
+    return watch
+
+
+def by_name(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in checks}
+
+
+def test_healthy_fabric_under_load_passes(node: RoceNode) -> None:
+    watch = window(node)
+    checks = watch.checks()
+    assert checks and all(c["ok"] for c in checks)
+    assert {c["name"].split("[")[0] for c in checks} == {
+        "fabric.retransmits",
+        "fabric.qp_failures",
+        "fabric.pause_duration",
+        "fabric.pause_storm",
+        "fabric.rx_discards",
+        "fabric.rx_out_of_buffer",
+        "fabric.ecn_loop",
+        "fabric.host_pfc",
+    }
+    assert len(checks) == 8 * len(IBDEVS)
+    summary = watch.summary()
+    assert summary["window_s"] == 10.0 and summary["error"] is None
+    assert (
+        summary["deltas"]["mlx5_0"]["np_cnp_sent"] > 0 and summary["deltas"]["mlx5_0"]["out_of_sequence"] == 0
+    )
+
+
+def test_switch_pfc_off_fails_retransmits_on_that_leafs_ports(node: RoceNode) -> None:
+    """A switch-PFC-off reading: leaf01 drops the RoCE priority's traffic under load."""
+    node.leaf("leaf01", rocenode.switch_pfc_off)
+    checks = by_name(window(node).checks())
+    for ibdev in node.on_leaf("leaf01"):
+        retransmits = checks[f"fabric.retransmits[{ibdev}]"]
+        assert retransmits["ok"] is False and retransmits["value"] > 100 and retransmits["limit"] == 1.0
+        assert "lost packets and retransmits" in retransmits["message"]
+        assert checks[f"fabric.rx_discards[{ibdev}]"]["ok"] is False
+        assert checks[f"fabric.ecn_loop[{ibdev}]"]["ok"] is True  # the leaf still marks
+    for ibdev in node.on_leaf("leaf02"):
+        assert checks[f"fabric.retransmits[{ibdev}]"]["ok"] is True
+
+
+def test_thresholds_reach_the_judge(node: RoceNode) -> None:
+    node.leaf("leaf01", rocenode.switch_pfc_off)
+    checks = window(node, thresholds={"retransmits_per_s": 1e9, "rx_discards_per_s": 1e9}).checks()
+    assert all(c["ok"] for c in checks)
+
+
+def test_a_failed_read_is_one_failed_check_naming_the_tool(node: RoceNode) -> None:
+    node.answers[(ETHTOOL, "-S", "ens38np0")] = (0, "garbage\n", "")
+    watch = window(node)
+    assert watch.checks() == [
+        {
+            "name": "burn_in.roce_counters",
+            "ok": False,
+            "value": watch.error,
+            "limit": None,
+            "unit": "",
+            "message": "the RoCE ports' counters could not be read: " + str(watch.error),
+        }
+    ]
+    assert str(watch.error).startswith(
+        "could not read the output of ethtool -S ens38np0: ethtool -S: line 'garbage'"
+    )
+    assert watch.summary()["deltas"] == {}
+
+
+def test_judge_matches_judge_port() -> None:
+    before = {"mlx5_0": {"out_of_sequence": 0}, "mlx5_1": {"out_of_sequence": 5}}
+    after = {
+        "mlx5_0": {"out_of_sequence": 50},
+        "mlx5_1": {"out_of_sequence": 5},
+        "mlx5_2": {"out_of_sequence": 1},
+    }
+    checks = roce_reading.judge(before, after, 10.0)
+    assert checks == [
+        *roce_counters.judge_port("mlx5_0", before["mlx5_0"], after["mlx5_0"], 10.0),
+        *roce_counters.judge_port("mlx5_1", before["mlx5_1"], after["mlx5_1"], 10.0),
+    ]
+    assert [c["ok"] for c in checks] == [False, True]
+    assert roce_reading.deltas(before, after) == {
+        "mlx5_0": {"out_of_sequence": 50},
+        "mlx5_1": {"out_of_sequence": 0},
+        "mlx5_2": {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "errors"),
+    [
+        (None, []),
+        ({"pause_pct": 5, "retransmits_per_s": 0.5}, []),
+        (
+            {"pause_percent": 5},
+            [
+                "pause_percent is not a threshold (known: pause_pct, pause_storm_events, qp_failures, "
+                "retransmits_per_s, rx_discards_per_s, rx_out_of_buffer_per_s)"
+            ],
+        ),
+        ({"pause_pct": -1}, ["pause_pct must be 0 or more, not -1"]),
+        ({"pause_pct": "ten"}, ["pause_pct must be a number, not 'ten'"]),
+        ({"qp_failures": True}, ["qp_failures must be a number, not True"]),
+    ],
+)
+def test_threshold_errors(thresholds: dict[str, Any] | None, errors: list[str]) -> None:
+    assert roce_reading.threshold_errors(roce_reading.thresholds_from(thresholds)) == errors
