@@ -10,7 +10,9 @@ Pieces, each testable alone:
 - ``Watch``: per-GPU maxima, reasons seen, the first bad sample;
 - ``run``: the loop tying them together, with the clock and sleep injectable for tests;
 - ``checks``: the result as checks; the temperatures and reasons are judged by thermal_verdict,
-  the gate's one thermal judge, under the same names as at idle (``thermal.gpu_temp_c[<uuid>]``).
+  the gate's one thermal judge, under the same names as at idle (``thermal.gpu_temp_c[<uuid>]``);
+  with a ``roce_reading.Window`` (the node's RoCE ports' counters read when the load starts and
+  when it stops), its ``fabric.*`` checks too: a fabric that misbehaves under load fails the burn-in.
 
 Runs on the managed node (Python 3.11, stdlib only).
 """
@@ -269,12 +271,26 @@ class Load:
 # ---------------------------------------------------------------- the loop
 
 
-def run(sample, load, seconds, interval, watch, stop_on_bad=True, clock=time.monotonic, sleep=time.sleep):
+def run(
+    sample,
+    load,
+    seconds,
+    interval,
+    watch,
+    stop_on_bad=True,
+    clock=time.monotonic,
+    sleep=time.sleep,
+    counters=None,
+):
     """Load on, sample every ``interval`` s for ``seconds`` s, load off.
 
-    ``sample()`` returns parse_sample()'s list or raises SampleError. Returns
-    ``{duration_s, stopped_early, samples, first_bad_sample, requests}``.
+    ``sample()`` returns parse_sample()'s list or raises SampleError. ``counters`` (a
+    roce_reading.Window, or None) is read just before the load starts and just before it stops.
+    Returns ``{duration_s, stopped_early, samples, first_bad_sample, requests, roce}`` (``roce``:
+    the window's summary, None without one).
     """
+    if counters is not None:
+        counters.start()
     load.start()
     start = clock()
     next_at = start
@@ -298,6 +314,8 @@ def run(sample, load, seconds, interval, watch, stop_on_bad=True, clock=time.mon
             if delay > 0:
                 sleep(delay)
     finally:
+        if counters is not None:
+            counters.stop()
         requests = load.stop()
     return {
         "duration_s": round(clock() - start, 1),
@@ -305,6 +323,7 @@ def run(sample, load, seconds, interval, watch, stop_on_bad=True, clock=time.mon
         "samples": watch.summary(),
         "first_bad_sample": watch.first_bad,
         "requests": requests,
+        "roce": None if counters is None else counters.summary(),
     }
 
 
@@ -324,9 +343,10 @@ def _readings(summary):
     ]
 
 
-def checks(result, limits, max_failed_requests=0):
+def checks(result, limits, max_failed_requests=0, counters=None):
     """Checks of a run() result: samples; per GPU its presence, the thermal judge's checks of its
-    peaks and reasons (``thermal.*``, as at idle) and its utilisation; per URL its requests."""
+    peaks and reasons (``thermal.*``, as at idle) and its utilisation; per URL its requests; with
+    ``counters`` (the run's roce_reading.Window) its checks of each RoCE port (``fabric.*``)."""
     out = []
     summary = result["samples"]
     if summary["error"]:
@@ -390,4 +410,6 @@ def checks(result, limits, max_failed_requests=0):
                 "burn_in.requests[%s]" % url, ok, stats["failed"], max_failed_requests, "failed requests", msg
             )
         )
+    if counters is not None:
+        out.extend(counters.checks())
     return out

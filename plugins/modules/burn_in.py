@@ -20,8 +20,11 @@ description:
   - A sample is bad when a GPU is past a temperature limit, below the T.Limit margin, shows a forbidden
     clock event reason, misses a reading, or is missing altogether. The first bad sample is returned
     (RV(first_bad_sample)) and, with O(stop_on_first_bad), ends the load at once.
+  - With O(roce_ports) (the default) it also reads the counters of the node's RoCE ports when the load
+    starts and when it stops, and judges retransmits, drops, pauses and the ECN loop over the burn-in.
   - Fails when any check fails (a bad sample, no completed request, more failed requests than
-    O(max_failed_requests), nvidia-smi failing). The checks and the summary are in the failed result too.
+    O(max_failed_requests), nvidia-smi failing, a RoCE port misbehaving under the load). The checks and
+    the summary are in the failed result too.
   - In check mode nothing is sent and the task is skipped. A burn-in changes no configuration, but it
     puts minutes of load on the node.
 options:
@@ -110,6 +113,27 @@ options:
     description: End the load at the first bad sample (no point heating a GPU that already throttles).
     type: bool
     default: true
+  roce_ports:
+    description:
+      - Also watch the node's RoCE ports (RDMA ports with an Ethernet link layer and a netdev) - read their
+        counters (C(ethtool -S <netdev>), then C(/sys/class/infiniband/<dev>/ports/<n>/hw_counters/*)) just
+        before the load starts and just before it stops, and judge them as M(gpufleet.node.roce_health)
+        does (C(fabric.*) checks). A fabric that drops, retransmits or pauses under load fails the burn-in.
+      - Nothing is read on a node without RoCE ports. A counter that cannot be read is the failed check
+        C(burn_in.roce_counters), naming the tool.
+    type: bool
+    default: true
+  roce_priority:
+    description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
+    type: int
+    default: 3
+  roce_thresholds:
+    description:
+      - Limits of the C(fabric.*) checks that replace the defaults, by name (C(retransmits_per_s),
+        C(qp_failures), C(pause_pct), C(pause_storm_events), C(rx_discards_per_s),
+        C(rx_out_of_buffer_per_s)); see M(gpufleet.node.roce_health) for the defaults and why.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
@@ -169,7 +193,10 @@ checks:
       C(thermal.tlimit_c[<uuid>]) (lowest margin), C(thermal.clocks_event_reasons[<uuid>]) (forbidden
       reasons seen);
       C(burn_in.utilization_pct[<uuid>]) (with O(min_utilization_pct)),
-      C(burn_in.gpu_present[<uuid>]) (when it went missing); per instance C(burn_in.requests[<url>]).
+      C(burn_in.gpu_present[<uuid>]) (when it went missing); per instance C(burn_in.requests[<url>]);
+      with O(roce_ports), per RoCE port the checks of M(gpufleet.node.roce_health)
+      (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ...), or C(burn_in.roce_counters)
+      when the counters could not be read.
   returned: always
   type: list
   elements: dict
@@ -219,6 +246,15 @@ stopped_early:
   returned: always
   type: bool
   sample: false
+roce:
+  description:
+    - The RoCE ports watched (C(ports)), the seconds between their two readings (C(window_s)), per port how
+      much each judged counter grew (C(deltas)) and why the counters could not be read (C(error)).
+      Null with O(roce_ports=false) or on a node without RoCE ports.
+  returned: always
+  type: dict
+  sample: {"ports": [{"ibdev": "mlx5_0", "port": 1, "netdev": "ens21np0"}], "window_s": 180.3,
+           "deltas": {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 53120}}, "error": null}
 changes:
   description: Always empty; a burn-in changes nothing.
   returned: always
@@ -239,13 +275,20 @@ from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
     run,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import thermal_sampler
+from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+    ReadError,
+    Window,
+    roce_ports,
+    threshold_errors,
+    thresholds_from,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
     GPU_SKIPS,
     gpu_limit_spec,
     limit_errors,
     limits_from_params,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
 
 _LIMITS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons", "min_utilization_pct")
 
@@ -269,6 +312,41 @@ def _validate(module):
     return urls
 
 
+def _roce_window(module):
+    """The counters to read around the load: a roce_reading.Window over the node's RoCE ports, or
+    None (roce_ports off, or no RoCE port on the node)."""
+    p = module.params
+    if not p["roce_ports"]:
+        return None
+    if not 0 <= p["roce_priority"] <= 7:
+        module.fail_json(
+            msg="roce_priority is %d; the RoCE priority is 0..7 (3 in the fleet's profile)"
+            % p["roce_priority"]
+        )
+    thresholds = thresholds_from(p["roce_thresholds"])
+    errors = threshold_errors(thresholds)
+    if errors:
+        module.fail_json(msg="roce_thresholds: %s" % "; ".join(errors))
+    try:
+        ports = roce_ports()
+    except ReadError as exc:
+        module.fail_json(msg="%s; check the RDMA devices' sysfs, or set roce_ports: false" % exc)
+    if not ports:
+        return None
+    return Window(module.run_command, ports, tool_path(module, "ethtool"), p["roce_priority"], thresholds)
+
+
+def _advice(failed):
+    """What to check before admitting traffic, by what failed: the coolant loop, the RoCE path, or both."""
+    fabric = [c for c in failed if c["name"].startswith(("fabric.", "burn_in.roce_counters"))]
+    todo = []
+    if len(fabric) < len(failed):
+        todo.append("check the coolant loop")
+    if fabric:
+        todo.append("check the RoCE path (host and switch PFC, ECN, DSCP map and MTU)")
+    return "Keep the instances stopped and %s before admitting traffic" % " and ".join(todo)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -289,6 +367,9 @@ def main():
             min_utilization_pct=dict(type="float"),
             skip_checks=dict(type="list", elements="str", choices=list(GPU_SKIPS), default=[]),
             stop_on_first_bad=dict(type="bool", default=True),
+            roce_ports=dict(type="bool", default=True),
+            roce_priority=dict(type="int", default=3),
+            roce_thresholds=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
         ),
         mutually_exclusive=[["urls", "ports"]],
@@ -303,6 +384,7 @@ def main():
     if errors:
         module.fail_json(msg="burn-in limits outside their physical range: %s" % "; ".join(errors))
     smi = nvidia_smi(module, p["nvidia_smi_path"])
+    counters = _roce_window(module)
     limits = limits_from_params(p, _LIMITS, GPU_SKIPS)
     load = Load(
         urls,
@@ -323,8 +405,9 @@ def main():
         p["sample_interval"],
         Watch(limits, p["gpus"]),
         p["stop_on_first_bad"],
+        counters=counters,
     )
-    result["checks"] = checks(result, limits, p["max_failed_requests"])
+    result["checks"] = checks(result, limits, p["max_failed_requests"], counters)
     result["changes"] = []
     failed = [c for c in result["checks"] if not c["ok"]]
     if failed:
@@ -339,9 +422,8 @@ def main():
                 bad["limit"],
             )
         module.fail_json(
-            msg="burn-in failed after %ss: %s.%s Keep the instances stopped and check the coolant loop "
-            "before admitting traffic"
-            % (result["duration_s"], "; ".join(c["message"] for c in failed[:6]), first),
+            msg="burn-in failed after %ss: %s.%s %s"
+            % (result["duration_s"], "; ".join(c["message"] for c in failed[:6]), first, _advice(failed)),
             changed=False,
             **result,
         )

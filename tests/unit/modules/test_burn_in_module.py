@@ -7,6 +7,7 @@ test heats between samples; the completions go to FakeVllm on 127.0.0.1.
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -14,12 +15,13 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi
 from tests.unit.module_utils.test_burn_in import FakeVllm
-from tests.unit.modules import harness
+from tests.unit.modules import harness, rocenode
 
 SMI = "/usr/bin/nvidia-smi"
 QUERY = [
@@ -54,6 +56,13 @@ class Node:
         with redirect_stdout(out):
             rc = nvidia_smi.main(list(args[1:]), self.dir)
         return rc, out.getvalue(), ""
+
+
+@pytest.fixture(autouse=True)
+def no_rdma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node without RDMA devices (whatever the machine running the tests has): no RoCE port to watch.
+    The RoCE tests below give the module a node with ports."""
+    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma"))
 
 
 @pytest.fixture
@@ -191,3 +200,109 @@ def test_bad_arguments(node: Node, args: dict[str, Any], message: str) -> None:
     result, _ = run_module(args, node)
     assert result["failed"] is True and message in result["msg"]
     assert node.calls == []
+
+
+# ---------------------------------------------------------------- the RoCE ports under the load (issue 12 §3)
+
+
+class RoceBurnIn(rocenode.RoceNode):
+    """The simulator's node with its leaves (rocenode.py) behind run_command: nvidia-smi and ethtool are
+    its fake tools, on the real clock; the burn-in's load is on its GPUs while the module runs."""
+
+    def __call__(self, module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        if args[0] == SMI:
+            self.calls.append((list(args), kwargs))
+            out = io.StringIO()
+            with redirect_stdout(out):
+                rc = nvidia_smi.main(list(args[1:]), self.dir)
+            return rc, out.getvalue(), ""
+        return self.run_command(args, **kwargs)
+
+    def which(self, module: Any, name: str, *args: Any, **kwargs: Any) -> str | None:
+        return {"nvidia-smi": SMI, "ethtool": rocenode.ETHTOOL}.get(name)
+
+
+@pytest.fixture
+def roce(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RoceBurnIn:
+    node = RoceBurnIn(tmp_path)
+    monkeypatch.setattr(rdma, "SYSFS_ROOT", node.root)
+    node.now = time.time()
+    node.load(4)  # what the instances' requests do to the node's GPUs (the fake vLLM's change_load)
+    return node
+
+
+def run_roce(roce: RoceBurnIn, args: dict[str, Any]) -> dict[str, Any]:
+    run = harness.run_module(burn_in.main, args, run_command=roce, get_bin_path=roce.which)
+    return run.result
+
+
+def test_roce_ports_are_read_when_the_load_starts_and_when_it_stops(roce: RoceBurnIn, vllm: FakeVllm) -> None:
+    result = run_roce(roce, fast(vllm))
+    assert "failed" not in result, result["msg"]
+    ethtool = [
+        ([rocenode.ETHTOOL, "-S", p["netdev"]], {"environ_update": {"LC_ALL": "C"}}) for p in roce.ports()
+    ]
+    # eight ethtool -S before the first sample, eight after the last, nothing else but the samples
+    assert roce.calls[:8] == ethtool and roce.calls[-8:] == ethtool
+    assert {tuple(args) for args, _ in roce.calls[8:-8]} == {tuple(QUERY)}
+    fabric = [c for c in result["checks"] if c["name"].startswith("fabric.")]
+    assert len(fabric) == 8 * 8 and all(c["ok"] for c in fabric)
+    assert result["checks"][-1]["name"].startswith("fabric.")  # after the thermal and request checks
+    summary = result["roce"]
+    assert summary["ports"] == roce.ports() and summary["error"] is None
+    assert 1.5 <= summary["window_s"] <= 3.0
+    assert (
+        summary["deltas"]["mlx5_0"]["np_cnp_sent"] > 0 and summary["deltas"]["mlx5_0"]["out_of_sequence"] == 0
+    )
+
+
+def test_switch_pfc_off_fails_the_burn_in_through_the_counters(roce: RoceBurnIn, vllm: FakeVllm) -> None:
+    roce.leaf("leaf01", rocenode.switch_pfc_off)
+    result = run_roce(roce, fast(vllm))
+    assert result["failed"] is True
+    failed = {c["name"] for c in result["checks"] if not c["ok"]}
+    leaf01 = roce.on_leaf("leaf01")
+    assert failed == {f"fabric.retransmits[{d}]" for d in leaf01} | {
+        f"fabric.rx_discards[{d}]" for d in leaf01
+    }
+    assert result["msg"].startswith(f"burn-in failed after {result['duration_s']}s: {leaf01[0]} over ")
+    assert result["msg"].endswith(
+        "Keep the instances stopped and check the RoCE path (host and switch PFC, ECN, DSCP map and MTU) "
+        "before admitting traffic"
+    )
+
+
+def test_roce_ports_off_reads_no_counter(roce: RoceBurnIn, vllm: FakeVllm) -> None:
+    roce.leaf("leaf01", rocenode.switch_pfc_off)
+    result = run_roce(roce, fast(vllm, roce_ports=False))
+    assert "failed" not in result and result["roce"] is None
+    assert {tuple(args) for args, _ in roce.calls} == {tuple(QUERY)}
+
+
+def test_unreadable_counters_fail_the_burn_in_naming_the_tool(roce: RoceBurnIn, vllm: FakeVllm) -> None:
+    roce.answers[(rocenode.ETHTOOL, "-S", "ens55np0")] = (0, "NIC statistics:\n     rx_packets: -1\n", "")
+    result = run_roce(roce, fast(vllm))
+    assert result["failed"] is True
+    (check,) = [c for c in result["checks"] if not c["ok"]]
+    assert check["name"] == "burn_in.roce_counters"
+    assert check["message"].startswith(
+        "the RoCE ports' counters could not be read: "
+        "could not read the output of ethtool -S ens55np0: ethtool -S: "
+    )
+    assert result["roce"]["error"] == check["value"]
+    # the first reading failed: nothing more was read, and the load ran its time
+    assert len([a for a, _ in roce.calls if a[0] == rocenode.ETHTOOL]) == 3
+    assert result["stopped_early"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"roce_priority": 9}, "roce_priority is 9; the RoCE priority is 0..7"),
+        ({"roce_thresholds": {"pauses": 1}}, "roce_thresholds: pauses is not a threshold"),
+    ],
+)
+def test_bad_roce_options(roce: RoceBurnIn, vllm: FakeVllm, args: dict[str, Any], message: str) -> None:
+    result = run_roce(roce, fast(vllm, **args))
+    assert result["failed"] is True and result["msg"].startswith(message)
+    assert roce.calls == []
