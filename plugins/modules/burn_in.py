@@ -150,6 +150,8 @@ notes:
   - Runs on the node, against instances listening there, with the same HTTP client as
     M(gpufleet.node.service_check) (Ansible's open_url).
   - A driver without C(temperature.gpu.tlimit) (before R525) fails the first sample.
+  - With O(roce_ports) on a node that has RoCE ports, C(ethtool) must be installed (else set
+    O(roce_ports=false)).
 seealso:
   - module: gpufleet.node.thermal_gate
   - module: gpufleet.node.service_check

@@ -505,3 +505,65 @@ def test_utilization_floor() -> None:
     assert checks["burn_in.utilization_pct[GPU-1]"]["ok"] is False
     assert "the load did not reach it" in checks["burn_in.utilization_pct[GPU-1]"]["message"]
     assert checks["burn_in.utilization_pct[GPU-2]"]["ok"] is True
+
+
+class Counters:
+    """A stand-in for roce_reading.Window: records when it is read, relative to the load."""
+
+    def __init__(self, load: NoLoad, events: list[str]) -> None:
+        self.load, self.events = load, events
+
+    def start(self) -> None:
+        self.events.append("counters before" + (" (load on)" if self.load.started else ""))
+
+    def stop(self) -> None:
+        self.events.append("counters after" + (" (load off)" if self.load.stopped else ""))
+
+    def summary(self) -> dict[str, Any]:
+        return {"ports": [], "window_s": 10.0, "deltas": {}, "error": None}
+
+    def checks(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": "fabric.retransmits[mlx5_0]",
+                "ok": False,
+                "value": 12.0,
+                "limit": 1.0,
+                "unit": "1/s",
+                "message": "mlx5_0 over 10s: 120 lost packets and retransmits",
+            }
+        ]
+
+
+@pytest.mark.parametrize("temps", [[60] * 10, [60, 90]])
+def test_run_reads_the_counters_just_before_the_load_starts_and_stops(temps: list[int]) -> None:
+    clock = FakeClock()
+    load = NoLoad()
+    events: list[str] = []
+    counters = Counters(load, events)
+    values = iter(temps)
+    result = bi.run(
+        lambda: [reading(gpu_c=next(values))],
+        load,
+        10,
+        1.0,
+        bi.Watch(bi.DEFAULT_LIMITS),
+        clock=clock,
+        sleep=clock.sleep,
+        counters=counters,
+    )
+    # the load is on for the whole window (and still on at its end), even when a bad sample ends it early
+    assert events == ["counters before", "counters after"] and load.stopped
+    assert result["roce"] == counters.summary()
+    names = [c["name"] for c in bi.checks(result, bi.DEFAULT_LIMITS, counters=counters)]
+    assert names[-1] == "fabric.retransmits[mlx5_0]" and "fabric.retransmits[mlx5_0]" not in [
+        c["name"] for c in bi.checks(result, bi.DEFAULT_LIMITS)
+    ]
+
+
+def test_run_without_counters_returns_no_roce() -> None:
+    clock = FakeClock()
+    result = bi.run(
+        lambda: [reading()], NoLoad(), 2, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
+    )
+    assert result["roce"] is None
