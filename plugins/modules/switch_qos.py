@@ -14,9 +14,10 @@ description:
   - Compares the leaf's applied configuration with the profile the hosts' RoCE traffic needs and, unless
     in check mode, applies what differs through one NVUE revision (create, patch, apply) and reads the
     switch again.
-  - "The profile: trust PCP and DSCP (V(both), as Cumulus' own RoCE profile); the RoCE DSCP (O(roce_dscp), 26 for ToS 106) on the RoCE priority
-    with PFC receiving and sending pauses; the CNP DSCP on a priority of its own; each priority in its
-    traffic class; ECN marking on the RoCE traffic class; the front-panel ports' MTU."
+  - "The profile: trust PCP and DSCP (V(both), as Cumulus' own RoCE profile); the RoCE DSCP
+    (O(roce_dscp), 26 for ToS 106) on the RoCE priority with PFC receiving and sending pauses; the
+    CNP DSCP on a priority of its own; each priority in its traffic class; ECN marking on the RoCE
+    traffic class; the front-panel ports' MTU."
   - Returns C(reading), the operational QoS tree and every front-panel port's MTU, read once; the nodes'
     C(fabric) role judges each host port's link against it.
   - Runs on the controller (C(connection=local) or C(delegate_to=localhost)), as the switches sit on the

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gpufleet import runner
-from gpufleet.sim import control, faults, state, tools
+from gpufleet.sim import control, faults, faults_switch, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh, run_on
 
@@ -31,11 +31,13 @@ BURN_IN_SECONDS = "20"
 DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
 INSTANCES = ("glm52", "kimik3")
 MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
-FAULTS = tuple(faults.FAULTS)
+# The cabling faults block the gate through the fabric role like the switch faults do: each is gated,
+# named, in tests/integration/test_fabric.py (their leaves are shared by the nodes they cable).
+FAULTS = tuple(f for f in faults.FAULTS if f not in faults_switch.FAULTS)
 # node01 stays clean; node02.. get the faults in the simulator's order
 NODES = {f"node{i + 2:02d}": name for i, name in enumerate(FAULTS)}
 # a weak loop the idle gate is told to let through (its inventory): the burn-in must block it
-WEAK_LOOP = "node16"
+WEAK_LOOP = f"node{len(NODES) + 2:02d}"
 WEAK_LOOP_VARS = "thermal_gate_min_flow_lpm: 4\nthermal_gate_allowed_health: [OK, Warning, Critical]\n"
 # faults the gate cannot or must not fix: the node must not be admitted
 BLOCKING = {

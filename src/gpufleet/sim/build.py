@@ -219,7 +219,7 @@ def _cabling(state: State, index: int) -> None:
     a half on swp(((N-1) % 16) * half + k + 1)."""
     nics = state["nics"]
     half = max(len(nics) // 2, 1)
-    pair = (index - 1) // NODES_PER_LEAF_PAIR
+    pair = (max(index, 1) - 1) // NODES_PER_LEAF_PAIR
     for position, nic in enumerate(nics):
         leaf = leaf_name(2 * pair + 1 + min(position // half, 1))
         swp = f"swp{((index - 1) % NODES_PER_LEAF_PAIR) * half + position % half + 1}"

@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 import json
 import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
@@ -17,15 +15,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils import nvue_client as nc
 
 from gpufleet.sim import nvue, nvue_state
-
-
-@dataclass
-class Leaf:
-    address: str
-    password: str
-    state: Path
-    ca: Path
-    directory: Path
+from tests.unit.module_utils.conftest import Leaf
 
 
 class Counting:
@@ -40,19 +30,6 @@ class Counting:
 
     def methods(self) -> list[str]:
         return [m for m, _ in self.calls]
-
-
-@pytest.fixture
-def leaf(tmp_path: Path) -> Iterator[Leaf]:
-    directory = tmp_path / "switches"
-    password = nvue.prepare(directory, "leaf01", "127.0.0.1", ports=8)
-    state = nvue.state_file(directory, "leaf01")
-    context = nvue.context_for(directory / "leaf01.pem", directory / "leaf01-key.pem")
-    listener = nvue.Listener(state, ("127.0.0.1", 0), context).start()
-    try:
-        yield Leaf(f"127.0.0.1:{listener.port}", password, state, directory / "ca.pem", directory)
-    finally:
-        listener.stop()
 
 
 def client(leaf: Leaf, opener: Any = None, **options: Any) -> nc.NvueClient:
