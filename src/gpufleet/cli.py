@@ -230,19 +230,35 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _demo_run(args: argparse.Namespace) -> int:
-    """3 simulated nodes: one PDU-capped (provision fixes it), one with its coolant flow not
+    """3 simulated nodes and their 2 leaves: PFC off on a leaf (drift names it on every link, the
+    switch play fixes it), one node PDU-capped (provision fixes it), one with its coolant flow not
     restored after maintenance (the gate keeps it out of service)."""
     fleet = Fleet()
     control.down(fleet)
     described = control.up(fleet, FleetConfig(nodes=3, profile="b300-16"))
-    print(f"simulated fleet up: {', '.join(described['nodes'])}")
+    print(f"simulated fleet up: {', '.join(described['nodes'])}, leaves leaf01, leaf02")
     try:
+        control.fault(fleet, "leaf02", "switch-pfc-off", clear=False)
+        print("fault: leaf02 switch-pfc-off (PFC not on on the switch: RoCE drops under load)")
         control.fault(fleet, "node02", "power-capped", clear=False)
         print("fault: node02 power-capped (a PDU protection lowered every GPU's limit by 300 W)")
         control.fault(fleet, "node03", "low-coolant-flow", clear=False)
         print("fault: node03 low-coolant-flow (a valve left part-closed after work on the water loop)")
         base = args.report_dir
         vault = fleet.vault_password_file
+        drift = drift_mod.drift(
+            drift_mod.DriftOptions(fleet.inventory_path, None, base / "drift", vault, False, "10%", 0.0),
+            commands.progress,
+        )
+        caught = _fabric_findings(drift)
+        print("drift: the switch side of the fabric, both ends of each link:")
+        print("".join(f"  {line}\n" for line in caught) or "  nothing found\n")
+        switch = commands.switch(
+            commands.CommonOptions(
+                fleet.inventory_path, "leaf_switches", base / "switch", vault_password_file=vault
+            )
+        )
+        print((base / "switch" / "report.md").read_text(encoding="utf-8"))
         provision = commands.provision(
             commands.CommonOptions(fleet.inventory_path, None, base / "provision", vault_password_file=vault)
         )
@@ -256,13 +272,36 @@ def _demo_run(args: argparse.Namespace) -> int:
     finally:
         control.down(fleet)
         print("simulated fleet stopped")
-    # The demo succeeds when provision fixed node02 and the gate admitted node01/node02 only.
+    # The demo succeeds when drift named the switch fault, the switch play fixed it, provision fixed
+    # node02 and the gate admitted node01/node02 only.
+    fabric_named = any("fabric.switch_pfc[node01:mlx5_4 -> leaf02:swp1]" in line for line in caught)
+    switched = switch.hosts["leaf02"].status == "changed" and switch.all_ok()
     provisioned = {name: host.status for name, host in provision.hosts.items()}
-    gated = {name: host.status for name, host in gate.hosts.items()}
+    gated = {name: host.status for name, host in gate.hosts.items() if name.startswith("node")}
     fixed = provisioned.get("node02") == "changed" and provision.all_ok()
     admitted = gated == {"node01": "ok", "node02": "ok", "node03": "blocked"}
-    print(f"demo: provision {json.dumps(provisioned)}; gate {json.dumps(gated)}")
-    return EXIT_OK if fixed and admitted else EXIT_NOT_OK
+    print(
+        f"demo: switch fault named {fabric_named}, leaf02 fixed {switched}; "
+        f"provision {json.dumps(provisioned)}; gate {json.dumps(gated)}"
+    )
+    return EXIT_OK if fabric_named and switched and fixed and admitted else EXIT_NOT_OK
+
+
+def _fabric_findings(report: Report) -> list[str]:
+    """The failed switch-side checks of a report (one line each) and the switches' drift."""
+    lines = []
+    for name, host in sorted(report.hosts.items()):
+        lines += [
+            f"{name}: {c['name']}: {c['message']}"
+            for c in host.checks
+            if not c["ok"] and c["name"].startswith("fabric.switch")
+        ]
+        lines += [
+            f"{name}: drifted {c['setting']}: {c['from']} -> {c['to']}"
+            for c in host.changes
+            if name.startswith("leaf")
+        ]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

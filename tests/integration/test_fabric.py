@@ -185,3 +185,29 @@ def run_on_inventory(
         ]
     )
     return code, json.loads((report_dir / "report.json").read_text())
+
+
+def test_the_burn_in_blocks_a_node_whose_leaf_drops_roce_under_load(fleet: Fleet, tmp_path: Path) -> None:
+    """The switch side cannot be read here (an inventory without leaf_switches: a network team's
+    leaves), so only the load shows it: PFC off on leaf02, the burn-in's counters on node01's
+    leaf02 ports (retransmits, drops) block the node; its leaf01 ports pass."""
+    inventory = yaml.load(fleet.inventory_path.read_text(), Loader=vault.InventoryLoader)
+    del inventory["all"]["children"]["leaf_switches"]
+    unmanaged = fleet.inventory_path.with_name("no-leaves.yml")
+    unmanaged.write_text(yaml.dump(inventory, Dumper=vault.InventoryDumper))
+    # the first test's faults are still listed (switch_qos fixed them on the leaf): start afresh
+    control.fault(fleet, LEAF, None, clear=True)
+    assert control.fault(fleet, LEAF, "switch-pfc-off", clear=False) == ["switch-pfc-off"]
+    try:
+        code, gated = run_on_inventory(
+            fleet, unmanaged, tmp_path / "gate", "gate", "--limit", "node01", "--burn-in-seconds", "5"
+        )
+    finally:
+        control.fault(fleet, LEAF, None, clear=True)
+    assert code == 1
+    host = gated["hosts"]["node01"]
+    assert host["status"] == "blocked", host
+    bad = fabric_failed(gated, "node01")
+    assert {f"fabric.retransmits[mlx5_{i}]" for i in range(4, 8)} <= bad, bad
+    assert not any(f"[mlx5_{i}]" in name for name in bad for i in range(4)), bad
+    assert not any(name.startswith("fabric.switch") for name in bad)
