@@ -36,17 +36,19 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import checks  # noqa: E402  (bench/checks.py, beside this file)
+import yaml  # noqa: E402
 
 import gpufleet.procs as procs  # noqa: E402
 import gpufleet.sim.control as control  # noqa: E402
+from gpufleet.sim.bmc import vault  # noqa: E402
 from gpufleet.sim.fleet import Fleet, FleetConfig  # noqa: E402
 
 BIN = Path(sys.executable).parent
 # Two faults on two nodes; node01 stays clean. Each method must see exactly these.
 FAULTS = {"node02": "pfc-off", "node03": "power-capped"}
 EXPECTED = {"node02": "pfc", "node03": "power"}
-METHODS = ("ansible -m ping", "gpufleet drift", "naive playbook", "clush probe")
-SHORT_NAMES = dict(zip(("ping", "drift", "naive", "clush"), METHODS, strict=True))
+METHODS = ("ansible -m ping", "gpufleet drift", "drift without fabric", "naive playbook", "clush probe")
+SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "naive", "clush"), METHODS, strict=True))
 
 
 def chosen_methods(spec: str) -> tuple[str, ...]:
@@ -125,7 +127,28 @@ def ping(ctx: Context, control_dir: Path) -> None:
         raise BenchError(f"ping: rc {proc.returncode}, {pongs}/{ctx.nodes} pongs: {tail}")
 
 
+def _without_fabric(ctx: Context) -> Path:
+    """The fleet's inventory without its leaves and cabling plan: drift as it was before the fabric
+    checks (no switch read, the fabric role given nothing to judge)."""
+    inventory = yaml.load(ctx.inventory.read_text(encoding="utf-8"), Loader=vault.InventoryLoader)
+    inventory["all"]["children"].pop("leaf_switches", None)
+    for group in inventory["all"]["children"]["gpu_nodes"]["children"].values():
+        for host in group["hosts"].values():
+            host.pop("fabric_cabling", None)
+    path = ctx.work / "no-fabric.yml"
+    path.write_text(yaml.dump(inventory, Dumper=vault.InventoryDumper), encoding="utf-8")
+    return path
+
+
 def drift(ctx: Context, control_dir: Path) -> None:
+    _drift(ctx, control_dir, ctx.inventory)
+
+
+def drift_without_fabric(ctx: Context, control_dir: Path) -> None:
+    _drift(ctx, control_dir, _without_fabric(ctx))
+
+
+def _drift(ctx: Context, control_dir: Path, inventory: Path) -> None:
     report_dir = ctx.work / "drift-report"
     shutil.rmtree(report_dir, ignore_errors=True)
     proc = _run(
@@ -133,7 +156,7 @@ def drift(ctx: Context, control_dir: Path) -> None:
             str(BIN / "gpufleet"),
             "drift",
             "--inventory",
-            str(ctx.inventory),
+            str(inventory),
             "--report-dir",
             str(report_dir),
             "--vault-password-file",
@@ -225,7 +248,7 @@ def _expect(method: str, ctx: Context, found: dict[str, str], marks: dict[str, s
 
 
 RUNNERS: dict[str, Callable[[Context, Path], None]] = dict(
-    zip(METHODS, (ping, drift, naive, clush), strict=True)
+    zip(METHODS, (ping, drift, drift_without_fabric, naive, clush), strict=True)
 )
 
 
@@ -340,6 +363,9 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
         parts = [f"{nodes} nodes: drift / ping = {d.wall_s / ping_wall:.2f} (target <= 1.5)"]
         if "naive playbook" in med:
             parts.append(f"naive / drift = {med['naive playbook'].wall_s / d.wall_s:.2f} (target >= 5)")
+        if "drift without fabric" in med:
+            fabric = d.wall_s / med["drift without fabric"].wall_s
+            parts.append(f"drift with / without the fabric checks = {fabric:.2f} (target <= 1.2)")
         if "clush probe" in med:
             parts.append(f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}")
         ping_cpu = med["ansible -m ping"].controller_cpu_s

@@ -274,7 +274,7 @@ def _demo_run(args: argparse.Namespace) -> int:
         print("simulated fleet stopped")
     # The demo succeeds when drift named the switch fault, the switch play fixed it, provision fixed
     # node02 and the gate admitted node01/node02 only.
-    fabric_named = any("fabric.switch_pfc[node01:mlx5_4 -> leaf02:swp1]" in line for line in caught)
+    fabric_named = any(line.startswith("fabric.switch_pfc: node01:mlx5_4 -> leaf02:swp1") for line in caught)
     switched = switch.hosts["leaf02"].status == "changed" and switch.all_ok()
     provisioned = {name: host.status for name, host in provision.hosts.items()}
     gated = {name: host.status for name, host in gate.hosts.items() if name.startswith("node")}
@@ -292,7 +292,7 @@ def _fabric_findings(report: Report) -> list[str]:
     lines = []
     for name, host in sorted(report.hosts.items()):
         lines += [
-            f"{name}: {c['name']}: {c['message']}"
+            f"{c['name'].split('[')[0]}: {c['message']}"
             for c in host.checks
             if not c["ok"] and c["name"].startswith("fabric.switch")
         ]
