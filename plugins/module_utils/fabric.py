@@ -152,8 +152,8 @@ def plan(node, params):
     if unmanaged and switches:
         hints.append(
             hint(
-                "%s: not in leaf_switches, so the switch side of its links is not checked"
-                % ", ".join(sorted(unmanaged))
+                "%s: not read for this node (not in leaf_switches, or not a leaf of its cabling plan), so "
+                "the switch side of its links is not checked" % ", ".join(sorted(unmanaged))
             )
         )
     return {"changes": [], "checks": checks, "hints": hints}

@@ -137,6 +137,31 @@ def _front_panel(interfaces):
     )
 
 
+# The parts of the qos tree the nodes judge a link by (module_utils/fabric_path.py): the rest (traffic
+# pools, the scheduler, NVUE's RoCE summary) stays on the controller, so each node's arguments stay small.
+_JUDGED = {
+    "mapping": ("trust", "dscp"),
+    "pfc": ("switch-priority", "rx", "tx"),
+    "egress-queue-mapping": ("switch-priority",),
+    "congestion-control": ("traffic-class",),
+}
+
+
+def judged_qos(qos):
+    """``qos`` cut down to the ``default-global`` keys a link is judged by."""
+    out = {}
+    for branch, keys in _JUDGED.items():
+        profile = (qos.get(branch) or {}).get(PROFILE)
+        if isinstance(profile, dict):
+            out[branch] = {PROFILE: {k: profile[k] for k in keys if k in profile}}
+    tcs = ((out.get("congestion-control") or {}).get(PROFILE) or {}).get("traffic-class")
+    if isinstance(tcs, dict):
+        out["congestion-control"][PROFILE]["traffic-class"] = {
+            tc: {"ecn": v.get("ecn")} for tc, v in tcs.items() if isinstance(v, dict)
+        }
+    return out
+
+
 def read(nvue, name):
     """What the nodes judge their links against: ``{name, read, error, qos, mtu: {port: mtu}}``.
 
@@ -151,7 +176,7 @@ def read(nvue, name):
     for port in _front_panel(interfaces):
         value = (interfaces[port].get("link") or {}).get("mtu")
         mtu[port] = value if isinstance(value, int) else None
-    return {"name": name, "read": True, "error": None, "kind": None, "qos": qos, "mtu": mtu}
+    return {"name": name, "read": True, "error": None, "kind": None, "qos": judged_qos(qos), "mtu": mtu}
 
 
 def reading_check(reading):

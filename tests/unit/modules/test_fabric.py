@@ -111,7 +111,10 @@ def test_a_leaf_not_read_fails_its_links_closed_and_the_other_is_still_judged(
 def test_a_leaf_outside_the_inventory_is_a_hint_not_a_verdict(node: rdmanode.RdmaNode) -> None:
     result = run(node, switches={"leaf01": reading("leaf01")}).result
     assert failed(result) == {}
-    assert result["hints"] == ["leaf02: not in leaf_switches, so the switch side of its links is not checked"]
+    assert result["hints"] == [
+        "leaf02: not read for this node (not in leaf_switches, or not a leaf of its cabling plan), so the "
+        "switch side of its links is not checked"
+    ]
 
 
 def test_no_lldpd_with_a_cabling_plan_fails_naming_the_tool(node: rdmanode.RdmaNode) -> None:
