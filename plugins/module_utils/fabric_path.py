@@ -111,6 +111,7 @@ def judge_switch_port(label, host, qos, interface):
     tc = traffic_class(qos, priority)
     cnp_sp = switch_priority(qos, cnp_dscp) if trust in _DSCP_TRUST else None
     mtu = _int(((interface or {}).get("link") or {}).get("mtu"))
+    marked = tc is not None and ecn_marked(qos, tc)
     return [
         check(
             "fabric.switch_dscp[%s]" % label,
@@ -132,9 +133,8 @@ def judge_switch_port(label, host, qos, interface):
         ),
         check(
             "fabric.switch_ecn[%s]" % label,
-            tc is not None and ecn_marked(qos, tc),
-            "traffic class %s %s"
-            % (tc, "ECN-marked" if tc is not None and ecn_marked(qos, tc) else "unmarked"),
+            marked,
+            "traffic class %s %s" % (tc, "ECN-marked" if marked else "unmarked"),
             "ECN-marked",
             "",
             "%s: priority %d egresses in traffic class %s, which the switch %s"
@@ -142,7 +142,7 @@ def judge_switch_port(label, host, qos, interface):
                 label,
                 priority,
                 tc,
-                "ECN-marks" if tc is not None and ecn_marked(qos, tc) else "does not ECN-mark (no DCQCN)",
+                "ECN-marks" if marked else "does not ECN-mark (no DCQCN)",
             ),
         ),
         check(

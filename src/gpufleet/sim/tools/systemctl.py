@@ -189,13 +189,18 @@ def _list_unit_files(pattern: str | None) -> int:
 READ_ONLY_VERBS = frozenset({"show", "is-enabled", "is-active", "list-unit-files", "daemon-reload"})
 
 
+def _args(argv: list[str]) -> list[str]:
+    """The verb and unit names, without the options that change nothing here."""
+    return [a for a in argv if a not in _OPTIONS]
+
+
 def served(argv: list[str]) -> bool:
-    args = [a for a in argv if a not in _OPTIONS]
+    args = _args(argv)
     return bool(args) and args[0] in READ_ONLY_VERBS
 
 
 def main(argv: list[str], node_dir: Path) -> int:
-    args = [a for a in argv if a not in _OPTIONS]
+    args = _args(argv)
     if not args:
         print("systemctl: no command given (the simulated systemd does not list units)", file=sys.stderr)
         return 1
