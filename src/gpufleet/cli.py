@@ -12,7 +12,7 @@ from gpufleet import commands, interrupt, preflight, procs, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet.report import Report
-from gpufleet.sim import build, control, faults
+from gpufleet.sim import build, control, faults, faults_switch
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
 
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
@@ -104,9 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     simsub.add_parser("inventory", help="print the inventory path")
     reboot = simsub.add_parser("reboot", help="reboot a node: volatile settings are lost, boot units run")
     reboot.add_argument("node")
-    fault = simsub.add_parser("fault", help="inject (or --clear) a fault on a node")
-    fault.add_argument("node")
-    fault.add_argument("fault", nargs="?", choices=sorted(faults.FAULTS))
+    fault = simsub.add_parser("fault", help="inject (or --clear) a fault on a node, or on a leaf (leaf02)")
+    fault.add_argument("node", help="a node (node02) or a leaf switch (leaf02)")
+    fault.add_argument("fault", nargs="?", choices=sorted([*faults.FAULTS, *faults_switch.LEAF_FAULTS]))
     fault.add_argument("--clear", action="store_true", help="clear this fault, or all faults if none named")
     return parser
 
@@ -144,7 +144,12 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
         preflight.vault_secrets(listed, vault)
     if getattr(args, "tags", None):
         preflight.tags("provision.yml", args.tags)
-    return preflight.hosts(listed)
+    held = preflight.hosts(listed)
+    if args.command != "switch":
+        # the other commands only read the leaves: two gates on different nodes share them
+        leaves = preflight.group_members(listed, runner.SWITCH_GROUP)
+        held = {address: name for address, name in held.items() if name not in leaves}
+    return held
 
 
 def _changing(args: argparse.Namespace) -> str | None:

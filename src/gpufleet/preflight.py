@@ -84,13 +84,24 @@ def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:
 
 
 def hosts(listed: dict[str, Any]) -> dict[str, str]:
-    """The hosts of an ansible-inventory listing: {address (ansible_host, else the name): name}."""
+    """The hosts of an ansible-inventory listing: {address (ansible_host, a switch's API address,
+    else the name): name}."""
     hostvars = (listed.get("_meta") or {}).get("hostvars", {})
     names: set[str] = set(hostvars)
     for name, group in listed.items():
         if name != "_meta" and isinstance(group, dict):
             names.update(group.get("hosts") or [])
-    return {str((hostvars.get(n) or {}).get("ansible_host") or n): n for n in sorted(names)}
+
+    def address(name: str) -> str:
+        own = hostvars.get(name) or {}
+        return str(own.get("ansible_host") or own.get("gpufleet_switch_address") or name)
+
+    return {address(n): n for n in sorted(names)}
+
+
+def group_members(listed: dict[str, Any], group: str) -> set[str]:
+    """The hosts directly in ``group`` of an ansible-inventory listing."""
+    return set((listed.get(group) or {}).get("hosts") or [])
 
 
 def _reason(stderr: str) -> str:

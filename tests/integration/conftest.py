@@ -28,13 +28,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     procs.reap_children(timeout=5.0)
 
 
-def run_on(fleet: Fleet, report_dir: Path, *command: str) -> tuple[int, dict[str, Any]]:
-    """`gpufleet <command>` against this fleet's inventory and vault: (exit status, report.json)."""
+def run_on(
+    fleet: Fleet, report_dir: Path, *command: str, inventory: Path | None = None
+) -> tuple[int, dict[str, Any]]:
+    """`gpufleet <command>` against this fleet's inventory (or ``inventory``) and vault: (exit
+    status, report.json)."""
     code = cli.main(
         [
             *command,
             "--inventory",
-            str(fleet.inventory_path),
+            str(inventory or fleet.inventory_path),
             "--vault-password-file",
             str(fleet.vault_password_file),
             "--report-dir",

@@ -5,14 +5,14 @@ whose certificate the named CA did not sign fails closed; no switch password in 
 
 from __future__ import annotations
 
-import json
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from gpufleet import cli
 from gpufleet.sim import control, nvue_state
 from gpufleet.sim.bmc import vault
 from gpufleet.sim.fleet import Fleet
@@ -41,6 +41,15 @@ def failed(report: dict[str, Any], host: str) -> dict[str, dict[str, Any]]:
 
 def fabric_failed(report: dict[str, Any], host: str) -> set[str]:
     return {name for name in failed(report, host) if name.startswith("fabric.")}
+
+
+@contextlib.contextmanager
+def leaf_down(fleet: Fleet, leaf: str) -> Iterator[None]:
+    assert control.fault(fleet, leaf, "switch-down", clear=False) == ["switch-down"]
+    try:
+        yield
+    finally:
+        control.fault(fleet, leaf, "switch-down", clear=True)
 
 
 def applied(fleet: Fleet, leaf: str) -> dict[str, Any]:
@@ -92,11 +101,8 @@ def test_each_fault_is_named_with_both_ends_in_drift_and_check(fleet: Fleet, tmp
 def test_the_gate_blocks_every_node_naming_its_fabric_fault(fleet: Fleet, tmp_path: Path, capfd) -> None:
     """The first test's faults still on (leaf02's four, node02's swapped cables, node03's silent port)
     and leaf01 down: every node is blocked before its burn-in, each naming its faults."""
-    control.fault(fleet, "leaf01", "switch-down", clear=False)
-    try:
+    with leaf_down(fleet, "leaf01"):
         code, gated = run_on(fleet, tmp_path / "gate", "gate", "--burn-in-seconds", "3")
-    finally:
-        control.fault(fleet, "leaf01", "switch-down", clear=True)
     assert code == 1
     for node in ("node01", "node02", "node03"):
         assert gated["hosts"][node]["status"] == "blocked", gated["hosts"][node]
@@ -145,11 +151,8 @@ def test_switch_qos_fixes_the_leaf_once_and_check_mode_changes_nothing(fleet: Fl
 
 
 def test_a_leaf_that_is_down_or_untrusted_fails_closed(fleet: Fleet, tmp_path: Path) -> None:
-    control.fault(fleet, "leaf01", "switch-down", clear=False)
-    try:
+    with leaf_down(fleet, "leaf01"):
         code, down = run_on(fleet, tmp_path / "down", "drift", "--limit", "node01")
-    finally:
-        control.fault(fleet, "leaf01", "switch-down", clear=True)
     assert code == 1
     assert failed(down, "leaf01")["switch.nvue[leaf01]"]["value"] == "connection"
     unread = failed(down, "node01")["fabric.switch_read[leaf01]"]
@@ -163,28 +166,11 @@ def test_a_leaf_that_is_down_or_untrusted_fails_closed(fleet: Fleet, tmp_path: P
     )
     wrong = tmp_path / "wrong-ca.yml"
     wrong.write_text(yaml.dump(inventory, Dumper=vault.InventoryDumper))
-    code, untrusted = run_on_inventory(fleet, wrong, tmp_path / "wrong-ca", "drift", "--limit", "node01")
+    code, untrusted = run_on(fleet, tmp_path / "wrong-ca", "drift", "--limit", "node01", inventory=wrong)
     assert code == 1
     refused = failed(untrusted, "leaf02")["switch.nvue[leaf02]"]
     assert refused["value"] == "tls" and "certificate" in refused["message"], refused
     assert "fabric.switch_read[leaf02]" in failed(untrusted, "node01")
-
-
-def run_on_inventory(
-    fleet: Fleet, inventory: Path, report_dir: Path, *command: str
-) -> tuple[int, dict[str, Any]]:
-    code = cli.main(
-        [
-            *command,
-            "--inventory",
-            str(inventory),
-            "--vault-password-file",
-            str(fleet.vault_password_file),
-            "--report-dir",
-            str(report_dir),
-        ]
-    )
-    return code, json.loads((report_dir / "report.json").read_text())
 
 
 def test_the_burn_in_blocks_a_node_whose_leaf_drops_roce_under_load(fleet: Fleet, tmp_path: Path) -> None:
@@ -199,8 +185,15 @@ def test_the_burn_in_blocks_a_node_whose_leaf_drops_roce_under_load(fleet: Fleet
     control.fault(fleet, LEAF, None, clear=True)
     assert control.fault(fleet, LEAF, "switch-pfc-off", clear=False) == ["switch-pfc-off"]
     try:
-        code, gated = run_on_inventory(
-            fleet, unmanaged, tmp_path / "gate", "gate", "--limit", "node01", "--burn-in-seconds", "5"
+        code, gated = run_on(
+            fleet,
+            tmp_path / "gate",
+            "gate",
+            "--limit",
+            "node01",
+            "--burn-in-seconds",
+            "5",
+            inventory=unmanaged,
         )
     finally:
         control.fault(fleet, LEAF, None, clear=True)

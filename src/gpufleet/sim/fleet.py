@@ -506,6 +506,12 @@ class Fleet:
         )
 
     def _leaf_group(self, leaves: list[LeafSpec], passwords: dict[str, str]) -> dict[str, Any]:
+        for leaf in leaves:
+            # the password in a file only root reads, as the fleet's vault password is, for an
+            # inventory written by hand (molecule's: lookup('ansible.builtin.file', ...))
+            secret = self.leaf_dir / f"{leaf.name}.password"
+            secret.touch(mode=0o600)
+            secret.write_text(passwords[leaf.name], encoding="utf-8")
         return {
             "hosts": {
                 leaf.name: {

@@ -127,7 +127,10 @@ def test_password_is_no_log() -> None:
     assert init.call_args.kwargs["argument_spec"]["password"]["no_log"] is True
 
 
-@pytest.mark.parametrize("name", ["coolant_facts", "thermal_gate", "burn_in", "service_check"])
+@pytest.mark.parametrize(
+    "name",
+    ["coolant_facts", "thermal_gate", "burn_in", "service_check", "roce_health", "fabric", "switch_qos"],
+)
 def test_documentation_matches_argument_spec(name: str) -> None:
     """DOCUMENTATION options and the AnsibleModule argument_spec agree: names, types, defaults, choices."""
     import importlib
