@@ -48,7 +48,7 @@ sanity: setup
 	PY=$(BIN)/python bash scripts/sanity.sh $(SANITY_ARGS)
 
 unit: setup
-	$(BIN)/pytest tests/unit
+	$(BIN)/pytest -n 2 tests/unit
 
 integration: setup
 	$(BIN)/pytest tests/integration

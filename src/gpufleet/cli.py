@@ -130,7 +130,16 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
     sim_file = Fleet().vault_password_file
     if inventory is None and sim_file.is_file():
         return sim_file
+    # the inventory of a simulated fleet (`gpufleet sim up --dir`, the tests'): its own secret beside it
+    if inventory is not None and (inventory.parent / "fleet.json").is_file():
+        beside = Fleet(inventory.parent).vault_password_file
+        if beside.is_file():
+            return beside
     return None
+
+
+# the commands whose playbooks read the leaf switches (runner.READS_SWITCHES), and the switch play
+_READS_SWITCHES = ("provision", "check", "drift", "gate", "switch")
 
 
 def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> dict[str, str]:
@@ -138,9 +147,16 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     hosts the run will reach."""
     preflight.report_dir(args.report_dir)
     listed = preflight.read_inventory(inventory, args.limit)
-    # The gate reads the BMCs with their vaulted passwords; the other commands need a secret only to
-    # decrypt what they use, but a secret given must fit.
-    if args.command == "gate" or vault is not None:
+    if args.command in _READS_SWITCHES and args.limit:
+        # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too
+        listed = preflight.read_inventory(inventory, runner.run_limit("provision.yml", args.limit))
+    # The gate reads the BMCs with their vaulted passwords, and every command but facts reads the leaf
+    # switches with theirs; otherwise a secret is needed only to decrypt what is used, but one given
+    # must fit.
+    reads_switches = args.command in _READS_SWITCHES and bool(
+        preflight.group_members(listed, runner.SWITCH_GROUP)
+    )
+    if args.command == "gate" or reads_switches or vault is not None:
         preflight.vault_secrets(listed, vault)
     if getattr(args, "tags", None):
         preflight.tags("provision.yml", args.tags)

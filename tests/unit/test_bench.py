@@ -48,7 +48,8 @@ def test_table_ratios_use_medians() -> None:
 def test_methods_keep_ping_and_drift_and_refuse_unknown_names() -> None:
     assert run.chosen_methods("naive") == ("ansible -m ping", "gpufleet drift", "naive playbook")
     assert run.chosen_methods("drift,ping") == ("ansible -m ping", "gpufleet drift")
-    with pytest.raises(ValueError, match="--methods: pdsh is not one of ping, drift, naive, clush"):
+    assert run.chosen_methods("nofabric") == ("ansible -m ping", "gpufleet drift", "drift without fabric")
+    with pytest.raises(ValueError, match="--methods: pdsh is not one of ping, drift, nofabric, naive, clush"):
         run.chosen_methods("ping,pdsh")
 
 
