@@ -51,7 +51,7 @@ unit: setup
 	$(BIN)/pytest -n 2 tests/unit
 
 integration: setup
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -n 2 --dist loadfile tests/integration
 
 # Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores).
 bench: setup

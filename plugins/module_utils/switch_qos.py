@@ -71,7 +71,7 @@ def validate(params):
     errors = []
     for name, (allowed, what) in _RANGES.items():
         if params[name] not in allowed:
-            errors.append("%s is %s; %s is %d..%d" % (name, params[name], what, allowed[0], allowed[-1]))
+            errors.append("%s is %s; %s is %s..%s" % (name, params[name], what, allowed[0], allowed[-1]))
     if params["roce_dscp"] == params["cnp_dscp"]:
         errors.append("cnp_dscp and roce_dscp are both %d; CNPs need their own DSCP" % params["cnp_dscp"])
     if params["roce_priority"] == params["cnp_priority"]:

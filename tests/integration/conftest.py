@@ -47,6 +47,11 @@ def run_on(
     return code, json.loads((report_dir / "report.json").read_text())
 
 
+def node_hosts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A report's nodes (the leaf switches every run reads are hosts of the report too)."""
+    return {name: host for name, host in report["hosts"].items() if not name.startswith("leaf")}
+
+
 def node_ssh(
     fleet: Fleet, address: str, command: str, check: bool = True, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:

@@ -22,7 +22,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import node_ssh
+from tests.integration.conftest import node_hosts, node_ssh
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("node01", "node02", "node03", "node04")
@@ -84,7 +84,7 @@ def test_clean_fleet_and_an_unreachable_node(fleet: Fleet, provisioned: Path, tm
     dead = inventory_dir(fleet, "inv-dead", DEAD)
     code, report = run(["drift", "--inventory", str(dead), "--limit", ",".join([*NODES, "node99"])], tmp_path)
     assert code == 1
-    statuses = {name: host["status"] for name, host in report["hosts"].items()}
+    statuses = {name: host["status"] for name, host in node_hosts(report).items()}
     assert statuses == {**dict.fromkeys(NODES, "ok"), "node99": "unreachable"}
     assert all(report["hosts"][n]["changes"] == [] for n in NODES)
 
@@ -257,7 +257,7 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
         ["provision", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path / "reprovision"
     )
     assert code == 0, {n: h["message"] for n, h in report["hosts"].items() if h["status"] != "changed"}
-    assert set(report["hosts"]) == set(NODES)
+    assert set(node_hosts(report)) == set(NODES)
     for name, fault in ALL_FAULTS.items():
         assert control.fault(fleet, name, fault, clear=False) == [fault]
     conf = fleet.root / "nodes" / EDITED / "etc-upper" / CONF
@@ -268,7 +268,7 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     assert code == 1
     code, check = run(["check", "--inventory", str(fleet.inventory_path)], tmp_path / "check")
     assert code == 1
-    assert set(drift["hosts"]) == set(check["hosts"]) == set(ALL_NODES)
+    assert set(node_hosts(drift)) == set(node_hosts(check)) == set(ALL_NODES)
     mismatched = {
         n: (changes(drift, n), changes(check, n)) for n in ALL_NODES if changes(drift, n) != changes(check, n)
     }

@@ -22,7 +22,7 @@ import pytest
 from gpufleet import runner
 from gpufleet.sim import control, faults, faults_switch, state, tools
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import node_ssh, run_on
+from tests.integration.conftest import node_hosts, node_ssh, run_on
 
 # long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
 # the utilization floor on a busy 2-core machine
@@ -143,7 +143,7 @@ def test_the_nodes_to_be_blocked_were_serving(gated) -> None:
 
 def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated) -> None:
     fleet, report = gated["fleet"], gated["report"]
-    blocked = [h for h, r in report["hosts"].items() if r["status"] != "ok"]
+    blocked = [h for h, r in node_hosts(report).items() if r["status"] != "ok"]
     assert set(blocked) == {_node(f) for f in BLOCKING} | {WEAK_LOOP}, {
         h: report["hosts"][h]["message"] for h in blocked
     }
@@ -160,7 +160,7 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
 
 def test_every_blocked_node_has_a_failed_check_with_value_and_limit(gated) -> None:
     report = gated["report"]
-    for name, host in report["hosts"].items():
+    for name, host in node_hosts(report).items():
         if host["status"] == "ok":
             continue
         failed = [c for c in host["checks"] if not c["ok"]]
@@ -171,7 +171,7 @@ def test_every_blocked_node_has_a_failed_check_with_value_and_limit(gated) -> No
 
 def test_admitted_nodes_serve_after_the_faults_were_reasserted(gated) -> None:
     fleet, report = gated["fleet"], gated["report"]
-    admitted = [h for h, r in report["hosts"].items() if r["status"] == "ok"]
+    admitted = [h for h, r in node_hosts(report).items() if r["status"] == "ok"]
     assert "node01" in admitted
     for name in admitted:
         assert _active(fleet, name) == [True, True], name
@@ -217,7 +217,7 @@ def test_bad_credentials_fail_closed_and_the_password_is_never_written(gated) ->
     fleet, report, report_dir = gated["fleet"], gated["report"], gated["report_dir"]
     assert report["hosts"][_node("bmc-bad-credentials")]["status"] == "blocked"
     assert _failed(report["hosts"][_node("bmc-bad-credentials")], "coolant.bmc")
-    for name in report["hosts"]:
+    for name in node_hosts(report):
         _, password = fleet.bmc_credentials(name)
         for artifact in report_dir.iterdir():
             assert password not in artifact.read_text(), f"{name}'s BMC password in {artifact.name}"
@@ -296,7 +296,7 @@ def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(gated) -> None:
     """GPU facts once per run (the first GPU role's); the judgement, gpu_power (before and after
     nvidia-smi -pl), the thermal gate and the burn-in take cheap CSV queries instead."""
     reads = gated["full_reads"]
-    assert set(reads) == set(gated["report"]["hosts"])
+    assert set(reads) == set(node_hosts(gated["report"]))
     assert all(n <= 2 for n in reads.values()), reads
 
 

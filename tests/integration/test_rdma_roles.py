@@ -19,6 +19,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.integration.conftest import node_hosts
 
 NETDEVS = ["ens21np0", "ens38np0", "ens55np0", "ens72np0", "ens149np0", "ens166np0", "ens183np0", "ens200np0"]
 IBDEVS = [f"mlx5_{i}" for i in range(8)]
@@ -50,6 +51,9 @@ def provision(fleet: Fleet, report_dir: Path, *extra: str, inventory: Path | Non
             TAGS,
             "--report-dir",
             str(report_dir),
+            # the leaves' vaulted passwords (every provision reads the leaf switches)
+            "--vault-password-file",
+            str(fleet.vault_password_file),
             *extra,
         ]
     )
@@ -194,7 +198,7 @@ def test_bad_inputs_are_refused_before_any_change(fleet: Fleet, tmp_path: Path) 
     before = {name: node_view(fleet, name) for name in ("node01", "node02", "node03")}
 
     code, report = provision(fleet, tmp_path / "report", inventory=inventory)
-    hosts = report["hosts"]
+    hosts = node_hosts(report)
     assert code == 2  # configuration: each node was refused for its inputs
     assert {name: h["status"] for name, h in hosts.items()} == dict.fromkeys(before, "failed")
     assert {name: h.get("configuration_error") for name, h in hosts.items()} == dict.fromkeys(before, True)
@@ -238,7 +242,7 @@ def test_argument_spec_refuses_bad_types_in_the_preflight_play(fleet: Fleet, tmp
     before = {name: (node_view(fleet, name), units(fleet, name)) for name in SPEC_ONLY}
 
     code, report = provision(fleet, tmp_path / "report", inventory=inventory)
-    hosts = report["hosts"]
+    hosts = node_hosts(report)
     assert code == 2  # configuration
     for name, (role, setting, value, why) in SPEC_ONLY.items():
         host = hosts[name]
