@@ -73,12 +73,13 @@ def validate(node, params):
 
 
 def roce_ports():
-    """``[(ibdev, netdev)]``: every mlx5 port whose link layer is Ethernet, in device order."""
-    return [
-        (ibdev, entry["netdev"])
-        for ibdev, entry in port_names().items()
-        if entry["netdev"] and read_ib_port(ibdev, entry["port"])["link_layer"] == "Ethernet"
-    ]
+    """``[(ibdev, netdev, active)]``: every mlx5 port whose link layer is Ethernet, in device order."""
+    ports = []
+    for ibdev, entry in port_names().items():
+        info = read_ib_port(ibdev, entry["port"])
+        if entry["netdev"] and info["link_layer"] == "Ethernet":
+            ports.append((ibdev, entry["netdev"], info.get("state") == "ACTIVE"))
+    return ports
 
 
 def read_neighbours(node):
@@ -129,7 +130,13 @@ def plan(node, params):
         return {"changes": [], "checks": [], "hints": []}
     heard = read_neighbours(node)
     checks, hints, unread, unmanaged = [], [], {}, set()
-    for ibdev, netdev in ports:
+    down = [ibdev for ibdev, _, active in ports if not active]
+    if down:
+        # a port without link hears no LLDP and carries nothing: rdma_link.link_state names it
+        hints.append(hint("%s: link down, cabling and leaf not judged until it is up" % ", ".join(down)))
+    for ibdev, netdev, active in ports:
+        if not active:
+            continue
         neighbour = (heard.get(netdev) or [None])[0]
         planned = cabling.get(ibdev)
         if planned:

@@ -144,3 +144,13 @@ def test_bad_input_is_refused_before_reading(
         and outcome.result["input_error"] is True
     )
     assert node.calls == []
+
+
+def test_a_port_without_link_is_left_to_rdma_link(node: rdmanode.RdmaNode) -> None:
+    node.fault("link-down")
+    result = run(
+        node, cabling=cabling(node), switches={"leaf01": reading("leaf01"), "leaf02": reading("leaf02")}
+    ).result
+    assert failed(result) == {}
+    assert not any("mlx5_7" in c["name"] for c in result["checks"])
+    assert result["hints"] == ["mlx5_7: link down, cabling and leaf not judged until it is up"]
