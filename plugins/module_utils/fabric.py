@@ -130,7 +130,7 @@ def plan(node, params):
         return {"changes": [], "checks": [], "hints": []}
     heard = read_neighbours(node)
     checks, hints, unread, unmanaged = [], [], {}, set()
-    down = [ibdev for ibdev, _, active in ports if not active]
+    down = [ibdev for ibdev, _netdev, active in ports if not active]
     if down:
         # a port without link hears no LLDP and carries nothing: rdma_link.link_state names it
         hints.append(hint("%s: link down, cabling and leaf not judged until it is up" % ", ".join(down)))
