@@ -11,6 +11,7 @@ Runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import (
+    POWER_BUDGET_CAUSE,
     PlanError,
     capped,
     daemon_state,
@@ -134,8 +135,8 @@ class GpuPower:
         if low:
             first = low[0]
             self.hints.append(
-                "%d GPU%s enforce%s less than the requested limit (%s: %s W < %s W): the rack's power budget "
-                "(a PDU protection or power brake) may be capping them; check it before raising limits."
+                "%d GPU%s enforce%s less than the requested limit (%s: %s W < %s W): %s may be capping "
+                "them; check it before raising limits."
                 % (
                     len(low),
                     "s" if len(low) > 1 else "",
@@ -143,6 +144,7 @@ class GpuPower:
                     first["uuid"],
                     watts_arg(first["enforced_w"]),
                     watts_arg(first["requested_w"]),
+                    POWER_BUDGET_CAUSE,
                 )
             )
         commands.extend(

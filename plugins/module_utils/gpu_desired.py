@@ -27,6 +27,11 @@ class PlanError(ValueError):
         self.checks = list(checks)
 
 
+# What lowers a GPU's enforced power limit below the one software asked for: a limiter outside the
+# driver. provision's hint and watch's verdict name it the same way.
+POWER_BUDGET_CAUSE = "the rack's power budget (a PDU protection or power brake)"
+
+
 def watts_arg(value):
     """1400.0 -> '1400', 1312.5 -> '1312.5': the argument to nvidia-smi -pl."""
     return ("%.2f" % float(value)).rstrip("0").rstrip(".")

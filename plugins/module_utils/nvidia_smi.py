@@ -761,6 +761,56 @@ def parse_power_sample(text):
     ]
 
 
+# ---------------------------------------------------------------- watch sample (one CSV query)
+
+# What `gpufleet watch` reads of every GPU in service, in one query: the thermal sample, both power
+# limits (requested and enforced: a PDU protection lowers only the enforced one) and the clock event
+# reason counters (microseconds each reason was active since the driver loaded; driver >= R535), so a
+# cap that came and went between two samples still shows.
+REASON_COUNTERS = (
+    "sw_power_cap",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
+REASON_COUNTER_FIELDS = tuple("clocks_event_reasons_counters.%s" % name for name in REASON_COUNTERS)
+WATCH_FIELDS = (*THERMAL_FIELDS, "power.limit", "enforced.power.limit", *REASON_COUNTER_FIELDS)
+
+
+def watch_query(smi):
+    """argv of the watch sample (``--format=csv,noheader,nounits``; parse with parse_watch_sample)."""
+    return [smi, "--query-gpu=" + ",".join(WATCH_FIELDS), "--format=csv,noheader,nounits"]
+
+
+@_guard(_CSV_TOOL)
+def parse_watch_sample(text):
+    """One ``watch_query`` output -> parse_thermal_sample's records plus ``requested_limit_w``,
+    ``enforced_limit_w`` and ``reason_us`` (``{reason: microseconds or None}``). Raises ParseError."""
+    rows = parse_query_csv(text, fields=list(WATCH_FIELDS))
+    records = []
+    for row in rows:
+        record = {
+            "uuid": row["uuid"],
+            "index": _reading_number(row["index"]),
+            "gpu_c": _reading_number(row["temperature.gpu"]),
+            "memory_c": _reading_number(row["temperature.memory"]),
+            "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
+            "reasons": _reasons(row["clocks_event_reasons.active"]),
+            "utilization_pct": _percent(row["utilization.gpu"]),
+            "power_w": _reading_number(row["power.draw"]),
+            "sm_mhz": _reading_number(row["clocks.sm"]),
+            "requested_limit_w": _reading_number(row["power.limit"]),
+            "enforced_limit_w": _reading_number(row["enforced.power.limit"]),
+            "reason_us": {
+                name: _reading_number(row[field])
+                for name, field in zip(REASON_COUNTERS, REASON_COUNTER_FIELDS, strict=True)
+            },
+        }
+        records.append(record)
+    return records
+
+
 # ---------------------------------------------------------------- nvidia-smi -L
 
 _LIST_TOOL = "nvidia-smi -L"

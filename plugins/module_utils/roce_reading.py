@@ -246,7 +246,10 @@ class Window:
         thresholds: Mapping[str, float] | None = None,
         clock: Callable[[], float] = time.monotonic,
         root: str | None = None,
+        name: str = "burn_in.roce_counters",
     ) -> None:
+        # the check a failed read fails, named for the command that reads (burn_in, watch)
+        self.name = name
         self.run_command, self.ports, self.ethtool = run_command, ports, ethtool
         self.priority, self.thresholds, self.clock, self.root = priority, thresholds, clock, root
         self.before: Reading | None = None
@@ -277,7 +280,7 @@ class Window:
         if self.error is not None:
             return [
                 check(
-                    "burn_in.roce_counters",
+                    self.name,
                     False,
                     self.error,
                     None,

@@ -228,3 +228,46 @@ def cache_config(metrics):
         if sample["name"] == "vllm:cache_config_info":
             return dict(sample["labels"])
     return None
+
+
+# What an instance is doing, across vLLM's renames: (current name, older names...). The gauges are
+# read from the later scrape, the counters as increases between two (a counter that went down, a
+# restart, counts from zero as Prometheus' rate() does).
+GENERATION_TOKENS = ("vllm:generation_tokens_total",)
+PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+REQUESTS_RUNNING = ("vllm:num_requests_running",)
+REQUESTS_WAITING = ("vllm:num_requests_waiting",)
+# V1 (>= 0.8) exports kv_cache_usage_perc; V0 gpu_cache_usage_perc. Both are 0..1 despite the name.
+KV_CACHE_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+
+
+def _rate(before, after, names, seconds):
+    old, _ = _sum(before, names, None)
+    new, _ = _sum(after, names, None)
+    if new is None or old is None or not seconds > 0:
+        return None
+    return (new - old if new >= old else new) / seconds
+
+
+def serving(before, after, seconds):
+    """What an instance served between two parse_prometheus() scrapes ``seconds`` apart:
+    ``{generation_tokens_per_second, preemptions_per_second, requests_running, requests_waiting,
+    kv_cache_usage_ratio}``; a reading the instance does not export is None."""
+    running, _ = _sum(after, REQUESTS_RUNNING, None)
+    waiting, _ = _sum(after, REQUESTS_WAITING, None)
+    usage = [s["value"] for s in after["samples"] if s["name"] == _first_present(after, KV_CACHE_USAGE)]
+    return {
+        "generation_tokens_per_second": _rate(before, after, GENERATION_TOKENS, seconds),
+        "preemptions_per_second": _rate(before, after, PREEMPTIONS, seconds),
+        "requests_running": running,
+        "requests_waiting": waiting,
+        # engines share the cache budget of their GPUs: the fullest one is the one that preempts
+        "kv_cache_usage_ratio": max(usage) if usage else None,
+    }
+
+
+def _first_present(metrics, names):
+    for name in names:
+        if any(s["name"] == name for s in metrics["samples"]):
+            return name
+    return None

@@ -179,6 +179,11 @@ from ansible_collections.gpufleet.node.plugins.module_utils.vllm_metrics import 
     parse_prometheus,
     prefix_cache,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm_service import (
+    health_check,
+    prefix_cache_check,
+    prefix_cache_name,
+)
 
 _POLL_S = 2.0
 # The clock and sleep this module uses (tests replace them, not the time module's).
@@ -193,27 +198,7 @@ def _health(fetcher, label, wait_timeout):
         if status == 200 or _monotonic() >= deadline:
             break
         _sleep(_POLL_S)
-    ok = status == 200
-    if ok:
-        msg = "%s /health answers 200" % label
-    elif status is None:
-        msg = (
-            "%s /health did not answer (%s)%s; check that the instance is running (journalctl -u its unit)"
-            % (
-                label,
-                text,
-                " within %d s" % wait_timeout if wait_timeout else "",
-            )
-        )
-    else:
-        msg = "%s /health answers %s%s" % (
-            label,
-            status,
-            " after %d s" % wait_timeout if wait_timeout else "",
-        )
-    return status, _check(
-        "service.health[%s]" % label, ok, status if status is not None else text, 200, "", msg
-    )
+    return status, health_check(label, status, text, wait_timeout)
 
 
 def _models(fetcher, label, model):
@@ -263,7 +248,7 @@ def _prefix_check(module, fetcher, label, judge):
     """(prefix_cache result, check); without judge one scrape for the totals and no check."""
     p = module.params
     floor = p["min_prefix_cache_hit_rate"]
-    name = "service.prefix_cache_hit_rate[%s]" % label
+    name = prefix_cache_name(label)
     metrics, error = _scrape(fetcher)
     window = "lifetime"
     before = _baseline(module) if judge else None
@@ -319,22 +304,7 @@ def _prefix_check(module, fetcher, label, judge):
         if enabled is False:
             msg = "%s runs with prefix caching off (enable_prefix_caching=False)" % label
         return info, _check(name, False, None, floor, "ratio", msg + " (fail closed)")
-    if rate is None:
-        msg = "%s had no prefix-cache queries %s; send traffic first (fail closed)" % (label, where)
-        return info, _check(name, False, None, floor, "ratio", msg)
-    tokens = "" if judged["queries"] is None else " over %d queried tokens" % judged["queries"]
-    ok = rate >= floor
-    msg = "%s prefix-cache hit rate %.4g%s %s, %s the %s floor" % (
-        label,
-        rate,
-        tokens,
-        where,
-        "at or above" if ok else "below",
-        floor,
-    )
-    if not ok:
-        msg += " (a prompt template that varies the prefix - a timestamp, a session id - does this)"
-    return info, _check(name, ok, info["hit_rate"], floor, "ratio", msg)
+    return info, prefix_cache_check(label, rate, floor, judged["queries"], where)
 
 
 def main():

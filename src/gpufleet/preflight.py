@@ -35,16 +35,16 @@ class Vaulted:
     ciphertext: str
 
 
-def report_dir(path: Path) -> None:
-    """The report directory exists (made here) and a file can be written in it."""
+def report_dir(path: Path, option: str = "--report-dir") -> None:
+    """The report directory (or ``option``'s) exists (made here) and a file can be written in it."""
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"--report-dir {path} is a file, not a directory: name a directory")
+        raise ConfigError(f"{option} {path} is a file, not a directory: name a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".gpufleet-probe-"):
             pass
     except OSError as exc:
-        raise ConfigError(f"--report-dir {path} cannot be written: {exc.strerror or exc}") from None
+        raise ConfigError(f"{option} {path} cannot be written: {exc.strerror or exc}") from None
 
 
 def vault_file(given: Path | None) -> Path | None:

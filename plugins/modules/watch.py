@@ -1,0 +1,239 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: watch
+short_description: Look at a node in service over a short window - power caps, throttling, RoCE, vLLM
+version_added: "0.1.0"
+description:
+  - One read-only look at a serving node over O(window_s) seconds, safe while it serves - no load
+    generated, nothing restarted or written.
+  - The GPUs - one C(nvidia-smi --query-gpu) sample at the start, the middle and the end of the window
+    (temperatures, T.Limit margin, clock event reasons, power draw, requested and enforced power limit,
+    and the clock event reason counters, which show a reason that came and went between samples).
+    C(gpu_power.enforced_limit_w[<uuid>]) fails when the GPU enforced less than its requested limit in any
+    sample, naming the rack's power budget (a PDU protection or power brake) as the likely cause.
+    C(thermal.gpu_temp_c[<uuid>]), C(thermal.memory_temp_c[<uuid>]), C(thermal.tlimit_c[<uuid>]) and
+    C(thermal.clocks_event_reasons[<uuid>]) judge the window's peaks with the burn-in's limits.
+  - The RoCE ports - their counters (C(ethtool -S), sysfs C(hw_counters)) at the start and the end, judged
+    as M(gpufleet.node.roce_health) does (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ...).
+  - Each vLLM instance in O(instances) - C(/health) (C(service.health[<name>])) and C(/metrics) at the start
+    and the end - the prefix-cache hit rate of the queries served in the window
+    (C(service.prefix_cache_hit_rate[<name>]), not judged when the instance served nothing), generation
+    tokens/s, requests running and waiting, preemptions/s and KV-cache usage, under vLLM's old and new
+    metric names.
+  - Never fails for what it finds - a failed check is the report's; it fails only for bad options.
+    The readings are returned as the fact C(gpufleet_watch), which gpufleet.prom publishes.
+options:
+  window_s:
+    description:
+      - Seconds the look lasts, 1..300. Five seconds holds enough tokens and RoCE packets for rates and
+        sees a power cap that comes and goes in 10-second waves in one of its three GPU samples.
+    type: float
+    default: 5
+  instances:
+    description:
+      - The node's vLLM instances, as inference_service_instances gives them (C(name) and C(port) are read).
+    type: list
+    elements: dict
+    default: []
+  instance_host:
+    description: Address the instances answer on, as seen from the node itself.
+    type: str
+    default: 127.0.0.1
+  min_prefix_cache_hit_rate:
+    description:
+      - Floor for the prefix-cache hit rate over the window's queries, 0..1. The default sits between a
+        chat deployment's steady state (about 0.9) and what a prompt template that varies the prefix leaves
+        (about 0.07).
+    type: float
+    default: 0.5
+  max_gpu_temp_c:
+    description: Highest GPU temperature in service (the burn-in's limit under load).
+    type: float
+    default: 83
+  max_memory_temp_c:
+    description: Highest HBM temperature in service.
+    type: float
+    default: 90
+  min_tlimit_c:
+    description: Smallest margin to the GPU's slowdown temperature (T.Limit) in service.
+    type: float
+    default: 3
+  roce_priority:
+    description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
+    type: int
+    default: 3
+  roce_thresholds:
+    description: Limits that replace M(gpufleet.node.roce_health)'s defaults, by name (see its O(thresholds)).
+    type: dict
+    default: {}
+extends_documentation_fragment:
+  - gpufleet.node.nvidia_smi
+  - gpufleet.node.clock_events
+  - gpufleet.node.attributes.read_only
+attributes:
+  check_mode:
+    details: Only reads; the same readings and checks in check mode.
+notes:
+  - The module sleeps O(window_s) seconds. Every tool runs with C(LC_ALL=C).
+  - Clock event reason counters need driver R535 or later; without them only the samples are judged.
+seealso:
+  - module: gpufleet.node.roce_health
+  - module: gpufleet.node.service_check
+  - module: gpufleet.node.burn_in
+author:
+  - gpufleet developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Look at the node in service for five seconds
+  gpufleet.node.watch:
+    instances: "{{ inference_service_instances }}"
+    instance_host: "{{ ansible_host }}"
+"""
+
+RETURN = r"""
+checks:
+  description:
+    - Per GPU C(gpu_power.enforced_limit_w[<uuid>]) and the C(thermal.*[<uuid>]) checks; per RoCE port the
+      C(fabric.*[<dev>]) checks; per instance C(service.health[<name>]) and
+      C(service.prefix_cache_hit_rate[<name>]). C(watch.gpus) or C(watch.roce_counters) fails when a tool
+      could not be read (fail closed).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"name": "gpu_power.enforced_limit_w[GPU-5d3f…]", "ok": false, "value": 1100.0, "limit": 1400.0,
+       "unit": "W", "message": "GPU-5d3f… enforces 1100 W, below the requested 1400 W, in 2 of 3 samples over
+       5.2 s; power-capped 2.6 s of 5.2 s: the rack's power budget (a PDU protection or power brake) is
+       capping it (check the rack's PDU before raising limits)"}
+ansible_facts:
+  description: C(gpufleet_watch), the window's readings (what gpufleet.prom publishes).
+  returned: always
+  type: dict
+  contains:
+    gpufleet_watch:
+      description:
+        - C(window_s); C(gpus) (C(index), C(uuid), C(power_limit_w) requested/enforced (the lowest seen),
+          C(power_draw_w), C(temperature_c) gpu/memory (peaks), C(tlimit_c), C(throttle_active) per reason
+          0/1, C(throttle_seconds_total) per reason); C(ports) (C(ibdev), C(retransmits_per_second),
+          C(pause_seconds_per_second) per priority, C(rx_discards_per_second), C(cnp_sent_per_second),
+          C(ecn_marked_per_second)); C(instances) (C(name), C(up), C(prefix_cache_hit_ratio),
+          C(generation_tokens_per_second), C(requests_running), C(requests_waiting),
+          C(preemptions_per_second), C(kv_cache_usage_ratio)). A reading that could not be taken is null.
+      type: dict
+changes:
+  description: Always empty; the module changes nothing.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+"""
+
+import math
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+    ReadError,
+    roce_ports,
+    threshold_errors,
+    thresholds_from,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+    LOAD_LIMITS,
+    gpu_limit_spec,
+    limit_errors,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.watch import WINDOW_RANGE, InstanceWatch, Watch
+
+_LIMIT_KEYS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons")
+
+
+def _input_errors(p):
+    """Every bad option, named with its role input (watch_<option>) and the allowed range."""
+    low, high = WINDOW_RANGE
+    errors = []
+    if not (math.isfinite(p["window_s"]) and low <= p["window_s"] <= high):
+        errors.append("window_s (watch_window_s) must be %g..%g seconds, got %s" % (low, high, p["window_s"]))
+    floor = p["min_prefix_cache_hit_rate"]
+    if not (math.isfinite(floor) and 0 <= floor <= 1):
+        errors.append(
+            "min_prefix_cache_hit_rate (watch_min_prefix_cache_hit_rate) must be 0..1, got %s" % floor
+        )
+    if not 0 <= p["roce_priority"] <= 7:
+        errors.append("roce_priority (watch_roce_priority) must be 0..7, got %s" % p["roce_priority"])
+    errors.extend(limit_errors(p, "watch_"))
+    errors.extend("roce_thresholds: %s" % e for e in threshold_errors(thresholds_from(p["roce_thresholds"])))
+    names = []
+    for i, instance in enumerate(p["instances"]):
+        port = instance.get("port") if isinstance(instance, dict) else None
+        name = instance.get("name") if isinstance(instance, dict) else None
+        if not name or not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+            errors.append(
+                "instances[%d] (watch_instances) needs a name and a port 1..65535, got %r" % (i, instance)
+            )
+        elif name in names:
+            errors.append("instances[%d] (watch_instances): the name %s is there twice" % (i, name))
+        names.append(name)
+    return errors
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            window_s=dict(type="float", default=5),
+            instances=dict(type="list", elements="dict", default=[]),
+            instance_host=dict(type="str", default="127.0.0.1"),
+            min_prefix_cache_hit_rate=dict(type="float", default=0.5),
+            roce_priority=dict(type="int", default=3),
+            roce_thresholds=dict(type="dict", default={}),
+            nvidia_smi_path=dict(type="path"),
+            **gpu_limit_spec(LOAD_LIMITS),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    errors = _input_errors(p)
+    if errors:
+        module.fail_json(msg="Refusing to watch: %s." % "; ".join(errors), input_error=True)
+    result = dict(changed=False, checks=[], changes=[])
+    smi = nvidia_smi(module, p["nvidia_smi_path"])
+    try:
+        ports = roce_ports()
+    except ReadError as exc:
+        module.fail_json(msg="%s; check the RDMA devices' sysfs" % exc, **result)
+    ethtool = tool_path(module, "ethtool", required=bool(ports))
+    floor = p["min_prefix_cache_hit_rate"]
+    host = p["instance_host"]
+    instances = [InstanceWatch(i["name"], "http://%s:%d" % (host, i["port"]), floor) for i in p["instances"]]
+    limits = {key: p[key] for key in _LIMIT_KEYS}
+    watch = Watch(
+        module.run_command,
+        smi,
+        p["window_s"],
+        limits,
+        ports,
+        instances,
+        ethtool=ethtool or "ethtool",
+        priority=p["roce_priority"],
+        thresholds=thresholds_from(p["roce_thresholds"]),
+    )
+    checks, fact = watch.run()
+    failed = [c for c in checks if not c["ok"]]
+    result.update(checks=checks, ansible_facts={"gpufleet_watch": fact})
+    if failed:
+        names = ", ".join(c["name"] for c in failed)
+        msg = "%d of %d checks failed over %ss: %s" % (len(failed), len(checks), fact["window_s"], names)
+    else:
+        msg = "%d checks passed over %ss" % (len(checks), fact["window_s"])
+    module.exit_json(msg=msg, **result)
+
+
+if __name__ == "__main__":
+    main()

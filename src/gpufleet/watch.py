@@ -1,0 +1,75 @@
+"""`gpufleet watch`: one read-only look at every serving node (playbooks/watch.yml), made to run on
+a schedule (docs/watch.md): a small report, and its Prometheus file replaced atomically each run.
+
+Read-only: it takes no run lock and never stops a node; a failed check makes the node ``failed`` in
+the report, with the checks' messages (value, limit, likely cause).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufleet import checks, runner
+from gpufleet.drift import DRIFT_FORKS
+from gpufleet.report import HostReport, Report, now, write
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    inventory: Path
+    limit: str | None
+    report_dir: Path
+    window_s: float | None = None
+    vault_password_file: Path | None = None
+
+
+def watch_host(result: runner.HostResult) -> HostReport:
+    """A node's look: its checks, and only the watch reading among its facts (a small report)."""
+    reading = result.facts.get("gpufleet_watch")
+    host = HostReport(checks=result.checks, facts={"gpufleet_watch": reading} if reading else {})
+    host.status = checks.host_status(
+        unreachable=result.unreachable, failed=result.failed, checks=result.checks
+    )
+    host.configuration_error = result.refused_for_input()
+    if result.unreachable or result.failed:
+        host.message = result.failure_message()
+    else:
+        host.message = summary(result.checks)
+    return host
+
+
+def summary(found: list[dict[str, object]]) -> str:
+    """The failed checks, one phrase per condition: 16 GPUs capped alike read as one line, not 16."""
+    by_condition: dict[str, list[dict[str, object]]] = {}
+    for c in found:
+        if not c["ok"]:
+            by_condition.setdefault(str(c["name"]).split("[")[0], []).append(c)
+    phrases = []
+    for condition, failed in by_condition.items():
+        more = f" (and {len(failed) - 1} more {condition})" if len(failed) > 1 else ""
+        phrases.append(f"{failed[0]['message']}{more}")
+    return "; ".join(phrases)
+
+
+def watch(options: WatchOptions, progress: runner.Progress | None = None) -> Report:
+    extravars: dict[str, object] = {}
+    if options.window_s is not None:
+        extravars["watch_window_s"] = options.window_s
+    report = Report(command="watch", started=now())
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="watch.yml",
+            inventory=options.inventory,
+            limit=options.limit,
+            extravars=extravars,
+            forks=DRIFT_FORKS,
+            vault_password_file=options.vault_password_file,
+        ),
+        progress=progress,
+    )
+    for name in sorted(result.hosts):
+        report.hosts[name] = watch_host(result.hosts[name])
+    report.finished = now()
+    write(report, options.report_dir)
+    return report
