@@ -1,0 +1,199 @@
+"""module_utils/watch.py: the watch sample on real captures, a power cap in waves seen in one of three
+samples, a reason that came and went between samples seen by its counter, the vLLM window's hit rate
+and what the instance served, and fail-closed reads."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi, vllm_metrics, watch
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import LOAD_LIMITS
+
+H100_LOAD = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
+H200_LOAD = "nvidia-smi-csv/utku-h200-590.48.01-load-query-gpu.csv"
+RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"
+FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
+UUID = "GPU-5d3f0000-0000-0000-0000-000000000001"
+
+
+def _watch_row(capture: str) -> str:
+    """The capture's one GPU row cut to the watch query's fields, as nvidia-smi prints it with units."""
+    rows = list(csv.reader(io.StringIO(capture), skipinitialspace=True))
+    values = dict(zip((nvidia_smi._csv_field_name(h) for h in rows[0]), rows[1], strict=True))
+    values["clocks.sm"] = values["clocks.current.sm"]  # the capture asked for the long name
+    return ", ".join(values[f] for f in nvidia_smi.WATCH_FIELDS) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("capture", "power", "requested"), [(H100_LOAD, 631.95, 700.0), (H200_LOAD, None, 700.0)]
+)
+def test_watch_sample_reads_the_real_captures(
+    read_fixture: Any, capture: str, power: Any, requested: float
+) -> None:
+    [gpu] = nvidia_smi.parse_watch_sample(_watch_row(read_fixture(capture)))
+    assert gpu["requested_limit_w"] == requested and gpu["enforced_limit_w"] == requested
+    assert gpu["reason_us"] == dict.fromkeys(nvidia_smi.REASON_COUNTERS, 0)
+    assert gpu["reasons"] is not None and "sw_power_cap" not in gpu["reasons"]
+    if power is not None:
+        assert gpu["power_w"] == power
+
+
+def test_watch_sample_refuses_a_cut_row() -> None:
+    with pytest.raises(nvidia_smi.ParseError, match="nvidia-smi"):
+        nvidia_smi.parse_watch_sample("GPU-1, 0, 40\n")
+
+
+def sample(
+    enforced: float = 1400.0, reasons: str = "0x0", cap_us: int = 0, brake_us: int = 0, temp: int = 60
+) -> str:
+    counters = {"sw_power_cap": cap_us, "hw_power_brake_slowdown": brake_us}
+    cells = [UUID, "0", str(temp), "70", "20", reasons, "80", "1200.5", "1900", "1400.00", f"{enforced:.2f}"]
+    cells += [str(counters.get(name, 0)) for name in nvidia_smi.REASON_COUNTERS]
+    return ", ".join(cells) + "\n"
+
+
+def summarize(*texts: str) -> dict[str, Any]:
+    [gpu] = watch.summarize_gpus([nvidia_smi.parse_watch_sample(t) for t in texts])
+    return gpu
+
+
+def test_a_cap_in_waves_is_seen_in_the_middle_sample_and_named_with_its_cause() -> None:
+    gpu = summarize(sample(), sample(1100.0, "0x4", 1_000_000), sample(1400.0, "0x0", 2_600_000))
+    check = watch.power_check(gpu, 5.2)
+    assert check["name"] == f"gpu_power.enforced_limit_w[{UUID}]"
+    assert (check["ok"], check["value"], check["limit"], check["unit"]) == (False, 1100.0, 1400.0, "W")
+    assert "in 1 of 3 samples over 5.2 s; power-capped 2.6 s of 5.2 s" in check["message"]
+    assert "the rack's power budget (a PDU protection or power brake)" in check["message"]
+    fact = watch.gpu_fact(gpu)
+    assert fact["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0}
+    assert fact["throttle_active"]["sw_power_cap"] == 1
+    assert fact["throttle_seconds_total"]["sw_power_cap"] == 2.6
+
+
+def test_the_requested_limit_enforced_all_window_passes() -> None:
+    check = watch.power_check(summarize(sample(), sample(), sample()), 5.0)
+    assert check["ok"] and check["message"] == f"{UUID} enforces its requested 1400 W"
+
+
+def test_a_power_brake_between_samples_fails_by_its_counter() -> None:
+    gpu = summarize(sample(), sample(), sample(brake_us=400_000))
+    assert gpu["reasons"] == ["hw_power_brake_slowdown"]
+    [reasons] = [c for c in watch.gpu_checks([gpu], LOAD_LIMITS) if c["name"].startswith("thermal.clocks")]
+    assert not reasons["ok"] and reasons["value"] == ["hw_power_brake_slowdown"]
+    assert watch.gpu_fact(gpu)["throttle_active"]["hw_power_brake_slowdown"] == 1
+
+
+def test_the_hottest_sample_is_judged() -> None:
+    gpu = summarize(sample(temp=60), sample(temp=88), sample(temp=61))
+    [temp] = [c for c in watch.gpu_checks([gpu], LOAD_LIMITS) if c["name"].startswith("thermal.gpu_temp")]
+    assert (temp["ok"], temp["value"], temp["limit"]) == (False, 88, 83.0)
+
+
+def test_unreported_limits_fail_closed() -> None:
+    text = sample().replace("1400.00, 1400.00", "[N/A], [N/A]")
+    check = watch.power_check(summarize(text, text), 5.0)
+    assert not check["ok"] and "fail closed" in check["message"]
+
+
+# ---------------------------------------------------------------- vLLM
+
+
+def metrics(queries: float, hits: float, tokens: float, running: float = 4) -> dict[str, Any]:
+    return vllm_metrics.parse_prometheus(
+        f"vllm:prefix_cache_queries_total {queries}\nvllm:prefix_cache_hits_total {hits}\n"
+        f"vllm:generation_tokens_total {tokens}\nvllm:num_requests_running {running}\n"
+        "vllm:num_requests_waiting 1\nvllm:num_preemptions_total 0\nvllm:kv_cache_usage_perc 0.25\n"
+    )
+
+
+class FakeClient:
+    def __init__(self, scrapes: list[Any], health: tuple[Any, str] = (200, "")) -> None:
+        self.scrapes, self.health = scrapes, health
+
+    def get(self, path: str) -> tuple[Any, str]:
+        if path == "/health":
+            return self.health
+        return 200, self.scrapes.pop(0)
+
+
+def text(m: dict[str, Any]) -> str:
+    return "".join(f"{s['name']} {s['value']}\n" for s in m["samples"])
+
+
+def test_a_collapsed_hit_rate_in_the_window_is_named_with_its_likely_cause() -> None:
+    # lifetime 0.89; in the window 70 of 1000 queried tokens hit
+    client = FakeClient([text(metrics(100000, 89000, 5000)), text(metrics(101000, 89070, 5600))])
+    instance = watch.InstanceWatch("glm52", "http://node01:8000", 0.5, client=client)
+    instance.start()
+    (health, cache), fact = instance.stop(5.0)
+    assert health["ok"] and health["name"] == "service.health[glm52]"
+    assert cache["name"] == "service.prefix_cache_hit_rate[glm52]"
+    assert (cache["ok"], cache["value"], cache["limit"]) == (False, 0.07, 0.5)
+    assert (
+        "session id" in cache["message"]
+        and "over 1000 queried tokens over 5 s of serving" in cache["message"]
+    )
+    assert fact["prefix_cache_hit_ratio"] == 0.07 and fact["generation_tokens_per_second"] == 120.0
+    assert (fact["requests_running"], fact["requests_waiting"], fact["kv_cache_usage_ratio"]) == (4, 1, 0.25)
+
+
+def test_an_idle_instance_has_no_hit_rate_to_judge() -> None:
+    same = text(metrics(100, 90, 10, running=0))
+    instance = watch.InstanceWatch("a", "http://x:1", 0.5, client=FakeClient([same, same]))
+    instance.start()
+    (_health, cache), fact = instance.stop(5.0)
+    assert cache["ok"] and cache["value"] is None and "served no prompt" in cache["message"]
+    assert fact["prefix_cache_hit_ratio"] is None
+
+
+def test_a_down_instance_fails_health_and_its_hit_rate_closed() -> None:
+    instance = watch.InstanceWatch(
+        "a", "http://x:1", 0.5, client=FakeClient([None], health=(None, "refused"))
+    )
+    instance.client.scrapes = []
+    instance.before = None
+    (health, cache), fact = instance.stop(5.0)
+    assert not health["ok"] and health["value"] == "refused"
+    assert not cache["ok"] and "it is down" in cache["message"]
+    assert fact["up"] == 0
+
+
+@pytest.mark.parametrize("capture", [RH, FOXHOP])
+def test_serving_reads_both_real_captures(read_fixture: Any, capture: str) -> None:
+    scraped = vllm_metrics.parse_prometheus(read_fixture(capture))
+    served = vllm_metrics.serving(scraped, scraped, 5.0)
+    assert served["kv_cache_usage_ratio"] == 0.0
+    if capture == RH:
+        assert served["generation_tokens_per_second"] == 0.0 and served["requests_running"] == 0.0
+    else:  # the trimmed capture kept only the cache lines
+        assert served["generation_tokens_per_second"] is None and served["requests_running"] is None
+
+
+def test_serving_reads_the_v0_names() -> None:
+    before = vllm_metrics.parse_prometheus("vllm:num_preemptions 3\nvllm:gpu_cache_usage_perc 0.5\n")
+    after = vllm_metrics.parse_prometheus("vllm:num_preemptions 13\nvllm:gpu_cache_usage_perc 0.75\n")
+    served = vllm_metrics.serving(before, after, 5.0)
+    assert served["preemptions_per_second"] == 2.0 and served["kv_cache_usage_ratio"] == 0.75
+
+
+# ---------------------------------------------------------------- the window
+
+
+def test_the_window_samples_three_times_and_fails_closed_on_a_tool_error() -> None:
+    calls: list[list[str]] = []
+    outputs = [(0, sample(), ""), (0, sample(1100.0, "0x4"), ""), (9, "", "NVIDIA-SMI has failed")]
+    clock = iter([0.0, 0.0, 2.5, 5.0, 5.0, 5.0]).__next__
+
+    def run_command(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        calls.append(argv)
+        return outputs.pop(0)
+
+    w = watch.Watch(run_command, "nvidia-smi", 5.0, LOAD_LIMITS, [], [], clock=clock, sleep=lambda s: None)
+    checks, fact = w.run()
+    assert calls == [nvidia_smi.watch_query("nvidia-smi")] * 3
+    assert [c["name"] for c in checks] == ["watch.gpus"]
+    assert not checks[0]["ok"] and "NVIDIA-SMI has failed" in checks[0]["message"]
+    assert fact["gpus"] == [] and fact["window_s"] == 5.0
