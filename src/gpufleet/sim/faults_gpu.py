@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs
+from gpufleet.sim import sysfs, thermal
 from gpufleet.sim.state import State, present_gpus
 
 # What a PDU protection did to the reference node: every GPU capped ~300 W below its request.
 POWER_CAP_DROP_W = 300.0
+# pdu-cap-in-service: the same protection cycling while the node serves: capped for 5 s of every 10 s.
+PDU_WAVE_CAPPED_S = 5.0
+PDU_WAVE_PERIOD_S = 10.0
 
 
 def power_capped(state: State, sys_root: Path) -> None:
@@ -21,6 +25,23 @@ def power_capped(state: State, sys_root: Path) -> None:
 def power_capped_clear(state: State, sys_root: Path) -> None:
     for gpu in state["gpus"]:
         gpu["power"]["enforced_limit_w"] = gpu["power"]["requested_limit_w"]
+
+
+def pdu_cap_in_service(state: State, sys_root: Path) -> None:
+    """The enforced limit drops in waves from now on (thermal.capped_share); the request stays."""
+    now = time.time()
+    thermal.advance(state, now)
+    state["pdu_cap"] = {
+        "since": now,
+        "drop_w": POWER_CAP_DROP_W,
+        "capped_s": PDU_WAVE_CAPPED_S,
+        "period_s": PDU_WAVE_PERIOD_S,
+    }
+
+
+def pdu_cap_in_service_clear(state: State, sys_root: Path) -> None:
+    thermal.advance(state, time.time())
+    state.pop("pdu_cap", None)
 
 
 _PERSISTENCED = "nvidia-persistenced.service"
@@ -77,6 +98,7 @@ def gpu_missing_clear(state: State, sys_root: Path) -> None:
 
 FAULTS = {
     "power-capped": (power_capped, power_capped_clear),
+    "pdu-cap-in-service": (pdu_cap_in_service, pdu_cap_in_service_clear),
     "persistence-off": (persistence_off, persistence_on),
     # swapping the same pair again restores the original order
     "bus-order-swapped": (bus_order_swapped, bus_order_swapped),

@@ -15,6 +15,12 @@ Model, per NVLink baseboard (one cold-plate loop each; the node's flow splits ev
 - Past max operating temperature (T.Limit 0) the driver lowers clocks (SW thermal slowdown); at
   the slowdown temperature hardware halves them (HW thermal slowdown, with hysteresis). Power
   follows clocks, so a throttled GPU settles near its limit, slower.
+- nvidia-smi's clocks event reason counters are the time each reason was active: the same
+  integration adds each step's time to the reasons active in it (``thermal.reasons_us``, anchored
+  at ``thermal_t`` like the temperatures; stored reasons a test or a build set count too).
+- A PDU's protection (``pdu_cap``, the pdu-cap-in-service fault) lowers the enforced power limit
+  in waves; a step that straddles a wave edge is weighted by its capped share, so long steps
+  never alias the wave.
 - Displayed temperatures, power and clocks are the state's stored values (the GPU at idle on a
   healthy loop, as built from the profile or set by a test) plus the model's deviation from that
   idle reference, so a node at rest reads exactly what its state says.
@@ -67,6 +73,15 @@ MAX_STEPS = 400
 # Faults that describe how a node already was when someone looks settle for this long at once.
 SETTLE_S = 10 * MEMORY_TAU_S
 MIN_FLOW_LPM = 0.1
+# The reasons nvidia-smi counts (-q "Clocks Event Reasons Counters"), in the order it prints them.
+COUNTED_REASONS = (
+    "sw_power_cap",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+)
+US_PER_S = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,8 @@ class GpuReading:
     utilization_pct: float
     reasons: frozenset[str]
     hw_slowdown: bool
+    enforced_limit_w: float
+    reasons_us: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -104,6 +121,8 @@ class _Gpu:
     idle_w: float
     full_w: float
     cap_w: float
+    capped_w: float  # the enforced limit while a PDU wave caps it
+    stored: frozenset[str]  # counted reasons the state holds active whatever the model says
     max_op_c: float
     slowdown_c: float
     r_c_per_w: float
@@ -152,6 +171,33 @@ def clear_load(state: State, now: float) -> None:
         gpu["load"] = {"requests": 0, "pct": utilization(gpu, now), "t": now}
 
 
+# -- the PDU's power-cap waves -------------------------------------------------------------------
+def _capped_time(wave: dict[str, Any], t: float) -> float:
+    """Seconds the wave has capped between its start and t."""
+    periods, rest = divmod(max(t - float(wave["since"]), 0.0), float(wave["period_s"]))
+    return periods * float(wave["capped_s"]) + min(rest, float(wave["capped_s"]))
+
+
+def capped_share(state: State, start: float, end: float) -> float:
+    """Share of [start, end] the PDU wave caps the GPUs (at start for an instant; 0 without one)."""
+    wave = state.get("pdu_cap")
+    if not wave:
+        return 0.0
+    if end <= start:
+        since = start - float(wave["since"])
+        return 1.0 if since >= 0 and since % float(wave["period_s"]) < float(wave["capped_s"]) else 0.0
+    return (_capped_time(wave, end) - _capped_time(wave, start)) / (end - start)
+
+
+def _capped_limit(state: State, power: dict[str, Any]) -> float:
+    enforced = float(power["enforced_limit_w"])
+    wave = state.get("pdu_cap")
+    if not wave:
+        return enforced
+    dropped = float(power["requested_limit_w"]) - float(wave["drop_w"])
+    return min(enforced, max(dropped, float(power["min_limit_w"])))
+
+
 # -- parameters ---------------------------------------------------------------------------------
 def _boards(state: State) -> list[int]:
     return sorted({int(gpu["nvlink_domain"]) for gpu in state["gpus"]})
@@ -183,6 +229,8 @@ def _params(state: State) -> list[_Gpu]:
                 idle_w=idle,
                 full_w=max(float(power["default_limit_w"]), idle),
                 cap_w=float(power["enforced_limit_w"]),
+                capped_w=_capped_limit(state, power),
+                stored=frozenset(gpu.get("clocks_event_reasons", [])) & frozenset(COUNTED_REASONS),
                 max_op_c=float(temp["max_operating_c"]),
                 slowdown_c=float(temp["slowdown_c"]),
                 r_c_per_w=_resistance(cooling, gpu, flow, nominal),
@@ -194,8 +242,12 @@ def _params(state: State) -> list[_Gpu]:
     return out
 
 
-def _operate(g: _Gpu, die_c: float, hw_latched: bool, util: float) -> tuple[float, float, set[str], bool]:
-    """(power, clock factor, active reasons, HW slowdown latched) for a die temperature and load."""
+def _operate(
+    g: _Gpu, die_c: float, hw_latched: bool, util: float, cap_w: float | None = None
+) -> tuple[float, float, set[str], bool]:
+    """(power, clock factor, active reasons, HW slowdown latched) for a die temperature and load, under
+    cap_w (the enforced limit; a PDU wave's lower one when given)."""
+    cap_w = g.cap_w if cap_w is None else cap_w
     reasons: set[str] = set()
     factor = 1.0
     if die_c >= g.max_op_c:
@@ -207,11 +259,30 @@ def _operate(g: _Gpu, die_c: float, hw_latched: bool, util: float) -> tuple[floa
         reasons.add("hw_thermal_slowdown")
     dynamic = (g.full_w - g.idle_w) * util / 100.0
     power = g.idle_w + dynamic * factor
-    if power > g.cap_w and dynamic > 0:
-        factor = max((g.cap_w - g.idle_w) / dynamic, MIN_CLOCK_FACTOR)
+    if power > cap_w and dynamic > 0:
+        factor = max((cap_w - g.idle_w) / dynamic, MIN_CLOCK_FACTOR)
         power = g.idle_w + dynamic * factor
         reasons.add("sw_power_cap")
     return power, max(factor, MIN_CLOCK_FACTOR), reasons, hw
+
+
+def _step(
+    g: _Gpu, die_c: float, hw_latched: bool, util: float, share: float
+) -> tuple[float, bool, dict[str, float]]:
+    """(mean power, HW latch, each reason's share of the step) for a step `share` capped by the PDU."""
+    if share in (0.0, 1.0):  # no wave, or a step inside one phase: one operating point (cheap)
+        power, _, reasons, latched = _operate(g, die_c, hw_latched, util, g.capped_w if share else g.cap_w)
+        return power, latched, dict.fromkeys(reasons | g.stored, 1.0) if reasons or g.stored else {}
+    power, shares = 0.0, dict.fromkeys(g.stored, 1.0)
+    latched = hw_latched
+    for cap, weight in ((g.capped_w, share), (g.cap_w, 1.0 - share)):
+        if weight <= 0.0:
+            continue
+        watts, _, reasons, latched = _operate(g, die_c, hw_latched, util, cap)
+        power += watts * weight
+        for reason in reasons - g.stored:
+            shares[reason] = shares.get(reason, 0.0) + weight
+    return power, latched, shares
 
 
 def _coolant(state: State, params: list[_Gpu], die: list[float]) -> list[tuple[float, float]]:
@@ -230,37 +301,54 @@ def _coolant(state: State, params: list[_Gpu], die: list[float]) -> list[tuple[f
     return out
 
 
+Counters = list[dict[str, float]]
+
+
+def _counters(state: State) -> Counters:
+    return [
+        {r: float((g["thermal"].get("reasons_us") or {}).get(r, 0)) for r in COUNTED_REASONS}
+        for g in state["gpus"]
+    ]
+
+
 def _integrate(
     state: State, start: float, end: float, frozen_util_at: float | None = None
-) -> tuple[list[float], list[float], list[bool]]:
+) -> tuple[list[float], list[float], list[bool], Counters]:
     params = _params(state)
     die = [float(g["thermal"]["die_c"]) for g in state["gpus"]]
     mem = [float(g["thermal"]["memory_c"]) for g in state["gpus"]]
     hw = [bool(g["thermal"].get("hw_slowdown", False)) for g in state["gpus"]]
+    us = _counters(state)
     elapsed = max(end - start, 0.0)
     if elapsed <= 0.0:
-        return die, mem, hw
+        return die, mem, hw, us
     steps = min(max(math.ceil(elapsed / STEP_S), 1), MAX_STEPS)
     dt = elapsed / steps
     k_die = 1.0 - math.exp(-dt / DIE_TAU_S)
     k_mem = 1.0 - math.exp(-dt / MEMORY_TAU_S)
     for step in range(steps):
         when = frozen_util_at if frozen_util_at is not None else start + (step + 0.5) * dt
+        share = capped_share(state, start + step * dt, start + (step + 1) * dt)
         coolant = _coolant(state, params, die)
         for i, g in enumerate(params):
             util = _utilization(g.requests, g.load_pct, g.load_t, when)
-            power, _, _, hw[i] = _operate(g, die[i], hw[i], util)
+            power, hw[i], shares = _step(g, die[i], hw[i], util, share)
+            for reason, part in shares.items():
+                us[i][reason] += part * dt * US_PER_S
             rise = power * g.r_c_per_w
             plate = coolant[g.board][0]
             die[i] += (plate + rise - die[i]) * k_die
             mem[i] += (plate + MEMORY_RISE_RATIO * rise - mem[i]) * k_mem
-    return die, mem, hw
+    return die, mem, hw, us
 
 
 # -- the state's anchors ------------------------------------------------------------------------
-def _store(state: State, die: list[float], mem: list[float], hw: list[bool], now: float) -> None:
-    for gpu, d, m, h in zip(state["gpus"], die, mem, hw, strict=True):
-        gpu["thermal"].update(die_c=d, memory_c=m, hw_slowdown=h)
+def _store(
+    state: State, die: list[float], mem: list[float], hw: list[bool], us: Counters, now: float
+) -> None:
+    for gpu, d, m, h, u in zip(state["gpus"], die, mem, hw, us, strict=True):
+        reasons_us = {r: round(value) for r, value in u.items()}
+        gpu["thermal"].update(die_c=d, memory_c=m, hw_slowdown=h, reasons_us=reasons_us)
     state["thermal_t"] = now
 
 
@@ -272,9 +360,11 @@ def advance(state: State, now: float) -> None:
 
 
 def settle(state: State, now: float) -> None:
-    """As if the inputs in force had held for minutes: a fault that was there before anyone looked."""
+    """As if the inputs in force had held for minutes: a fault that was there before anyone looked.
+    The reason counters keep what was observed: those minutes happened before anyone counted."""
     advance(state, now)
-    _store(state, *_integrate(state, now, now + SETTLE_S, frozen_util_at=now), now)
+    die, mem, hw, _ = _integrate(state, now, now + SETTLE_S, frozen_util_at=now)
+    _store(state, die, mem, hw, _counters(state), now)
 
 
 def _idle_plate(state: State, gpu: Gpu) -> float:
@@ -303,7 +393,13 @@ def calibrate(state: State, idle_gpu_c: float, now: float) -> None:
     cooling["gpu_r_c_per_w"] = resistance
     for gpu in state["gpus"]:
         die, mem = idle_reference(state, gpu)
-        gpu["thermal"] = {"die_c": die, "memory_c": mem, "hw_slowdown": False, "plate_factor": 1.0}
+        gpu["thermal"] = {
+            "die_c": die,
+            "memory_c": mem,
+            "hw_slowdown": False,
+            "plate_factor": 1.0,
+            "reasons_us": dict.fromkeys(COUNTED_REASONS, 0),
+        }
         gpu["load"] = {"requests": 0, "pct": 0.0, "t": now}
     state["thermal_t"] = now
 
@@ -319,13 +415,18 @@ def plate_factor_for(state: State, gpu: Gpu, idle_die_c: float) -> float:
 def readings(state: State, now: float) -> tuple[list[GpuReading], list[LoopReading]]:
     """Every GPU (state order) and every loop, as they are at now."""
     start = float(state["thermal_t"])
-    die, mem, hw = _integrate(state, start, max(now, start))
+    die, mem, hw, us = _integrate(state, start, max(now, start))
     params = _params(state)
+    capped = capped_share(state, now, now) > 0
     gpus = []
     for i, g in enumerate(params):
         util = _utilization(g.requests, g.load_pct, g.load_t, now)
-        power, factor, reasons, latched = _operate(g, die[i], hw[i], util)
-        gpus.append(GpuReading(die[i], mem[i], power, factor, util, frozenset(reasons), latched))
+        cap = g.capped_w if capped else g.cap_w
+        power, factor, reasons, latched = _operate(g, die[i], hw[i], util, cap)
+        counted = {r: round(value) for r, value in us[i].items()}
+        gpus.append(
+            GpuReading(die[i], mem[i], power, factor, util, frozenset(reasons), latched, cap, counted)
+        )
     cooling = state["cooling"]
     boards = _boards(state)
     flow = _board_flow(cooling, len(boards))
@@ -344,6 +445,8 @@ def _display(state: State, gpu: Gpu, reading: GpuReading) -> None:
     temp["gpu_c"] = round(float(temp["gpu_c"]) + reading.die_c - die0)
     temp["memory_c"] = round(float(temp["memory_c"]) + reading.memory_c - mem0)
     power["draw_w"] = float(power["draw_w"]) + reading.power_w - float(state["cooling"]["gpu_idle_w"])
+    power["enforced_limit_w"] = reading.enforced_limit_w
+    gpu["thermal"]["reasons_us"] = reading.reasons_us
     for key in ("graphics_mhz", "sm_mhz"):
         clocks[key] = round(int(clocks[key]) * reading.clock_factor)
     gpu["utilization_pct"] = round(max(float(gpu.get("utilization_pct", 0)), reading.utilization_pct))

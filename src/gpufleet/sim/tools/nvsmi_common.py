@@ -140,6 +140,21 @@ def reason_text(gpu: Gpu, name: str) -> str:
     return "Active" if name in active_reasons(gpu) else "Not Active"
 
 
+# The reason counters (microseconds active) in nvidia-smi's order: canonical name (the CSV field's
+# suffix), XML element suffix, -q text label. Values are the thermal model's (thermal.reasons_us).
+REASON_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("sw_power_cap", "sw_power_cap", "SW Power Capping"),
+    ("sync_boost", "sync_boost", "Sync Boost"),
+    ("sw_thermal_slowdown", "sw_therm_slowdown", "SW Thermal Slowdown"),
+    ("hw_thermal_slowdown", "hw_therm_slowdown", "HW Thermal Slowdown"),
+    ("hw_power_brake_slowdown", "hw_power_brake", "HW Power Braking"),
+)
+
+
+def reason_counter_us(gpu: Gpu, name: str) -> int:
+    return int(((gpu.get("thermal") or {}).get("reasons_us") or {}).get(name, 0))
+
+
 def performance_state(gpu: Gpu) -> str:
     # Datacenter GPUs in persistence mode stay in P0 when idle (both utku H100 captures show P0).
     return "P0"

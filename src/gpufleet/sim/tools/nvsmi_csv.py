@@ -59,6 +59,13 @@ def _reason(name: str) -> Field:
     )
 
 
+def _counter(name: str) -> Field:
+    # The 590 capture has no clocks_throttle_reasons_counters alias.
+    return Field(
+        (f"clocks_event_reasons_counters.{name}",), "us", lambda row: str(c.reason_counter_us(row.gpu, name))
+    )
+
+
 def _bus(part: int, digits: int) -> Callable[[Row], str]:
     return lambda row: f"0x{c.bus_parts(str(row.gpu['pci_bus_id']))[part]:0{digits}X}"
 
@@ -105,6 +112,7 @@ FIELDS: list[Field] = [
         lambda row: f"0x{c.reason_mask(row.gpu):016X}",
     ),
     *[_reason(name) for name in c.REASON_BITS if name != "display_clocks_setting"],
+    *[_counter(name) for name, _, _ in c.REASON_COUNTERS],
     Field(("memory.total",), "MiB", lambda row: str(c.fb_memory(row.gpu)[0])),
     Field(("memory.reserved",), "MiB", lambda row: str(c.fb_memory(row.gpu)[1])),
     Field(("memory.used",), "MiB", lambda row: str(c.fb_memory(row.gpu)[2])),

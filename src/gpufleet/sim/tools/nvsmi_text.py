@@ -147,16 +147,7 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
         ("Clocks Event Reasons", _reasons(gpu)),
         (
             "Clocks Event Reasons Counters",
-            [
-                (n, "0 us")
-                for n in (
-                    "SW Power Capping",
-                    "Sync Boost",
-                    "SW Thermal Slowdown",
-                    "HW Thermal Slowdown",
-                    "HW Power Braking",
-                )
-            ],
+            [(label, f"{c.reason_counter_us(gpu, name)} us") for name, _, label in c.REASON_COUNTERS],
         ),
         ("Sparse Operation Mode", "Disabled"),
         *_memory(gpu),

@@ -102,7 +102,7 @@ def gpu_children(state: State, index: int, gpu: c.Gpu) -> list[XNode | str]:
             "clocks_event_reasons",
             [(f"clocks_event_reason_{n}", c.reason_text(gpu, n)) for n in c.REASON_BITS],
         ),
-        ("clocks_event_reasons_counters", _reason_counters()),
+        ("clocks_event_reasons_counters", _reason_counters(gpu)),
         ("sparse_operation_mode", "Disabled"),
         *_memory(gpu),
         ("compute_mode", "Default"),
@@ -179,9 +179,11 @@ def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[XNode | str]:
     ]
 
 
-def _reason_counters() -> list[XNode | str]:
-    names = ("sw_power_cap", "sync_boost", "sw_therm_slowdown", "hw_therm_slowdown", "hw_power_brake")
-    return [(f"clocks_event_reasons_counters_{n}", "0 us") for n in names]
+def _reason_counters(gpu: c.Gpu) -> list[XNode | str]:
+    return [
+        (f"clocks_event_reasons_counters_{tag}", f"{c.reason_counter_us(gpu, name)} us")
+        for name, tag, _ in c.REASON_COUNTERS
+    ]
 
 
 def _memory(gpu: c.Gpu) -> list[XNode | str]:
