@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the simulated fleet needs (sshd, iproute2, util-linux) when missing.
+# Installs the Debian packages the simulated fleet needs (sshd, iproute2, util-linux) when missing,
+# and promtool, which the unit tests run on gpufleet's metrics and alert rules (Debian ships it in
+# prometheus; without its recommended prometheus-node-exporter).
 set -eu
 need=()
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
@@ -7,9 +9,10 @@ command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 [ -x /usr/bin/python3 ] || need+=(python3)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
-  echo "error: the simulated fleet needs: ${need[*]} (run as root, or install them)" >&2; exit 2
+  echo "error: the simulated fleet and the tests need: ${need[*]} (run as root, or install them)" >&2; exit 2
 fi
 echo "installing ${need[*]} ..."
 export DEBIAN_FRONTEND=noninteractive

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gpufleet.checks import STATUSES, is_good, one_per_condition
+from gpufleet.checks import STATUSES, is_good
 
 SCHEMA_VERSION = 1
 FORMATS = ("md", "json", "prom")
@@ -156,48 +156,15 @@ def render_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 def render_prometheus(report: Report) -> str:
-    """node_exporter textfile collector format."""
-    lines = [
-        "# HELP gpufleet_host_ok 1 when the host's last gpufleet run found it ok or changed.",
-        "# TYPE gpufleet_host_ok gauge",
-    ]
-    for name in sorted(report.hosts):
-        ok = int(is_good(report.hosts[name].status))
-        lines.append(f'gpufleet_host_ok{{host="{_label(name)}",command="{_label(report.command)}"}} {ok}')
-    lines += [
-        "# HELP gpufleet_check_ok 1 when the named check passed.",
-        "# TYPE gpufleet_check_ok gauge",
-    ]
-    # One series per condition per host (a label set twice is an invalid textfile).
-    for name in sorted(report.hosts):
-        for c in one_per_condition(report.hosts[name].checks):
-            lines.append(
-                f'gpufleet_check_ok{{host="{_label(name)}",check="{_label(c["name"])}"}} {int(c["ok"])}'
-            )
-    lines += [
-        "# HELP gpufleet_gpu_power_enforced_limit_watts Enforced GPU power limit.",
-        "# TYPE gpufleet_gpu_power_enforced_limit_watts gauge",
-    ]
-    for name in sorted(report.hosts):
-        for gpu in report.hosts[name].facts.get("gpufleet_gpus") or []:
-            limit = (gpu.get("power") or {}).get("enforced_limit_w")
-            if limit is not None:
-                labels = f'host="{_label(name)}",uuid="{gpu["uuid"]}"'
-                lines.append(f"gpufleet_gpu_power_enforced_limit_watts{{{labels}}} {limit}")
-    lines += [
-        "# HELP gpufleet_report_finished_timestamp_seconds When the run finished.",
-        "# TYPE gpufleet_report_finished_timestamp_seconds gauge",
-        f"gpufleet_report_finished_timestamp_seconds {_finished_timestamp(report):.0f}",
-    ]
-    return "\n".join(lines) + "\n"
+    """node_exporter textfile collector format (prom.py)."""
+    # Imported here: prom.py imports Report from this module.
+    from gpufleet import prom
+
+    return prom.render(report)
 
 
-def _finished_timestamp(report: Report) -> float:
+def finished_timestamp(report: Report) -> float:
     """The run's own end, so a report rendered again later still says when its run finished."""
     try:
         return datetime.strptime(report.finished, _TIME_FORMAT).replace(tzinfo=UTC).timestamp()

@@ -48,7 +48,7 @@ def test_report_prints_and_rebuilds_the_files_it_was_written_with(tmp_path: Path
         assert capsys.readouterr().out == written[fmt]
     # the textfile says when the run finished, however late it is rendered again
     stamp = datetime.strptime(FINISHED, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-    assert f"gpufleet_report_finished_timestamp_seconds {stamp:.0f}\n" in written["prom"]
+    assert f'gpufleet_last_run_timestamp_seconds{{command="provision"}} {stamp:.0f}\n' in written["prom"]
 
 
 @pytest.mark.parametrize("status", STATUSES)

@@ -85,8 +85,8 @@ def test_files_follow_the_contract(tmp_path: Path) -> None:
     # every sample line is `name{labels} value`, every metric has HELP and TYPE
     samples = [line for line in prom.splitlines() if not line.startswith("#")]
     assert all(re.fullmatch(r"[a-z_]+(\{[^}]*\})? [0-9.e+-]+", line) for line in samples)
-    assert 'gpufleet_host_ok{host="node03",command="facts"} 0' in prom
-    assert 'gpufleet_check_ok{host="node02",check="gpu.count"} 0' in prom
+    assert 'gpufleet_host_status{host="node03",command="facts",status="unreachable"} 1' in prom
+    assert 'gpufleet_failed_checks{host="node02",command="facts",area="gpu"} 1' in prom
     assert not list(tmp_path.glob("*.tmp"))
 
 
@@ -123,8 +123,8 @@ def test_the_controller_uses_the_collections_vocabulary() -> None:
     assert checks.hint("reboot\n  to apply") == "reboot to apply"
 
 
-def test_prometheus_has_one_series_per_condition() -> None:
-    """The gate judges thermal.* at idle and under load: one series, the failed reading wins."""
+def test_prometheus_counts_each_condition_once() -> None:
+    """The gate judges thermal.* at idle and under load: one condition, the failed reading wins."""
     idle = checks.check("thermal.gpu_temp_c[GPU-a]", True, 31, 60, "C", "idle")
     load = checks.check("thermal.gpu_temp_c[GPU-a]", False, 86, 83, "C", "under load")
     both_ok = [checks.check("thermal.tlimit_c[GPU-a]", True, v, 3, "C", str(v)) for v in (40, 12)]
@@ -132,10 +132,8 @@ def test_prometheus_has_one_series_per_condition() -> None:
     report = Report(command="gate", started="2026-12-02T10:00:00Z", finished="2026-12-02T10:00:05Z")
     report.hosts["node01"] = host
     prom = render_prometheus(report)
-    series = [line.rsplit(" ", 1)[0] for line in prom.splitlines() if line.startswith("gpufleet_check_ok")]
-    assert len(series) == len(set(series)) == 2
-    assert 'gpufleet_check_ok{host="node01",check="thermal.gpu_temp_c[GPU-a]"} 0' in prom
-    assert 'gpufleet_check_ok{host="node01",check="thermal.tlimit_c[GPU-a]"} 1' in prom
+    failed = [line for line in prom.splitlines() if line.startswith("gpufleet_failed_checks")]
+    assert failed == ['gpufleet_failed_checks{host="node01",command="gate",area="thermal"} 1']
     assert checks.one_per_condition([load, idle]) == [load]
     assert checks.one_per_condition(both_ok) == [both_ok[1]]
 

@@ -1,0 +1,278 @@
+"""The run's metrics for node_exporter's textfile collector (gpufleet_<command>.prom).
+
+Label sets are bounded: a host, the command, a status, an area or role, a GPU, a port, a vLLM
+instance, a throttle reason. Which check failed and why stays in report.json: a check name in a
+label makes a new series for every GPU UUID and port a fleet has ever had.
+
+Every host-level series carries ``command`` (the report's first word: provision, drift, gate...) and
+every HELP text is a constant, so the files of several commands can share one textfile directory.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.checks import STATUSES, one_per_condition
+from gpufleet.report import Report, finished_timestamp
+
+Labels = tuple[tuple[str, str], ...]
+
+# name -> (TYPE, HELP), in the order the file lists them.
+METRICS: dict[str, tuple[str, str]] = {
+    "gpufleet_host_status": ("gauge", "1 for the host's status in the command's last run, 0 for the others."),
+    "gpufleet_failed_checks": (
+        "gauge",
+        'Failed checks in the last run per area (the check name before the first "."); '
+        "0 for an area that was checked and passed. Which ones: report.json.",
+    ),
+    "gpufleet_drifted_settings": (
+        "gauge",
+        'Settings that differ from the profile per role (the setting before the first "."; '
+        'switch_qos for an NVUE path); role="all" is the host\'s total (not to be summed with the '
+        "roles), 0 when nothing drifted. From drift and provision --check; drift --fix: 0 on a "
+        "host it fixed.",
+    ),
+    "gpufleet_last_run_timestamp_seconds": ("gauge", "When the command's last run finished (Unix time)."),
+    "gpufleet_last_run_hosts": ("gauge", "Hosts of the command's last run per status."),
+    "gpufleet_gpu_power_limit_watts": (
+        "gauge",
+        'GPU power limit: kind="requested" is what was asked for, kind="enforced" what holds '
+        "(lower when a rack/PDU budget caps it).",
+    ),
+    "gpufleet_gpu_power_draw_watts": ("gauge", "GPU power draw, averaged over the watch window."),
+    "gpufleet_gpu_temperature_celsius": ("gauge", "GPU temperature per sensor (gpu, memory)."),
+    "gpufleet_gpu_tlimit_margin_celsius": (
+        "gauge",
+        "Degrees left before the GPU slows down for temperature (nvidia-smi's T.Limit).",
+    ),
+    "gpufleet_gpu_throttle_active": ("gauge", "1 while the clock event reason holds the GPU's clocks back."),
+    "gpufleet_gpu_throttle_seconds_total": (
+        "counter",
+        "Time the clock event reason has held the clocks back.",
+    ),
+    "gpufleet_rdma_retransmits_per_second": ("gauge", "RoCE packet retransmits per second (watch window)."),
+    "gpufleet_rdma_pause_seconds_per_second": (
+        "gauge",
+        "Seconds of PFC pause per second per priority (1 = paused all the time; watch window).",
+    ),
+    "gpufleet_rdma_rx_discards_per_second": (
+        "gauge",
+        "Received packets discarded per second (watch window).",
+    ),
+    "gpufleet_rdma_cnp_sent_per_second": ("gauge", "DCQCN congestion notifications sent per second."),
+    "gpufleet_rdma_ecn_marked_per_second": ("gauge", "ECN-marked packets received per second."),
+    "gpufleet_vllm_up": ("gauge", "1 when the vLLM instance answered its metrics endpoint."),
+    "gpufleet_vllm_prefix_cache_hit_ratio": ("gauge", "vLLM prefix cache hit ratio over the watch window."),
+    "gpufleet_vllm_generation_tokens_per_second": ("gauge", "vLLM generated tokens per second."),
+    "gpufleet_vllm_requests": ("gauge", "vLLM requests per state (running, waiting)."),
+    "gpufleet_vllm_preemptions_per_second": ("gauge", "vLLM request preemptions per second."),
+    "gpufleet_vllm_kv_cache_usage_ratio": ("gauge", "Share of vLLM's KV cache in use."),
+}
+
+# Runs whose changes are settings still to change (nothing was changed).
+_DRIFT_COMMANDS = ("drift", "check")
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass
+class Samples:
+    """Series per metric; a label set given twice keeps the last value (one series each)."""
+
+    series: dict[str, dict[Labels, float]] = field(default_factory=dict)
+
+    def add(self, metric: str, labels: dict[str, Any], value: Any) -> None:
+        if metric not in METRICS:  # a typo would drop the series silently
+            raise KeyError(f"{metric} is not one of prom.METRICS")
+        number = _number(value)
+        if number is None:  # not read: no series rather than a made-up value
+            return
+        key = tuple((k, str(v)) for k, v in labels.items())
+        self.series.setdefault(metric, {})[key] = number
+
+
+def command_word(report: Report) -> str:
+    """The report's command without its options: ``provision --check`` -> ``provision``."""
+    return (report.command.split() or ["unknown"])[0]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _gpu_labels(base: dict[str, str], gpu: dict[str, Any], position: int) -> dict[str, Any]:
+    """gpu="<index>" and its uuid, as DCGM's exporter labels a GPU."""
+    index = gpu.get("index")
+    return {**base, "gpu": index if isinstance(index, int) else position, "uuid": gpu.get("uuid") or ""}
+
+
+def _group(name: str) -> str:
+    """The area of a check or the role of a setting: its name before the first "."."""
+    head = name.split(".", 1)[0]
+    if _IDENTIFIER.fullmatch(head):
+        return head
+    # switch_qos names its settings by NVUE path (qos/pfc/default-global/...).
+    return "switch_qos" if "/" in name else "other"
+
+
+def _host_series(out: Samples, report: Report, host: str, command: str, drift_run: bool) -> None:
+    result = report.hosts[host]
+    base = {"host": host, "command": command}
+    for status in STATUSES:
+        out.add("gpufleet_host_status", {**base, "status": status}, result.status == status)
+    failed: dict[str, int] = {}
+    for c in one_per_condition(result.checks):
+        area = _group(c["name"])
+        failed[area] = failed.get(area, 0) + (not c["ok"])
+    for area in sorted(failed):
+        out.add("gpufleet_failed_checks", {**base, "area": area}, failed[area])
+    # Unreachable, or stopped before it was read: how far it drifted is not known.
+    known = result.status != "unreachable" and (result.status != "interrupted" or result.changes)
+    if drift_run and known:
+        # drift --fix: a changed host had its drift fixed; the others keep theirs.
+        changes = [] if result.status == "changed" else result.changes
+        roles: dict[str, int] = {}
+        for ch in changes:
+            role = _group(ch["setting"])
+            roles[role] = roles.get(role, 0) + 1
+        out.add("gpufleet_drifted_settings", {**base, "role": "all"}, len(changes))
+        for role in sorted(roles):
+            out.add("gpufleet_drifted_settings", {**base, "role": role}, roles[role])
+
+
+def _gpu_series(out: Samples, base: dict[str, str], facts: dict[str, Any]) -> None:
+    """Power limits from the GPU facts, then the watch's readings (the later reading wins)."""
+    for i, gpu in enumerate(_list(facts.get("gpufleet_gpus"))):
+        gpu = _dict(gpu)
+        labels = _gpu_labels(base, gpu, i)
+        power = _dict(gpu.get("power"))
+        for kind in ("enforced", "requested"):
+            out.add("gpufleet_gpu_power_limit_watts", {**labels, "kind": kind}, power.get(f"{kind}_limit_w"))
+    for i, gpu in enumerate(_list(_dict(facts.get("gpufleet_watch")).get("gpus"))):
+        gpu = _dict(gpu)
+        labels = _gpu_labels(base, gpu, i)
+        for kind, watts in sorted(_dict(gpu.get("power_limit_w")).items()):
+            out.add("gpufleet_gpu_power_limit_watts", {**labels, "kind": kind}, watts)
+        out.add("gpufleet_gpu_power_draw_watts", labels, gpu.get("power_draw_w"))
+        for sensor, celsius in sorted(_dict(gpu.get("temperature_c")).items()):
+            out.add("gpufleet_gpu_temperature_celsius", {**labels, "sensor": sensor}, celsius)
+        out.add("gpufleet_gpu_tlimit_margin_celsius", labels, gpu.get("tlimit_c"))
+        for reason, active in sorted(_dict(gpu.get("throttle_active")).items()):
+            out.add("gpufleet_gpu_throttle_active", {**labels, "reason": reason}, active)
+        for reason, seconds in sorted(_dict(gpu.get("throttle_seconds_total")).items()):
+            out.add("gpufleet_gpu_throttle_seconds_total", {**labels, "reason": reason}, seconds)
+
+
+_PORT_RATES = ("retransmits", "rx_discards", "cnp_sent", "ecn_marked")
+_VLLM_GAUGES = (
+    "prefix_cache_hit_ratio",
+    "generation_tokens_per_second",
+    "preemptions_per_second",
+    "kv_cache_usage_ratio",
+)
+
+
+def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> None:
+    for port in _list(watch.get("ports")):
+        port = _dict(port)
+        labels = {**base, "port": port.get("ibdev") or ""}
+        for rate in _PORT_RATES:
+            out.add(f"gpufleet_rdma_{rate}_per_second", labels, port.get(f"{rate}_per_second"))
+        for priority, share in sorted(_dict(port.get("pause_seconds_per_second")).items()):
+            out.add("gpufleet_rdma_pause_seconds_per_second", {**labels, "priority": priority}, share)
+    for instance in _list(watch.get("instances")):
+        instance = _dict(instance)
+        # Not "instance": Prometheus gives that label to the scrape target (node_exporter).
+        labels = {**base, "vllm_instance": instance.get("name") or ""}
+        out.add("gpufleet_vllm_up", labels, instance.get("up"))
+        for state in ("running", "waiting"):
+            out.add("gpufleet_vllm_requests", {**labels, "state": state}, instance.get(f"requests_{state}"))
+        for gauge in _VLLM_GAUGES:
+            out.add(f"gpufleet_vllm_{gauge}", labels, instance.get(gauge))
+
+
+def collect(report: Report) -> Samples:
+    """Every series of the report's textfile."""
+    out = Samples()
+    command = command_word(report)
+    words = report.command.split()
+    drift_run = command in _DRIFT_COMMANDS or "--check" in words
+    for host in sorted(report.hosts):
+        _host_series(out, report, host, command, drift_run)
+        base = {"host": host, "command": command}
+        facts = report.hosts[host].facts
+        _gpu_series(out, base, facts)
+        _watch_series(out, base, _dict(facts.get("gpufleet_watch")))
+    out.add("gpufleet_last_run_timestamp_seconds", {"command": command}, finished_timestamp(report))
+    summary = report.summary()
+    for status in STATUSES:
+        out.add("gpufleet_last_run_hosts", {"command": command, "status": status}, summary[status])
+    return out
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _value(number: float) -> str:
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else repr(number)
+
+
+def _lines(samples: Samples) -> Iterable[str]:
+    for metric, (kind, text) in METRICS.items():
+        series = samples.series.get(metric)
+        if not series:
+            continue
+        yield f"# HELP {metric} {text}"
+        yield f"# TYPE {metric} {kind}"
+        for labels, number in series.items():
+            inner = ",".join(f'{k}="{_label(v)}"' for k, v in labels)
+            yield f"{metric}{{{inner}}} {_value(number)}"
+
+
+def render(report: Report) -> str:
+    """The textfile: node_exporter's text format, HELP and TYPE before each metric's series."""
+    return "\n".join(_lines(collect(report))) + "\n"
+
+
+def textfile_name(report: Report) -> str:
+    word = re.sub(r"[^a-z0-9_]", "_", command_word(report).lower())
+    return f"gpufleet_{word}.prom"
+
+
+def write_textfile(report: Report, directory: Path) -> Path:
+    """Writes gpufleet_<command>.prom into a textfile collector directory, atomically.
+
+    The directory must exist (one that does not is a typo node_exporter would never read). The
+    file is written beside its target as a hidden .tmp, which the collector (reading *.prom) skips,
+    then renamed over it; it is made world-readable, for node_exporter runs as its own user.
+    """
+    path = directory / textfile_name(report)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(render(report))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
