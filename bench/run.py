@@ -47,8 +47,15 @@ BIN = Path(sys.executable).parent
 # Two faults on two nodes; node01 stays clean. Each method must see exactly these.
 FAULTS = {"node02": "pfc-off", "node03": "power-capped"}
 EXPECTED = {"node02": "pfc", "node03": "power"}
-METHODS = ("ansible -m ping", "gpufleet drift", "drift without fabric", "naive playbook", "clush probe")
-SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "naive", "clush"), METHODS, strict=True))
+METHODS = (
+    "ansible -m ping",
+    "gpufleet drift",
+    "drift without fabric",
+    "gpufleet watch",
+    "naive playbook",
+    "clush probe",
+)
+SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "watch", "naive", "clush"), METHODS, strict=True))
 
 
 def chosen_methods(spec: str) -> tuple[str, ...]:
@@ -172,6 +179,59 @@ def _drift(ctx: Context, control_dir: Path, inventory: Path) -> None:
     _expect("gpufleet drift", ctx, found, {"pfc": "rdma_qos.pfc", "power": "gpu_power.enforced_limit_w"})
 
 
+def watch(ctx: Context, control_dir: Path) -> None:
+    """`gpufleet watch` on the same fleet, its instances serving nothing (the gate started them before
+    the faults): one look per node, the same two faults expected, node01 clean."""
+    report_dir = ctx.work / "watch-report"
+    shutil.rmtree(report_dir, ignore_errors=True)
+    proc = _gpufleet(ctx, control_dir, "watch", report_dir)
+    if proc.returncode != 1 or not (report_dir / "report.json").exists():
+        tail = proc.stdout[-600:] + proc.stderr[-600:]
+        raise BenchError(f"gpufleet watch: rc {proc.returncode} (1 expected): {tail}")
+    hosts = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["hosts"]
+    found = {
+        name: " ".join(c["name"] for c in host.get("checks") or [] if not c["ok"])
+        for name, host in hosts.items()
+    }
+    _expect("gpufleet watch", ctx, found, {"pfc": "fabric.host_pfc[", "power": "gpu_power.enforced_limit_w["})
+
+
+def _gpufleet(
+    ctx: Context, control_dir: Path, command: str, report_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    argv = [
+        str(BIN / "gpufleet"),
+        command,
+        "--inventory",
+        str(ctx.inventory),
+        "--report-dir",
+        str(report_dir),
+    ]
+    argv += ["--vault-password-file", str(ctx.fleet.vault_password_file)]
+    return _run(argv, _ansible_env(control_dir))
+
+
+def serve(ctx: Context) -> None:
+    """The gate, once, before any fault: it starts every node's instances, as in production."""
+    report_dir = ctx.work / "gate-report"
+    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ctx.work))
+    try:
+        argv = [str(BIN / "gpufleet"), "gate", "--burn-in-seconds", "5", "--inventory", str(ctx.inventory)]
+        argv += ["--report-dir", str(report_dir), "--vault-password-file", str(ctx.fleet.vault_password_file)]
+        proc = _run(
+            argv,
+            _ansible_env(control_dir),
+            timeout=1800.0,
+        )
+    finally:
+        _close_masters(control_dir)
+        shutil.rmtree(control_dir, ignore_errors=True)
+    if proc.returncode != 0:
+        raise BenchError(
+            f"gpufleet gate (to start the instances): rc {proc.returncode}: {proc.stdout[-600:]}"
+        )
+
+
 def naive(ctx: Context, control_dir: Path) -> None:
     playbook = ctx.work / "naive_drift.yml"
     playbook.write_text(checks.naive_playbook(), encoding="utf-8")
@@ -248,7 +308,7 @@ def _expect(method: str, ctx: Context, found: dict[str, str], marks: dict[str, s
 
 
 RUNNERS: dict[str, Callable[[Context, Path], None]] = dict(
-    zip(METHODS, (ping, drift, drift_without_fabric, naive, clush), strict=True)
+    zip(METHODS, (ping, drift, drift_without_fabric, watch, naive, clush), strict=True)
 )
 
 
@@ -317,9 +377,12 @@ def bench_size(
     print(f"== {nodes} nodes: starting the simulated fleet on {subnet}.0/24 ...", flush=True)
     fleet.up(FleetConfig(nodes=nodes, subnet=subnet), timeout=120.0)
     try:
+        ctx = Context(fleet, nodes, work)
+        if "gpufleet watch" in methods:
+            print(f"   the gate starts the instances of {nodes} nodes ...", flush=True)
+            serve(ctx)
         for name, fault in FAULTS.items():
             control.fault(fleet, name, fault, clear=False)
-        ctx = Context(fleet, nodes, work)
         ctx.addresses = {f"node{i:02d}": f"{subnet}.{i + 1}" for i in range(1, nodes + 1)}
         samples: dict[str, list[Sample]] = {m: [] for m in methods}
         for round_no in range(rounds):
@@ -366,6 +429,12 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
         if "drift without fabric" in med:
             fabric = d.wall_s / med["drift without fabric"].wall_s
             parts.append(f"drift with / without the fabric checks = {fabric:.2f} (target <= 1.2)")
+        if "gpufleet watch" in med:
+            w = med["gpufleet watch"]
+            parts.append(
+                f"watch / drift = {w.wall_s / d.wall_s:.2f} wall, "
+                f"{w.controller_cpu_s / d.controller_cpu_s:.2f} controller CPU (target <= 1.3)"
+            )
         if "clush probe" in med:
             parts.append(f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}")
         ping_cpu = med["ansible -m ping"].controller_cpu_s

@@ -8,12 +8,14 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, interrupt, preflight, procs, runlock, runner
+from gpufleet import commands, interrupt, preflight, procs, prom, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
+from gpufleet import watch as watch_mod
 from gpufleet.report import Report
 from gpufleet.sim import build, control, faults, faults_switch
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
+from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
 
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
 DEFAULT_REPORT_DIR = Path("reports/latest")
@@ -78,6 +80,22 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=0.0,
         help="stop the rollout when a batch fails more than P %",
+    )
+
+    watch = sub.add_parser(
+        "watch",
+        help="read-only look at every serving node: power caps, throttling, RoCE, vLLM (for a schedule)",
+    )
+    _common(watch)
+    watch.add_argument(
+        "--window",
+        type=float,
+        help="seconds each node is watched, 1..300 (default: watch_window_s, 5); the module checks it",
+    )
+    watch.add_argument(
+        "--textfile-dir",
+        type=Path,
+        help="also write gpufleet_watch.prom there (node_exporter's textfile collector directory)",
     )
 
     show = sub.add_parser(
@@ -146,6 +164,8 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     """Configuration errors, found before the first play (nothing drained, nothing changed); the
     hosts the run will reach."""
     preflight.report_dir(args.report_dir)
+    if getattr(args, "textfile_dir", None) is not None:
+        preflight.report_dir(args.textfile_dir, "--textfile-dir")
     listed = preflight.read_inventory(inventory, args.limit)
     if args.command in _READS_SWITCHES and args.limit:
         # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too
@@ -253,7 +273,8 @@ def _demo(args: argparse.Namespace) -> int:
 def _demo_run(args: argparse.Namespace) -> int:
     """3 simulated nodes and their 2 leaves: PFC off on a leaf (drift names it on every link, the
     switch play fixes it), one node PDU-capped (provision fixes it), one with its coolant flow not
-    restored after maintenance (the gate keeps it out of service)."""
+    restored after maintenance (the gate keeps it out of service); then, in service, a PDU cap in
+    waves and a prefix-cache cliff that one watch names."""
     fleet = Fleet()
     control.down(fleet)
     described = control.up(fleet, FleetConfig(nodes=3, profile="b300-16"))
@@ -290,6 +311,7 @@ def _demo_run(args: argparse.Namespace) -> int:
         )
         print((base / "gate" / "report.md").read_text(encoding="utf-8"))
         _print_report(gate, base / "gate")
+        watched = _demo_watch(fleet, base / "watch")
     finally:
         control.down(fleet)
         print("simulated fleet stopped")
@@ -301,11 +323,42 @@ def _demo_run(args: argparse.Namespace) -> int:
     gated = {name: host.status for name, host in gate.hosts.items() if name.startswith("node")}
     fixed = provisioned.get("node02") == "changed" and provision.all_ok()
     admitted = gated == {"node01": "ok", "node02": "ok", "node03": "blocked"}
+    in_service = _named(watched, "node01", "gpu_power.enforced_limit_w[") and _named(
+        watched, "node02", "service.prefix_cache_hit_rate["
+    )
     print(
         f"demo: switch fault named {fabric_named}, leaf02 fixed {switched}; "
-        f"provision {json.dumps(provisioned)}; gate {json.dumps(gated)}"
+        f"provision {json.dumps(provisioned)}; gate {json.dumps(gated)}; "
+        f"in-service incidents named {in_service}"
     )
-    return EXIT_OK if fabric_named and switched and fixed and admitted else EXIT_NOT_OK
+    return EXIT_OK if fabric_named and switched and fixed and admitted and in_service else EXIT_NOT_OK
+
+
+def _demo_watch(fleet: Fleet, report_dir: Path) -> Report:
+    """The admitted nodes serve; a PDU caps node01 in waves and a template breaks node02's prefix
+    cache; one `gpufleet watch` names both."""
+    with ServingLoad(fleet_instance_urls(fleet.root)):
+        control.fault(fleet, "node01", "pdu-cap-in-service", clear=False)
+        print("fault: node01 pdu-cap-in-service (in service: the PDU caps every GPU 300 W lower, 5 s in 10)")
+        control.fault(fleet, "node02", "prefix-cache-cliff", clear=False)
+        print(
+            "fault: node02 prefix-cache-cliff (in service: a template put a session id in the system prompt)"
+        )
+        watched = watch_mod.watch(
+            watch_mod.WatchOptions(
+                fleet.inventory_path, "node01,node02", report_dir, None, fleet.vault_password_file
+            ),
+            commands.progress,
+        )
+    print(f"watch: {report_dir / 'report.md'}")
+    for name, host in sorted(watched.hosts.items()):
+        print(f"  {name}: {host.status}: {host.message or 'nothing found'}")
+    return watched
+
+
+def _named(report: Report, host: str, check_prefix: str) -> bool:
+    found = report.hosts.get(host)
+    return found is not None and any(not c["ok"] and c["name"].startswith(check_prefix) for c in found.checks)
 
 
 def _fabric_findings(report: Report) -> list[str]:
@@ -408,6 +461,12 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
     if args.command == "gate":
         options = commands.CommonOptions(inventory, args.limit, args.report_dir, vault_password_file=vault)
         return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
+    if args.command == "watch":
+        watch_options = watch_mod.WatchOptions(inventory, args.limit, args.report_dir, args.window, vault)
+        watched = watch_mod.watch(watch_options, commands.progress)
+        if args.textfile_dir is not None:
+            prom.write_textfile(watched, args.textfile_dir)
+        return _print_report(watched, args.report_dir)
     report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
     return _print_report(report, args.report_dir)
 

@@ -44,7 +44,18 @@ def run_on(
             str(report_dir),
         ]
     )
+    promtool_passes(report_dir / "gpufleet.prom")
     return code, json.loads((report_dir / "report.json").read_text())
+
+
+def promtool_passes(path: Path) -> None:
+    """Every command's Prometheus file, as node_exporter would read it, passes `promtool check metrics`."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: `make setup` installs Debian's prometheus package"
+    done = subprocess.run(
+        [promtool, "check", "metrics"], input=path.read_text(), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, f"{path}: {done.stdout}{done.stderr}"
 
 
 def node_hosts(report: dict[str, Any]) -> dict[str, dict[str, Any]]:

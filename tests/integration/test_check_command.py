@@ -60,9 +60,9 @@ def test_check_reports_the_power_cap_and_writes_nothing(fleet: Fleet, tmp_path: 
 
 
 def _series(report_dir: Path) -> list[str]:
-    """The label sets of gpufleet_check_ok in a run's gpufleet.prom."""
+    """Every series (name and label set) in a run's gpufleet.prom."""
     prom = (report_dir / "gpufleet.prom").read_text()
-    return [line.rsplit(" ", 1)[0] for line in prom.splitlines() if line.startswith("gpufleet_check_ok{")]
+    return [line.rsplit(" ", 1)[0] for line in prom.splitlines() if line and not line.startswith("#")]
 
 
 def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -> None:
@@ -112,4 +112,7 @@ def test_one_name_per_condition_in_every_command(fleet: Fleet, tmp_path: Path) -
         series = _series(tmp_path / command)
         assert len(series) == len(set(series)), command
     prom = (tmp_path / "facts" / "gpufleet.prom").read_text()
-    assert all(f'gpufleet_check_ok{{host="node01",check="{name}"}} 0' in prom for name in power | link)
+    # per-check detail stays in report.json: the file counts failed conditions per area
+    assert f'gpufleet_failed_checks{{host="node01",command="facts",area="gpu_power"}} {len(power)}' in prom
+    assert 'gpufleet_failed_checks{host="node01",command="facts",area="rdma_link"} 1' in prom
+    assert "GPU-" not in "".join(s for s in _series(tmp_path / "facts") if "uuid=" not in s)

@@ -38,7 +38,7 @@ def test_clean_fleet_reports_every_gpu_and_port(fleet, tmp_path: Path) -> None:
         assert len(host["facts"]["gpufleet_rdma"]["devices"]) == 8
     assert report["summary"]["ok"] == 3
     prom = (tmp_path / "report" / "gpufleet.prom").read_text()
-    assert 'gpufleet_host_ok{host="node02",command="facts"} 1' in prom
+    assert 'gpufleet_host_status{host="node02",command="facts",status="ok"} 1' in prom
 
 
 def test_faults_are_named_on_their_node_only(fleet, tmp_path: Path) -> None:

@@ -49,7 +49,10 @@ def test_methods_keep_ping_and_drift_and_refuse_unknown_names() -> None:
     assert run.chosen_methods("naive") == ("ansible -m ping", "gpufleet drift", "naive playbook")
     assert run.chosen_methods("drift,ping") == ("ansible -m ping", "gpufleet drift")
     assert run.chosen_methods("nofabric") == ("ansible -m ping", "gpufleet drift", "drift without fabric")
-    with pytest.raises(ValueError, match="--methods: pdsh is not one of ping, drift, nofabric, naive, clush"):
+    assert run.chosen_methods("watch") == ("ansible -m ping", "gpufleet drift", "gpufleet watch")
+    with pytest.raises(
+        ValueError, match="--methods: pdsh is not one of ping, drift, nofabric, watch, naive, clush"
+    ):
         run.chosen_methods("ping,pdsh")
 
 

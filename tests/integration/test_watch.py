@@ -1,0 +1,172 @@
+"""`gpufleet watch` on three simulated nodes that serve (subnet 127.0.97): the three in-service
+incidents, each injected while the instances serve, named by one watch run with value, limit and
+the likely cause; a healthy serving fleet gives none; a watch changes nothing and starts no load;
+its Prometheus file passes promtool and lands in a textfile collector directory.
+
+The gate starts the instances (as in production: nothing serves before it passed); the serving
+load is the simulator's clients (sim/serving.py), a few requests in flight on every instance.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.sim import control, state
+from gpufleet.sim.fleet import Fleet
+from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
+from tests.integration.conftest import node_hosts, promtool_passes, run_on
+
+NODES = ("node01", "node02", "node03")
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Fleet:
+    started: Fleet = fleet_factory(nodes=3, subnet="127.0.97")
+    code, gate = run_on(started, tmp_path_factory.mktemp("gate"), "gate", "--burn-in-seconds", "5")
+    assert code == 0, json.dumps(gate["summary"])
+    return started
+
+
+@pytest.fixture
+def serving(fleet: Fleet) -> Iterator[ServingLoad]:
+    urls = fleet_instance_urls(fleet.root)
+    assert len(urls) == 2 * len(NODES), urls  # two instances per node, started by the gate
+    with ServingLoad(urls, concurrency=4) as load:
+        yield load
+    assert load.ok > 0 and load.failed == 0, load.last_error
+
+
+def watch(fleet: Fleet, report_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    return run_on(fleet, report_dir, "watch", *extra)
+
+
+def failed(report: dict[str, Any], host: str) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["hosts"][host]["checks"] if not c["ok"]}
+
+
+def tool_calls(fleet: Fleet, node: str) -> list[list[str]]:
+    path = fleet.root / "nodes" / node / "tool_calls.jsonl"
+    return [json.loads(line)["argv"] for line in path.read_text().splitlines()]
+
+
+def settings(fleet: Fleet, node: str) -> dict[str, Any]:
+    """What a change would move: units, GPU power and persistence, the node's faults."""
+    data = state.load(fleet.root / "nodes" / node)
+    gpus = [(g["uuid"], g["power"]["requested_limit_w"], g["persistence_mode"]) for g in data["gpus"]]
+    return {"units": data["units"], "gpus": gpus}
+
+
+def test_a_healthy_serving_fleet_gives_nothing_and_the_watch_changes_nothing(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    before = {n: (settings(fleet, n), len(tool_calls(fleet, n))) for n in NODES}
+    textfiles = tmp_path / "textfile"
+    code, report = watch(fleet, tmp_path / "watch", "--textfile-dir", str(textfiles))
+    assert code == 0, json.dumps({n: h.get("message") for n, h in report["hosts"].items()})
+    assert set(node_hosts(report)) == set(NODES)
+    for node in NODES:
+        host = report["hosts"][node]
+        assert host["status"] == "ok" and failed(report, node) == {}
+        reading = host["facts"]["gpufleet_watch"]
+        assert len(reading["gpus"]) == 16 and len(reading["ports"]) == 8
+        assert {i["name"] for i in reading["instances"]} == {"glm52", "kimik3"}
+        # the instances served during the window: a hit rate and tokens, at the healthy level
+        for instance in reading["instances"]:
+            assert instance["up"] == 1 and instance["generation_tokens_per_second"] > 0, instance
+            assert instance["prefix_cache_hit_ratio"] > 0.8, instance
+        # nothing changed, and only reads ran: the watch sample and ethtool -S
+        settled, calls = before[node]
+        assert settings(fleet, node) == settled
+        ran = tool_calls(fleet, node)[calls:]
+        assert ran and {(argv[0].rsplit("/", 1)[-1], argv[1].split("=")[0]) for argv in ran} == {
+            ("nvidia-smi", "--query-gpu"),
+            ("ethtool", "-S"),
+        }
+    prom = textfiles / "gpufleet_watch.prom"
+    assert prom.read_text() == (tmp_path / "watch" / "gpufleet.prom").read_text()
+    promtool_passes(prom)
+    assert "gpufleet_vllm_prefix_cache_hit_ratio{" in prom.read_text()
+
+
+def test_a_watch_without_serving_starts_no_load(fleet: Fleet, tmp_path: Path) -> None:
+    def served() -> dict[str, float]:
+        counts = {}
+        for url in fleet_instance_urls(fleet.root):
+            with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+                text = answer.read().decode()
+            counts[url] = sum(
+                float(line.split()[-1])
+                for line in text.splitlines()
+                if line.startswith("vllm:prompt_tokens_total")
+            )
+        return counts
+
+    before = served()
+    code, report = watch(fleet, tmp_path / "watch")
+    assert code == 0
+    assert served() == before  # no completion was sent by the watch
+    for node in NODES:
+        for instance in report["hosts"][node]["facts"]["gpufleet_watch"]["instances"]:
+            assert (
+                instance["prefix_cache_hit_ratio"] is None and instance["generation_tokens_per_second"] == 0
+            )
+
+
+def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    assert control.fault(fleet, "node02", "pdu-cap-in-service", clear=False) == ["pdu-cap-in-service"]
+    try:
+        code, report = watch(fleet, tmp_path / "watch")
+    finally:
+        control.fault(fleet, "node02", "pdu-cap-in-service", clear=True)
+    assert code == 1
+    assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
+    capped = failed(report, "node02")
+    power = {name: c for name, c in capped.items() if name.startswith("gpu_power.enforced_limit_w[")}
+    assert len(power) == 16, sorted(capped)
+    for c in power.values():
+        assert (c["value"], c["limit"], c["unit"]) == (1100.0, 1400.0, "W")
+        assert "the rack's power budget (a PDU protection or power brake)" in c["message"]
+    assert "rack's PDU" in report["hosts"]["node02"]["message"]
+    gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
+    assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
+
+
+def test_a_prefix_cache_cliff_while_serving_is_named(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    assert control.fault(fleet, "node03", "prefix-cache-cliff", clear=False) == ["prefix-cache-cliff"]
+    try:
+        code, report = watch(fleet, tmp_path / "watch")
+    finally:
+        control.fault(fleet, "node03", "prefix-cache-cliff", clear=True)
+    assert code == 1
+    cliff = failed(report, "node03")
+    assert set(cliff) == {"service.prefix_cache_hit_rate[glm52]", "service.prefix_cache_hit_rate[kimik3]"}
+    for c in cliff.values():
+        assert c["value"] == pytest.approx(0.07, abs=0.03) and c["limit"] == 0.5
+        assert "session id" in c["message"]
+    assert report["hosts"]["node01"]["status"] == "ok"
+
+
+def test_pfc_off_on_a_leaf_shows_in_the_counters_while_serving(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    assert control.fault(fleet, "leaf02", "switch-pfc-off", clear=False) == ["switch-pfc-off"]
+    try:
+        code, report = watch(fleet, tmp_path / "watch")
+    finally:
+        control.fault(fleet, "leaf02", "switch-pfc-off", clear=True)
+    assert code == 1
+    # node01's ports mlx5_4..7 are cabled to leaf02, mlx5_0..3 to leaf01
+    retransmits = {n for n in failed(report, "node01") if n.startswith("fabric.retransmits[")}
+    assert retransmits == {f"fabric.retransmits[mlx5_{i}]" for i in range(4, 8)}
+    ports = {p["ibdev"]: p for p in report["hosts"]["node01"]["facts"]["gpufleet_watch"]["ports"]}
+    assert ports["mlx5_4"]["retransmits_per_second"] > 1 and ports["mlx5_0"]["retransmits_per_second"] <= 1
