@@ -250,7 +250,8 @@ def test_roce_ports_are_read_when_the_load_starts_and_when_it_stops(roce: RoceBu
     assert result["checks"][-1]["name"].startswith("fabric.")  # after the thermal and request checks
     summary = result["roce"]
     assert summary["ports"] == roce.ports() and summary["error"] is None
-    assert 1.5 <= summary["window_s"] <= 3.0
+    # the window brackets the 2 s load (a loaded machine stretches it: no upper bound worth timing here)
+    assert 1.5 <= summary["window_s"] <= 10.0
     assert (
         summary["deltas"]["mlx5_0"]["np_cnp_sent"] > 0 and summary["deltas"]["mlx5_0"]["out_of_sequence"] == 0
     )
