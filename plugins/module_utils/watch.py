@@ -73,6 +73,11 @@ def read_gpus(run_command, smi):
 # ---------------------------------------------------------------- GPUs
 
 
+def _mean(values):
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 2) if known else None
+
+
 def _extreme(values, pick):
     known = [v for v in values if v is not None]
     return pick(known) if known else None
@@ -115,7 +120,8 @@ def summarize_gpus(samples):
                 "tlimit_c": _extreme([s["tlimit_c"] for s in seen], min),
                 # a sample that did not report its reasons fails the reasons check closed
                 "reasons": None if any(s["reasons"] is None for s in seen) else reasons,
-                "power_w": gpu["power_w"],
+                # the window's mean draw: one sample may fall on a wave's crest or its trough
+                "power_w": _mean([s["power_w"] for s in seen]),
                 "requested_limit_w": gpu["requested_limit_w"],
                 "enforced_limit_w": _extreme([s["enforced_limit_w"] for s in seen], min),
                 "capped_samples": sum(1 for s in seen if _capped(s)),

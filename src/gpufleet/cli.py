@@ -165,7 +165,7 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     hosts the run will reach."""
     preflight.report_dir(args.report_dir)
     if getattr(args, "textfile_dir", None) is not None:
-        preflight.report_dir(args.textfile_dir, "--textfile-dir")
+        preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False)
     listed = preflight.read_inventory(inventory, args.limit)
     if args.command in _READS_SWITCHES and args.limit:
         # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too

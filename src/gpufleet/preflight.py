@@ -35,10 +35,13 @@ class Vaulted:
     ciphertext: str
 
 
-def report_dir(path: Path, option: str = "--report-dir") -> None:
-    """The report directory (or ``option``'s) exists (made here) and a file can be written in it."""
+def report_dir(path: Path, option: str = "--report-dir", create: bool = True) -> None:
+    """The report directory (or ``option``'s) exists (made here unless ``create`` is False) and a
+    file can be written in it."""
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path} is a file, not a directory: name a directory")
+    if not create and not path.is_dir():
+        raise ConfigError(f"{option} {path} does not exist: name the directory node_exporter reads")
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".gpufleet-probe-"):

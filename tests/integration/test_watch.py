@@ -67,6 +67,7 @@ def test_a_healthy_serving_fleet_gives_nothing_and_the_watch_changes_nothing(
 ) -> None:
     before = {n: (settings(fleet, n), len(tool_calls(fleet, n))) for n in NODES}
     textfiles = tmp_path / "textfile"
+    textfiles.mkdir()  # node_exporter's directory exists; gpufleet never makes one up
     code, report = watch(fleet, tmp_path / "watch", "--textfile-dir", str(textfiles))
     assert code == 0, json.dumps({n: h.get("message") for n, h in report["hosts"].items()})
     assert set(node_hosts(report)) == set(NODES)

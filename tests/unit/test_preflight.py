@@ -50,6 +50,16 @@ def test_a_report_dir_that_is_a_file_or_cannot_be_made_is_refused(tmp_path: Path
     assert (tmp_path / "new" / "dir").is_dir()
 
 
+def test_a_textfile_dir_must_exist_already(tmp_path: Path) -> None:
+    """node_exporter reads one directory: one gpufleet would create is a typo it never reads."""
+    missing = tmp_path / "node-exporter"
+    with pytest.raises(preflight.ConfigError, match=f"--textfile-dir {missing} does not exist"):
+        preflight.report_dir(missing, "--textfile-dir", create=False)
+    assert not missing.exists()
+    missing.mkdir()
+    preflight.report_dir(missing, "--textfile-dir", create=False)
+
+
 def test_a_malformed_inventory_is_refused_naming_it(tmp_path: Path) -> None:
     bad = tmp_path / "hosts.yml"
     bad.write_text("all:\n  hosts:\n    node01: [\n")
