@@ -697,21 +697,22 @@ def parse_thermal_sample(text):
     """One ``thermal_query`` output -> ``[{uuid, index, gpu_c, memory_c, tlimit_c, reasons,
     utilization_pct, power_w, sm_mhz}]`` (the thermal judge's readings); missing readings are None.
     Raises ParseError."""
-    rows = parse_query_csv(text, fields=list(THERMAL_FIELDS))
-    return [
-        {
-            "uuid": row["uuid"],
-            "index": _reading_number(row["index"]),
-            "gpu_c": _reading_number(row["temperature.gpu"]),
-            "memory_c": _reading_number(row["temperature.memory"]),
-            "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
-            "reasons": _reasons(row["clocks_event_reasons.active"]),
-            "utilization_pct": _percent(row["utilization.gpu"]),
-            "power_w": _reading_number(row["power.draw"]),
-            "sm_mhz": _reading_number(row["clocks.sm"]),
-        }
-        for row in rows
-    ]
+    return [_thermal_record(row) for row in parse_query_csv(text, fields=list(THERMAL_FIELDS))]
+
+
+def _thermal_record(row):
+    """The thermal judge's reading of one parsed THERMAL_FIELDS row."""
+    return {
+        "uuid": row["uuid"],
+        "index": _reading_number(row["index"]),
+        "gpu_c": _reading_number(row["temperature.gpu"]),
+        "memory_c": _reading_number(row["temperature.memory"]),
+        "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
+        "reasons": _reasons(row["clocks_event_reasons.active"]),
+        "utilization_pct": _percent(row["utilization.gpu"]),
+        "power_w": _reading_number(row["power.draw"]),
+        "sm_mhz": _reading_number(row["clocks.sm"]),
+    }
 
 
 # ---------------------------------------------------------------- power sample (one CSV query)
@@ -787,25 +788,14 @@ def watch_query(smi):
 def parse_watch_sample(text):
     """One ``watch_query`` output -> parse_thermal_sample's records plus ``requested_limit_w``,
     ``enforced_limit_w`` and ``reason_us`` (``{reason: microseconds or None}``). Raises ParseError."""
-    rows = parse_query_csv(text, fields=list(WATCH_FIELDS))
     records = []
-    for row in rows:
-        record = {
-            "uuid": row["uuid"],
-            "index": _reading_number(row["index"]),
-            "gpu_c": _reading_number(row["temperature.gpu"]),
-            "memory_c": _reading_number(row["temperature.memory"]),
-            "tlimit_c": _reading_number(row["temperature.gpu.tlimit"]),
-            "reasons": _reasons(row["clocks_event_reasons.active"]),
-            "utilization_pct": _percent(row["utilization.gpu"]),
-            "power_w": _reading_number(row["power.draw"]),
-            "sm_mhz": _reading_number(row["clocks.sm"]),
-            "requested_limit_w": _reading_number(row["power.limit"]),
-            "enforced_limit_w": _reading_number(row["enforced.power.limit"]),
-            "reason_us": {
-                name: _reading_number(row[field])
-                for name, field in zip(REASON_COUNTERS, REASON_COUNTER_FIELDS, strict=True)
-            },
+    for row in parse_query_csv(text, fields=list(WATCH_FIELDS)):
+        record = _thermal_record(row)
+        record["requested_limit_w"] = _reading_number(row["power.limit"])
+        record["enforced_limit_w"] = _reading_number(row["enforced.power.limit"])
+        record["reason_us"] = {
+            name: _reading_number(row[field])
+            for name, field in zip(REASON_COUNTERS, REASON_COUNTER_FIELDS, strict=True)
         }
         records.append(record)
     return records

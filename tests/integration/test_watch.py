@@ -46,6 +46,15 @@ def watch(fleet: Fleet, report_dir: Path, *extra: str) -> tuple[int, dict[str, A
     return run_on(fleet, report_dir, "watch", *extra)
 
 
+def watch_with(fleet: Fleet, target: str, fault: str, report_dir: Path) -> tuple[int, dict[str, Any]]:
+    """One watch while ``fault`` holds on ``target`` (a node or a leaf); the fault cleared after."""
+    assert control.fault(fleet, target, fault, clear=False) == [fault]
+    try:
+        return watch(fleet, report_dir)
+    finally:
+        control.fault(fleet, target, fault, clear=True)
+
+
 def failed(report: dict[str, Any], host: str) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in report["hosts"][host]["checks"] if not c["ok"]}
 
@@ -122,11 +131,7 @@ def test_a_watch_without_serving_starts_no_load(fleet: Fleet, tmp_path: Path) ->
 def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
     fleet: Fleet, serving: ServingLoad, tmp_path: Path
 ) -> None:
-    assert control.fault(fleet, "node02", "pdu-cap-in-service", clear=False) == ["pdu-cap-in-service"]
-    try:
-        code, report = watch(fleet, tmp_path / "watch")
-    finally:
-        control.fault(fleet, "node02", "pdu-cap-in-service", clear=True)
+    code, report = watch_with(fleet, "node02", "pdu-cap-in-service", tmp_path / "watch")
     assert code == 1
     assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
     capped = failed(report, "node02")
@@ -143,11 +148,7 @@ def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
 def test_a_prefix_cache_cliff_while_serving_is_named(
     fleet: Fleet, serving: ServingLoad, tmp_path: Path
 ) -> None:
-    assert control.fault(fleet, "node03", "prefix-cache-cliff", clear=False) == ["prefix-cache-cliff"]
-    try:
-        code, report = watch(fleet, tmp_path / "watch")
-    finally:
-        control.fault(fleet, "node03", "prefix-cache-cliff", clear=True)
+    code, report = watch_with(fleet, "node03", "prefix-cache-cliff", tmp_path / "watch")
     assert code == 1
     cliff = failed(report, "node03")
     assert set(cliff) == {"service.prefix_cache_hit_rate[glm52]", "service.prefix_cache_hit_rate[kimik3]"}
@@ -160,11 +161,7 @@ def test_a_prefix_cache_cliff_while_serving_is_named(
 def test_pfc_off_on_a_leaf_shows_in_the_counters_while_serving(
     fleet: Fleet, serving: ServingLoad, tmp_path: Path
 ) -> None:
-    assert control.fault(fleet, "leaf02", "switch-pfc-off", clear=False) == ["switch-pfc-off"]
-    try:
-        code, report = watch(fleet, tmp_path / "watch")
-    finally:
-        control.fault(fleet, "leaf02", "switch-pfc-off", clear=True)
+    code, report = watch_with(fleet, "leaf02", "switch-pfc-off", tmp_path / "watch")
     assert code == 1
     # node01's ports mlx5_4..7 are cabled to leaf02, mlx5_0..3 to leaf01
     retransmits = {n for n in failed(report, "node01") if n.startswith("fabric.retransmits[")}
