@@ -97,6 +97,10 @@ def violations(gpu, limits):
     return found
 
 
+# The readings a burn-in keeps per GPU per sample (the report's traces).
+TRACED = ("gpu_c", "memory_c", "sm_mhz", "power_w")
+
+
 class Watch:
     """Everything the samples showed: per-GPU extremes, reasons seen, the first bad sample."""
 
@@ -107,6 +111,8 @@ class Watch:
         self.gpus = {}
         self.first_bad = None
         self.error = None
+        # per GPU, every sample's readings over time: the report draws them (gpufleet_burn_in)
+        self.traces = {}
 
     def _gpu(self, uuid, index):
         return self.gpus.setdefault(
@@ -143,6 +149,7 @@ class Watch:
                 continue
             seen.add(uuid)
             acc = self._gpu(uuid, gpu["index"])
+            self._trace(t, gpu)
             acc["max_gpu_c"] = self._extreme(acc["max_gpu_c"], gpu["gpu_c"], max)
             acc["max_memory_c"] = self._extreme(acc["max_memory_c"], gpu["memory_c"], max)
             acc["min_tlimit_c"] = self._extreme(acc["min_tlimit_c"], gpu["tlimit_c"], min)
@@ -165,6 +172,32 @@ class Watch:
                 bad = True
                 self._bad(t, uuid, {"reading": "uuid", "value": None, "limit": uuid})
         return bad
+
+    def _trace(self, t, gpu):
+        trace = self.traces.get(gpu["uuid"])
+        if trace is None:
+            trace = dict(uuid=gpu["uuid"], index=gpu["index"], t=[], events=[])
+            trace.update((key, []) for key in TRACED)
+            self.traces[gpu["uuid"]] = trace
+        trace["t"].append(round(t, 1))
+        for key in TRACED:
+            trace[key].append(gpu.get(key))
+        # a clock event reason other than idle is an event on the chart
+        active = [r for r in gpu.get("reasons") or [] if r != "gpu_idle"]
+        if active:
+            trace["events"].append({"t": round(t, 1), "reasons": active})
+
+    def trace_fact(self, interval, duration):
+        """``gpufleet_burn_in``: every sample per GPU over time with the limits, for the report."""
+        limits = {k: self.limits.get(k) for k in ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c")}
+        return {
+            "interval_s": interval,
+            "duration_s": duration,
+            "limits": limits,
+            "gpus": sorted(
+                self.traces.values(), key=lambda g: (g["index"] is None, g["index"] or 0, g["uuid"])
+            ),
+        }
 
     def failed(self, t, message):
         """nvidia-smi failed during the burn-in: a bad sample of its own."""

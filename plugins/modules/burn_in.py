@@ -188,6 +188,18 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+ansible_facts:
+  description: C(gpufleet_burn_in), every sample over time, kept for the report's charts (also when it fails).
+  returned: when the burn-in ran
+  type: dict
+  contains:
+    gpufleet_burn_in:
+      description:
+        - C(interval_s), C(duration_s), C(limits) (C(max_gpu_temp_c), C(max_memory_temp_c),
+          C(min_tlimit_c)) and per GPU C(uuid), C(index), C(t) (seconds into the burn-in), C(gpu_c),
+          C(memory_c), C(sm_mhz), C(power_w) (one value per sample, null where the sample lacked it) and
+          C(events) (C(t) and the active clock event reasons other than gpu_idle).
+      type: dict
 checks:
   description:
     - C(burn_in.samples); per watched GPU the thermal judge's checks of M(gpufleet.node.thermal_gate),
@@ -400,15 +412,20 @@ def main():
         load.resolve_models()
     except LoadError as exc:
         module.fail_json(msg="%s; the burn-in needs every instance answering" % exc, checks=[], changes=[])
+    watch = Watch(limits, p["gpus"])
     result = run(
         thermal_sampler(module, smi, SampleError),
         load,
         p["seconds"],
         p["sample_interval"],
-        Watch(limits, p["gpus"]),
+        watch,
         p["stop_on_first_bad"],
         counters=counters,
     )
+    # the samples over time, for the report's charts (a failed burn-in's too: the report keeps them)
+    result["ansible_facts"] = {
+        "gpufleet_burn_in": watch.trace_fact(p["sample_interval"], result["duration_s"])
+    }
     result["checks"] = checks(result, limits, p["max_failed_requests"], counters)
     result["changes"] = []
     failed = [c for c in result["checks"] if not c["ok"]]

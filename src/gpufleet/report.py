@@ -12,7 +12,10 @@ from typing import Any
 
 from gpufleet.checks import STATUSES, is_good
 
-SCHEMA_VERSION = 1
+# 2: a gate's hosts carry the burn-in's samples (facts.gpufleet_burn_in). Every version this gpufleet
+# wrote is read back: the renderers take what a report has.
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 FORMATS = ("md", "json", "prom")
 FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom"}
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -247,9 +250,10 @@ def from_dict(data: Any, where: str = "report") -> Report:
     _require(isinstance(data, dict), where, "not a JSON object")
     version = data.get("gpufleet_report")
     _require(
-        type(version) is int and version == SCHEMA_VERSION,
+        type(version) is int and version in READABLE_VERSIONS,
         where,
-        f"not a gpufleet report (gpufleet_report is {version!r}, this gpufleet reads {SCHEMA_VERSION})",
+        f"not a gpufleet report (gpufleet_report is {version!r}, this gpufleet reads "
+        f"{', '.join(map(str, READABLE_VERSIONS))})",
     )
     for key in ("command", "started", "finished"):
         _require(isinstance(data.get(key), str), f"{where}: {key}", "missing or not a string")

@@ -27,7 +27,7 @@ def _run(fleet, tmp_path: Path, *extra: str) -> tuple[int, dict]:
 def test_clean_fleet_reports_every_gpu_and_port(fleet, tmp_path: Path) -> None:
     code, report = _run(fleet, tmp_path)
     assert code == 0
-    assert report["gpufleet_report"] == 1 and report["command"] == "facts"
+    assert report["gpufleet_report"] == 2 and report["command"] == "facts"
     assert set(report["hosts"]) == {"node01", "node02", "node03"}
     for host in report["hosts"].values():
         assert host["status"] == "ok", host["checks"]

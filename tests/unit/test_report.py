@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpufleet import checks
-from gpufleet.report import HostReport, Report, render_prometheus, write
+from gpufleet.report import HostReport, Report, ReportError, load, render_prometheus, write
 
 
 def _gpu(uuid: str, enforced: float, reasons: list[str] | None = None) -> dict[str, object]:
@@ -63,7 +63,7 @@ def test_files_follow_the_contract(tmp_path: Path) -> None:
     report.hosts["node03"] = HostReport(status="unreachable", message="ssh: connect timed out")
     paths = write(report, tmp_path)
     data = json.loads(paths["json"].read_text())
-    assert data["gpufleet_report"] == 1
+    assert data["gpufleet_report"] == 2
     assert list(data["hosts"]) == ["node01", "node02", "node03"]
     assert set(data["hosts"]["node02"]) == {"status", "checks", "changes", "facts"}
     assert data["hosts"]["node03"]["message"] == "ssh: connect timed out"
@@ -152,3 +152,16 @@ def test_a_host_refused_for_its_inputs_survives_the_round_trip_and_makes_the_exi
     assert cli._exit_status(again) == 2
     report.hosts["node02"].configuration_error = False
     assert cli._exit_status(from_dict(report.as_dict())) == 1
+
+
+def test_an_older_report_is_read_and_a_newer_one_refused_naming_the_versions(tmp_path: Path) -> None:
+    data = Report(command="gate", started="2026-12-01T00:00:00Z", finished="2026-12-01T00:10:00Z").as_dict()
+    data["hosts"] = {"node01": {"status": "blocked", "checks": [], "changes": [], "facts": {}}}
+    data["gpufleet_report"] = 1  # written before the burn-in kept its samples
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data))
+    assert load(path).hosts["node01"].status == "blocked"
+    data["gpufleet_report"] = 3
+    path.write_text(json.dumps(data))
+    with pytest.raises(ReportError, match=r"gpufleet_report is 3, this gpufleet reads 1, 2"):
+        load(path)

@@ -317,6 +317,27 @@ def test_watch_records_the_first_bad_sample_and_extremes() -> None:
     assert summary["reasons_seen"] == ["sw_thermal_slowdown"]
 
 
+def test_watch_keeps_every_sample_per_gpu_for_the_report() -> None:
+    watch = bi.Watch(bi.DEFAULT_LIMITS)
+    watch.add(0.0, [reading(uuid="GPU-2", index=1), reading(gpu_c=40, reasons=["gpu_idle"])])
+    watch.add(
+        1.04,
+        [reading(uuid="GPU-2", index=1, power_w=None), reading(gpu_c=88, reasons=["hw_thermal_slowdown"])],
+    )
+    fact = watch.trace_fact(1.0, 2.1)
+    assert (fact["interval_s"], fact["duration_s"]) == (1.0, 2.1)
+    assert fact["limits"] == {"max_gpu_temp_c": 83.0, "max_memory_temp_c": 90.0, "min_tlimit_c": 3.0}
+    first, second = fact["gpus"]  # in index order
+    assert (first["uuid"], first["t"], first["gpu_c"], first["sm_mhz"]) == (
+        "GPU-1",
+        [0.0, 1.0],
+        [40, 88],
+        [1965, 1965],
+    )
+    assert first["events"] == [{"t": 1.0, "reasons": ["hw_thermal_slowdown"]}]  # gpu_idle is no event
+    assert (second["uuid"], second["power_w"], second["events"]) == ("GPU-2", [1300.0, None], [])
+
+
 def test_watch_only_the_listed_gpus_and_miss_a_lost_one() -> None:
     watch = bi.Watch(bi.DEFAULT_LIMITS, gpus=["GPU-1", "GPU-9"])
     assert watch.add(0.5, [reading(), reading(uuid="GPU-2", gpu_c=99)]) is True
