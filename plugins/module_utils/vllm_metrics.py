@@ -242,8 +242,8 @@ KV_CACHE_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
 
 
 def _rate(before, after, names, seconds):
-    old, _ = _sum(before, names, None)
-    new, _ = _sum(after, names, None)
+    old = _sum(before, names, None)[0]
+    new = _sum(after, names, None)[0]
     if new is None or old is None or not seconds > 0:
         return None
     return (new - old if new >= old else new) / seconds
@@ -253,8 +253,8 @@ def serving(before, after, seconds):
     """What an instance served between two parse_prometheus() scrapes ``seconds`` apart:
     ``{generation_tokens_per_second, preemptions_per_second, requests_running, requests_waiting,
     kv_cache_usage_ratio}``; a reading the instance does not export is None."""
-    running, _ = _sum(after, REQUESTS_RUNNING, None)
-    waiting, _ = _sum(after, REQUESTS_WAITING, None)
+    running = _sum(after, REQUESTS_RUNNING, None)[0]
+    waiting = _sum(after, REQUESTS_WAITING, None)[0]
     usage = [s["value"] for s in after["samples"] if s["name"] == _first_present(after, KV_CACHE_USAGE)]
     return {
         "generation_tokens_per_second": _rate(before, after, GENERATION_TOKENS, seconds),

@@ -69,7 +69,9 @@ options:
     type: int
     default: 3
   roce_thresholds:
-    description: Limits that replace M(gpufleet.node.roce_health)'s defaults, by name (see its O(thresholds)).
+    description:
+      - Limits that replace M(gpufleet.node.roce_health)'s defaults, by name
+        (see O(gpufleet.node.roce_health#module:thresholds)).
     type: dict
     default: {}
 extends_documentation_fragment:
