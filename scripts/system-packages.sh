@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the simulated fleet needs (sshd, iproute2, util-linux) when missing,
 # and promtool, which the unit tests run on gpufleet's metrics and alert rules (Debian ships it in
-# prometheus; without its recommended prometheus-node-exporter).
+# prometheus; without its recommended prometheus-node-exporter), and chromium, the headless browser
+# the report.html tests open the page in (Playwright drives it; it never downloads a browser).
 set -eu
 need=()
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
@@ -10,6 +11,7 @@ command -v unshare >/dev/null 2>&1 || need+=(util-linux)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the simulated fleet and the tests need: ${need[*]} (run as root, or install them)" >&2; exit 2
