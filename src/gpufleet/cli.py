@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     show = sub.add_parser(
-        "report", help="print the report in DIR/report.json again; rebuild report.md and gpufleet.prom"
+        "report",
+        help="print the report in DIR/report.json again; rebuild report.md, gpufleet.prom and report.html",
     )
     show.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where the report is")
     show.add_argument("--format", choices=report_mod.FORMATS, default="md", help="what to print")
@@ -203,7 +204,10 @@ def _changing(args: argparse.Namespace) -> str | None:
 
 def _print_report(report: Report, report_dir: Path) -> int:
     summary = report.summary()
-    print(f"report: {report_dir / 'report.json'}, {report_dir / 'report.md'}, {report_dir / 'gpufleet.prom'}")
+    print(
+        "report: "
+        + ", ".join(str(report_dir / report_mod.FILES[kind]) for kind in ("json", "md", "prom", "html"))
+    )
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
     return _exit_status(report)
 
@@ -216,11 +220,11 @@ def _exit_status(report: Report) -> int:
 
 
 def _report(report_dir: Path, fmt: str) -> int:
-    """An existing report again: printed in one format, report.md and gpufleet.prom rebuilt from
-    report.json; the exit status is the one the command that wrote it returned."""
+    """An existing report again: printed in one format, report.md, gpufleet.prom and report.html
+    rebuilt from report.json; the exit status is the one the command that wrote it returned."""
     report = report_mod.load(report_dir / report_mod.FILES["json"])
     try:
-        report_mod.write(report, report_dir, kinds=("md", "prom"))
+        report_mod.write(report, report_dir, kinds=("md", "prom", "html"))
     except OSError as exc:
         raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
     sys.stdout.write(report_mod.render(report, fmt))
@@ -305,11 +309,13 @@ def _demo_run(args: argparse.Namespace) -> int:
             commands.CommonOptions(fleet.inventory_path, None, base / "provision", vault_password_file=vault)
         )
         print((base / "provision" / "report.md").read_text(encoding="utf-8"))
+        print(f"provision, as a page: {(base / 'provision' / 'report.html').resolve()}")
         gate = commands.gate(
             commands.CommonOptions(fleet.inventory_path, None, base / "gate", vault_password_file=vault),
             burn_in_seconds=20,
         )
         print((base / "gate" / "report.md").read_text(encoding="utf-8"))
+        print(f"the gate, as a page (burn-in charts): {(base / 'gate' / 'report.html').resolve()}")
         _print_report(gate, base / "gate")
         watched = _demo_watch(fleet, base / "watch")
     finally:

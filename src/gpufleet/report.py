@@ -16,8 +16,8 @@ from gpufleet.checks import STATUSES, is_good
 # wrote is read back: the renderers take what a report has.
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
-FORMATS = ("md", "json", "prom")
-FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom"}
+FORMATS = ("md", "json", "prom", "html")
+FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom", "html": "report.html"}
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -176,19 +176,22 @@ def finished_timestamp(report: Report) -> float:
 
 
 def render(report: Report, kind: str) -> str:
-    """One of FORMATS: report.json's text, report.md's or gpufleet.prom's."""
+    """One of FORMATS: report.json's text, report.md's, gpufleet.prom's or report.html's."""
     if kind == "json":
         return json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"
     if kind == "md":
         return render_markdown(report)
     if kind == "prom":
         return render_prometheus(report)
+    if kind == "html":
+        # imported here: the page's templates and charts are needed only when a page is written
+        from gpufleet import html_report
+
+        return html_report.render(report)
     raise ValueError(f"unknown report format {kind!r}, expected one of {', '.join(FORMATS)}")
 
 
-def write(
-    report: Report, directory: Path, kinds: tuple[str, ...] = ("json", "md", "prom")
-) -> dict[str, Path]:
+def write(report: Report, directory: Path, kinds: tuple[str, ...] = FORMATS) -> dict[str, Path]:
     """Writes the files atomically (a textfile collector must never read half a file)."""
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}

@@ -22,6 +22,7 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
+from tests.browser import ARTIFACTS, open_page
 from tests.integration.conftest import node_hosts, node_ssh
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,6 +155,11 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     markdown = (tmp_path / "drift" / "report.md").read_text()
     setting = drift["hosts"]["node02"]["changes"][0]["setting"]
     assert f"| {setting} | 1 node |" in markdown
+    # the page: one heat-map cell per node x drifted setting, opened in a real headless Chromium
+    page = open_page(tmp_path / "drift" / "report.html", ARTIFACTS / "drift-report.png")
+    assert page.console == [] and page.page_errors == [] and page.external_requests() == []
+    assert page.cells == sum(len({c["setting"] for c in h["changes"]}) for h in drift["hosts"].values())
+    assert page.cells > 3 and setting in page.text
 
     # The anchor: provision --check finds the same settings, from and to, on the same nodes (the
     # boot file too: its template task's change is in provision's report under drift's name).

@@ -22,6 +22,7 @@ import pytest
 from gpufleet import runner
 from gpufleet.sim import control, faults, faults_switch, state, tools
 from gpufleet.sim.fleet import Fleet
+from tests.browser import ARTIFACTS, open_page
 from tests.integration.conftest import node_hosts, node_ssh, run_on
 
 # long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
@@ -203,6 +204,21 @@ def test_a_weak_loop_passes_idle_and_fails_the_burn_in_under_load(gated) -> None
     assert hot and all("under load" in c["message"] for c in hot)
     passed_idle = {c["name"] for c in host["checks"] if c["ok"]}
     assert {c["name"] for c in hot} <= passed_idle
+
+
+def test_the_gate_page_shows_the_weak_loop_failing_its_burn_in(gated) -> None:
+    """report.html in a real headless Chromium: the blocked node's failed reading with value and
+    limit, its burn-in drawn from the samples the report kept; nothing fetched, no console error."""
+    host = gated["report"]["hosts"][WEAK_LOOP]
+    traces = host["facts"]["gpufleet_burn_in"]
+    assert len(traces["gpus"]) == 16 and all(len(g["t"]) == len(g["gpu_c"]) > 5 for g in traces["gpus"])
+    page = open_page(gated["report_dir"] / "report.html", ARTIFACTS / "gate-faults-report.png")
+    assert page.console == [] and page.page_errors == [] and page.external_requests() == []
+    hot = _failed(host, "thermal.gpu_temp_c")[0]
+    assert f"{hot['value']:g} C" in page.text and f"{hot['limit']:g} C" in page.text
+    chart = page.chart(WEAK_LOOP)
+    assert chart is not None and chart.drawn, page.charts
+    assert page.screenshot is not None and page.screenshot.stat().st_size > 0
 
 
 def test_a_prefix_cache_cliff_is_a_failed_check_named_in_the_message(gated) -> None:

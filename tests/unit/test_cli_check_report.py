@@ -37,13 +37,15 @@ def test_report_prints_and_rebuilds_the_files_it_was_written_with(tmp_path: Path
     written = {kind: path.read_text() for kind, path in paths.items()}
     paths["md"].unlink()
     paths["prom"].write_text("stale\n")
+    paths["html"].unlink()
 
     assert cli.main(["report", "--report-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == written["md"]
     assert {kind: path.read_text() for kind, path in paths.items()} == written
     assert not list(tmp_path.glob("*.tmp"))
 
-    for fmt in ("json", "prom"):
+    assert set(paths) == {"json", "md", "prom", "html"} and written["html"].startswith("<!DOCTYPE html>")
+    for fmt in ("json", "prom", "html"):
         assert cli.main(["report", "--report-dir", str(tmp_path), "--format", fmt]) == 0
         assert capsys.readouterr().out == written[fmt]
     # the textfile says when the run finished, however late it is rendered again
@@ -77,7 +79,7 @@ GARBLED = {
     "truncated": (json.dumps(_report().as_dict())[:200], "not JSON"),
     "not utf-8": (b"\xff\xfe{}", "cannot be read"),
     "a list": ("[]", "not a JSON object"),
-    "another schema": (_broken(lambda d: d.update(gpufleet_report=2)), "not a gpufleet report"),
+    "another schema": (_broken(lambda d: d.update(gpufleet_report=3)), "not a gpufleet report"),
     "a boolean schema": (_broken(lambda d: d.update(gpufleet_report=True)), "not a gpufleet report"),
     "no hosts": (_broken(lambda d: d.pop("hosts")), "hosts: missing or not an object"),
     "no command": (_broken(lambda d: d.pop("command")), "command: missing or not a string"),
@@ -119,7 +121,7 @@ def test_garbled_report_is_a_usage_error_naming_the_path(
 
 def test_unknown_format_is_refused_by_the_parser(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exc:
-        cli.main(["report", "--report-dir", str(tmp_path), "--format", "html"])
+        cli.main(["report", "--report-dir", str(tmp_path), "--format", "pdf"])
     assert exc.value.code == 2
 
 
