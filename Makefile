@@ -53,10 +53,12 @@ unit: setup
 integration: setup
 	$(BIN)/pytest -n 2 --dist loadfile tests/integration
 
-# Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores).
+# Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores), then
+# report.html at 1,000 synthetic nodes in headless Chromium (~1-2 min).
 bench: setup
 	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+	$(BIN)/python bench/report_html.py
 
 molecule: setup
 	cd . && $(BIN)/molecule test -s default
