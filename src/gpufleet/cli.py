@@ -170,7 +170,7 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     listed = preflight.read_inventory(inventory, args.limit)
     if args.command in _READS_SWITCHES and args.limit:
         # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too
-        listed = preflight.read_inventory(inventory, runner.run_limit("provision.yml", args.limit))
+        listed = preflight.read_inventory(inventory, runner.with_switches(args.limit))
     # The gate reads the BMCs with their vaulted passwords, and every command but facts reads the leaf
     # switches with theirs; otherwise a secret is needed only to decrypt what is used, but one given
     # must fit.

@@ -43,13 +43,17 @@ READS_SWITCHES = frozenset(("provision.yml", "drift.yml", "drift_fix.yml", "post
 SWITCH_GROUP = "leaf_switches"
 
 
+def with_switches(limit: str) -> str:
+    """``limit`` and the leaf switches. Ansible splits a pattern on commas when it has any (then a
+    term's colon is part of a name), else on colons: the union is written in the limit's own separator."""
+    return f"{limit},{SWITCH_GROUP}" if "," in limit else f"{limit}:{SWITCH_GROUP}"
+
+
 def run_limit(playbook: str, limit: str | None) -> str | None:
     """The limit handed to ansible: ``limit``, and the leaf switches for a playbook that reads them."""
     if limit is None or playbook not in READS_SWITCHES:
         return limit
-    # Ansible splits a pattern on commas when it has any (then a term's colon is part of a name), else
-    # on colons: the union is written in the limit's own separator.
-    return f"{limit},{SWITCH_GROUP}" if "," in limit else f"{limit}:{SWITCH_GROUP}"
+    return with_switches(limit)
 
 
 @dataclass(frozen=True)
