@@ -49,7 +49,7 @@ sys.stdout.write("".join(p + "\0" for p in paths if p and os.path.isfile(p) and 
 
 # Skipped, as `make lint` runs the same check in the same `make test` (each costs a virtual
 # environment built from PyPI on a fresh machine, then 5-20 s a run):
-#   ansible-doc: make lint renders every module and callback with ansible-doc;
+#   ansible-doc: make lint renders every module with ansible-doc;
 #   pep8: make lint's ruff checks plugins/ with pycodestyle's E and W rules (at 110 columns, not 160).
 skip=(--skip-test ansible-doc --skip-test pep8)
 py_version=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, interrupt, preflight, procs, prom, runlock, runner
+from gpufleet import commands, from_events, interrupt, preflight, procs, prom, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet import watch as watch_mod
@@ -104,6 +104,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where the report is")
     show.add_argument("--format", choices=report_mod.FORMATS, default="md", help="what to print")
+    show.add_argument(
+        "--from-events",
+        type=Path,
+        nargs="+",
+        metavar="DIR",
+        help="build the report from these ansible-runner artifact directories (job_events/; one per slice "
+        "of a job, merged) and write it into --report-dir",
+    )
 
     demo = sub.add_parser("demo", help="3 simulated nodes, two faulted: provision, the gate, the reports")
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"))
@@ -227,6 +235,16 @@ def _report(report_dir: Path, fmt: str) -> int:
         report_mod.write(report, report_dir, kinds=("md", "prom", "html"))
     except OSError as exc:
         raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
+    sys.stdout.write(report_mod.render(report, fmt))
+    return _exit_status(report)
+
+
+def _report_from_events(directories: list[Path], report_dir: Path, fmt: str) -> int:
+    """The report of a run made elsewhere (an execution node, an AWX job's slices), from its events:
+    written into report_dir, printed in one format; the exit status the command would have returned."""
+    report = from_events.report_of(directories)
+    preflight.report_dir(report_dir)
+    report_mod.write(report, report_dir)
     sys.stdout.write(report_mod.render(report, fmt))
     return _exit_status(report)
 
@@ -391,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             return _sim(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "report" and args.from_events:
+            return _report_from_events(args.from_events, args.report_dir, args.format)
         if args.command == "report":
             return _report(args.report_dir, args.format)
         _arguments(args)

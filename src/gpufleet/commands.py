@@ -26,7 +26,7 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _host_report(result: runner.HostResult) -> HostReport:
+def facts_host(result: runner.HostResult) -> HostReport:
     if result.unreachable or result.failed:
         facts = {} if result.unreachable else _reported_facts(result.facts)
         host = HostReport(facts=facts, message=result.failure_message())
@@ -77,13 +77,13 @@ def facts(options: CommonOptions) -> Report:
         options.report_dir,
     )
     for name, host in result.hosts.items():
-        report.hosts[name] = _host_report(host)
+        report.hosts[name] = facts_host(host)
     report.finished = now()
     write(report, options.report_dir)
     return report
 
 
-def _provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
+def provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
     notes = list(result.hints)
     if result.reboot_required:
@@ -129,13 +129,13 @@ def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
         options.report_dir,
     )
     for name, host in result.hosts.items():
-        report.hosts[name] = _provision_host(host, options.check)
+        report.hosts[name] = provision_host(host, options.check)
     report.finished = now()
     write(report, options.report_dir)
     return report
 
 
-def _gate_host(result: runner.HostResult) -> HostReport:
+def gate_host(result: runner.HostResult) -> HostReport:
     """A node that failed any step is blocked: it stays out of service, its instances stopped."""
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
     host.status = checks.host_status(
@@ -222,7 +222,7 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
         after_cancel=lambda stopped: _stop_unfinished(options, stopped),
     )
     for name, host in result.hosts.items():
-        report.hosts[name] = _gate_host(host)
+        report.hosts[name] = gate_host(host)
     report.finished = now()
     write(report, options.report_dir)
     return report

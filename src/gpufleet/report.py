@@ -18,7 +18,7 @@ SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 FORMATS = ("md", "json", "prom", "html")
 FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom", "html": "report.html"}
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
 class ReportError(Exception):
@@ -26,7 +26,7 @@ class ReportError(Exception):
 
 
 def now() -> str:
-    return datetime.now(UTC).strftime(_TIME_FORMAT)
+    return datetime.now(UTC).strftime(TIME_FORMAT)
 
 
 @dataclass
@@ -170,7 +170,7 @@ def render_prometheus(report: Report) -> str:
 def finished_timestamp(report: Report) -> float:
     """The run's own end, so a report rendered again later still says when its run finished."""
     try:
-        return datetime.strptime(report.finished, _TIME_FORMAT).replace(tzinfo=UTC).timestamp()
+        return datetime.strptime(report.finished, TIME_FORMAT).replace(tzinfo=UTC).timestamp()
     except ValueError:
         return datetime.now(UTC).timestamp()
 

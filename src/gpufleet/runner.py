@@ -5,7 +5,6 @@ The report is built from runner events and stats, never from Ansible's stdout.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -15,7 +14,9 @@ from typing import Any
 
 import ansible_runner
 
-from gpufleet import checks, interrupt, procs, workdir
+from gpufleet import events, interrupt, procs, workdir
+from gpufleet.events import INPUTS_PLAY as INPUTS_PLAY
+from gpufleet.events import HostResult as HostResult
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
@@ -41,6 +42,8 @@ class Canceled(RunnerError):
 # links against the leaves of its cabling, so a --limit to some nodes still reads the leaves.
 READS_SWITCHES = frozenset(("provision.yml", "drift.yml", "drift_fix.yml", "post_maintenance.yml"))
 SWITCH_GROUP = "leaf_switches"
+# The environment variable that marks every process of one run (its private directory's path).
+RUN_MARKER = "GPUFLEET_RUN"
 
 
 def with_switches(limit: str) -> str:
@@ -70,73 +73,6 @@ class RunOptions:
 
 
 @dataclass
-class HostResult:
-    """One host's run, as the fleet_report callback plugin recorded it."""
-
-    name: str
-    unreachable: bool = False
-    failed: bool = False
-    changed: int = 0
-    facts: dict[str, Any] = field(default_factory=dict)
-    tasks: list[dict[str, Any]] = field(default_factory=list)
-    # What gpufleet's modules report beyond Ansible's own keys (the module contract):
-    changes: list[dict[str, Any]] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    hints: list[str] = field(default_factory=list)
-    reboot_required: bool = False
-
-    @classmethod
-    def from_callback(cls, name: str, data: dict[str, Any]) -> HostResult:
-        host = cls(
-            name=name,
-            unreachable=bool(data.get("unreachable")),
-            failed=bool(data.get("failed")),
-            changed=int(data.get("changed", 0)),
-            facts=dict(data.get("facts") or {}),
-            tasks=list(data.get("tasks") or []),
-        )
-        for task in host.tasks:
-            host.changes.extend(task.get("changes") or [])
-            host.checks.extend(task.get("checks") or [])
-            host.hints.extend(h for h in task.get("hints") or [] if h not in host.hints)
-            host.reboot_required = host.reboot_required or bool(task.get("reboot_required"))
-        return host
-
-    def failure_message(self) -> str:
-        """What stopped the host: where it became unreachable, or '<task>: <message>' of the failed one."""
-        if self.unreachable:
-            task: dict[str, Any] = next((t for t in self.tasks if t["outcome"] == "unreachable"), {})
-            reason = str(task.get("msg") or "").strip()
-            return f"became unreachable at '{task.get('task', '?')}'" + (f": {reason}" if reason else "")
-        task = next((t for t in self.tasks if t["outcome"] == "failed"), {})
-        return f"{task.get('task', '?')}: {task.get('msg') or 'failed'}"
-
-    def refused_for_input(self) -> bool:
-        """Whether what stopped the host is its inputs: a task of the plays that check every role's
-        inputs before anything changes, or a module that said so (``input_error``)."""
-        failed = next((t for t in self.tasks if t["outcome"] == "failed"), None)
-        if failed is None:
-            return False
-        return bool(failed.get("input_error")) or str(failed.get("play", "")).startswith(INPUTS_PLAY)
-
-    def drained(self) -> bool:
-        """Whether the drain role took the node out of its scheduler in this run (method none changes
-        nothing; a node refused before the drain play was never drained)."""
-        return any(
-            t["outcome"] == "ok" and t.get("changed") and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
-            for t in self.tasks
-        )
-
-
-# The plays that check every role's inputs before anything changes are named so (provision.yml,
-# post_maintenance.yml): a host that fails there was refused for its configuration.
-INPUTS_PLAY = "Check every role's inputs"
-
-# How the fleet_report callback names the drain role's tasks.
-_DRAIN_ROLE_TASK = "gpufleet.node.drain : "
-
-
-@dataclass
 class RunResult:
     rc: int
     status: str
@@ -151,48 +87,37 @@ def ensure_collection_link() -> None:
         link.symlink_to(REPO_DIR, target_is_directory=True)
 
 
-class _ProgressPrinter:
-    """ansible-runner event handler: one line per host and task while the run goes on.
+class _Events:
+    """ansible-runner's event handler: every event to the run's Collector (the report's one source)
+    and to the progress display.
 
-    It returns False: ansible-runner then writes no job_events file. gpufleet reads its results from
-    its callback's file, and writing ~200 event files cost a 32-node drift 0.7 CPU-s (bench/).
+    It returns False: ansible-runner then writes no job_events file (gpufleet has the events in
+    process; writing ~200 event files cost a 32-node drift 0.7 CPU-s, bench/).
     """
 
     def __init__(self, progress: Progress | None, on_start: Callable[[], None] = lambda: None) -> None:
         self.progress = progress
         self.on_start = on_start
-        # each host's tasks as the events told them, in the callback's shape: what a run stopped
-        # before its end (no callback results) still knows of its hosts
-        self.seen: dict[str, list[dict[str, Any]]] = {}
+        self.collector = events.Collector()
 
     def __call__(self, event: dict[str, Any]) -> bool:
-        kind = event.get("event", "")
-        if kind == "playbook_on_start":
+        if event.get("event") == "playbook_on_start":
             self.on_start()
+        entry = self.collector.add(event)
+        if entry is None or self.progress is None or entry["outcome"] == "skipped":
+            return False
         data = event.get("event_data", {})
-        name = data.get("host")
-        if not name or kind not in _OUTCOMES:
-            return False
         res = data.get("res", {}) or {}
-        role = data.get("resolved_role") or data.get("role")
-        self.seen.setdefault(name, []).append(
-            {
-                "task": f"{role} : {data.get('task', '')}" if role else data.get("task", ""),
-                "outcome": _OUTCOMES[kind],
-                "changed": bool(res.get("changed")),
-                "msg": checks.task_message(res),
-            }
-        )
-        if self.progress is None:
-            return False
-        label = _OUTCOMES[kind]
-        if kind == "runner_on_ok" and res.get("changed"):
+        label = entry["outcome"]
+        if label == "ok" and entry["changed"]:
             label = "changed"
-        elif kind == "runner_on_ok" and res.get("changes"):
+        elif label == "ok" and res.get("changes"):
             # A read-only comparison (drift) found settings that differ: it changed nothing.
             label = "drifted"
-        message = checks.task_message(res) if label in ("failed", "unreachable") else _tally(res)
-        self.progress(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
+        message = entry["msg"] if label in ("failed", "unreachable") else _tally(res)
+        self.progress(
+            f"{data['host']:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else "")
+        )
         return False
 
 
@@ -208,19 +133,26 @@ def _tally(res: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-_OUTCOMES = {
-    "runner_on_ok": "ok",
-    "runner_on_failed": "failed",
-    "runner_on_unreachable": "unreachable",
-    "runner_on_skipped": "skipped",
-}
-
-
 def own_path(path: str) -> str:
     """PATH with this installation's bin directory first, so `.venv/bin/gpufleet` runs the
     ansible-playbook installed beside it, also from a shell where the venv is not activated."""
     own = str(Path(sys.executable).parent)
     return os.pathsep.join([own, *(p for p in path.split(os.pathsep) if p and p != own)])
+
+
+def environment(forks: int) -> dict[str, str]:
+    """What ansible-playbook needs to run gpufleet's playbooks, here or on an execution node (the
+    environment of an ansible-runner private data directory, env/envvars)."""
+    return {
+        "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
+        "ANSIBLE_ROLES_PATH": str(REPO_DIR / "roles"),
+        "ANSIBLE_FORKS": str(forks),
+        "ANSIBLE_NOCOLOR": "1",
+        # ansible-runner turns host-key checking off unless told; gpufleet never does.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "PATH": own_path(os.environ.get("PATH", "")),
+    }
 
 
 def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -240,20 +172,9 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
     if options.vault_password_file is not None:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
     with workdir.private_dir() as private:
-        results_file = private / "results.json"
-        events = _ProgressPrinter(progress, on_start=lambda: workdir.forget_environment(private))
-        envvars = {
-            "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
-            "ANSIBLE_ROLES_PATH": str(REPO_DIR / "roles"),
-            "ANSIBLE_FORKS": str(options.forks),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_CALLBACKS_ENABLED": "gpufleet.node.fleet_report",
-            "GPUFLEET_RESULTS_FILE": str(results_file),
-            # ansible-runner turns host-key checking off unless told; gpufleet never does.
-            "ANSIBLE_HOST_KEY_CHECKING": "True",
-            "PATH": own_path(os.environ.get("PATH", "")),
-        }
+        handler = _Events(progress, on_start=lambda: workdir.forget_environment(private))
+        # RUN_MARKER marks the run's processes: a canceled run's workers are found by it (procs.stop_marked)
+        envvars = {**environment(options.forks), RUN_MARKER: str(private)}
         result = ansible_runner.run(
             private_data_dir=str(private),
             project_dir=str(REPO_DIR),
@@ -264,7 +185,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             cmdline=" ".join(cmdline) or None,
             extravars=options.extravars or None,
             envvars=envvars,
-            event_handler=events,
+            event_handler=handler,
             # Our own: ansible-runner's default handler kills the playbook at the first signal.
             cancel_callback=interrupt.STATE.stop_now,
             quiet=True,
@@ -272,25 +193,21 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             rotate_artifacts=1,
             suppress_env_files=True,
         )
-        if not results_file.exists():
+        collected = handler.collector
+        if not collected.finished():
             if result.status == "canceled":
                 # ansible-runner killed ansible-playbook's process group; ansible-core's workers lead
                 # their own, so they would go on (blocked on a pipe) without their playbook
-                procs.stop_marked(f"GPUFLEET_RESULTS_FILE={results_file}")
+                procs.stop_marked(f"{RUN_MARKER}={private}")
                 raise Canceled(
                     f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended",
-                    {
-                        name: HostResult.from_callback(name, {"tasks": tasks})
-                        for name, tasks in events.seen.items()
-                    },
+                    collected.hosts,
                 )
             tail = _stdout_tail(result)
             raise RunnerError(
                 f"ansible-playbook ended with status {result.status!r} (rc {result.rc}): {tail}"
             )
-        recorded = json.loads(results_file.read_text(encoding="utf-8"))
-    hosts = {name: HostResult.from_callback(name, data) for name, data in recorded["hosts"].items()}
-    return RunResult(rc=int(result.rc or 0), status=str(result.status), hosts=hosts)
+    return RunResult(rc=int(result.rc or 0), status=str(result.status), hosts=collected.hosts)
 
 
 def _stdout_tail(result: Any) -> str:

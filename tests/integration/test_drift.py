@@ -23,6 +23,7 @@ from gpufleet import cli
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
+from tests.integration import execution_node
 from tests.integration.conftest import node_hosts, node_ssh
 
 REPO = Path(__file__).resolve().parents[2]
@@ -310,3 +311,64 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     assert [c["name"] for c in drift["hosts"]["node06"]["checks"] if not c["ok"]] == [
         "rdma_link.link_state[mlx5_7]"
     ]
+
+
+def test_three_slices_through_execution_nodes_give_the_local_report(
+    fleet: Fleet, provisioned: Path, tmp_path: Path
+) -> None:
+    """AWX runs a sliced job on execution nodes (ansible-runner transmit | worker | process) and keeps
+    only the events: `gpufleet report --from-events` on the three slices' artifacts is the report of
+    a local `gpufleet drift` of the same fleet (hosts, statuses, changes, checks)."""
+    for name in ("node02", "node05"):  # drifted, and a role that cannot be planned (failed)
+        control.fault(fleet, name, None, clear=True)
+        control.fault(fleet, name, ALL_FAULTS[name], clear=False)
+    code, local = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "local")
+    assert code == 1 and {"ok", "drifted", "failed"} <= {h["status"] for h in local["hosts"].values()}
+    slices = execution_node.sliced(list(ALL_NODES), 3)
+    assert [len(s) for s in slices] == [4, 4, 3]
+    pipelines = []
+    for number, hosts in enumerate(slices, start=1):
+        private = execution_node.private_data_dir(
+            tmp_path / f"slice{number}", fleet.inventory_path, hosts, fleet.vault_password_file
+        )
+        pipelines.append(
+            execution_node.run_streamed(
+                private, "drift.yml", tmp_path / "controller", f"slice{number}", fleet.vault_password_file
+            )
+        )
+    for pipeline in pipelines:
+        execution_node.finish(pipeline, timeout=600)
+    artifacts = [tmp_path / "controller" / "artifacts" / f"slice{n}" for n in (1, 2, 3)]
+    assert all((a / "job_events").is_dir() for a in artifacts)
+
+    code = cli.main(
+        ["report", "--from-events", *map(str, artifacts), "--report-dir", str(tmp_path / "merged")]
+    )
+    merged = json.loads((tmp_path / "merged" / "report.json").read_text())
+    assert code == 1
+    assert merged["command"] == "drift" and merged["summary"] == local["summary"]
+    assert set(merged["hosts"]) == set(local["hosts"])
+    for name, host in local["hosts"].items():
+        theirs = merged["hosts"][name]
+        assert (theirs["status"], theirs["changes"], theirs["checks"]) == (
+            host["status"],
+            host["changes"],
+            host["checks"],
+        ), name
+
+    # the same slice given twice is refused, naming its host; so is a directory that is not artifacts
+    code = cli.main(
+        [
+            "report",
+            "--from-events",
+            str(artifacts[0]),
+            str(artifacts[0]),
+            "--report-dir",
+            str(tmp_path / "twice"),
+        ]
+    )
+    assert code == 2 and not (tmp_path / "twice" / "report.json").exists()
+    code = cli.main(
+        ["report", "--from-events", str(tmp_path / "slice1"), "--report-dir", str(tmp_path / "no")]
+    )
+    assert code == 2

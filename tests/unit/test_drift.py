@@ -121,7 +121,7 @@ def _event(kind: str, res: dict[str, object]) -> dict[str, object]:
 )
 def test_progress_names_each_host_and_what_it_found(kind: str, res: dict[str, object], line: str) -> None:
     lines: list[str] = []
-    runner._ProgressPrinter(lines.append)(_event(kind, res))
+    runner._Events(lines.append)(_event(kind, res))
     assert lines == [f"{'node01':<16} {line}"]
 
 
@@ -130,7 +130,7 @@ def test_drift_prints_progress_per_host(monkeypatch: pytest.MonkeyPatch) -> None
 
     def fake_run(options: runner.RunOptions, progress: runner.Progress | None = None) -> runner.RunResult:
         assert progress is not None
-        runner._ProgressPrinter(progress)(_event("runner_on_ok", {"changes": [{"setting": "x"}]}))
+        runner._Events(progress)(_event("runner_on_ok", {"changes": [{"setting": "x"}]}))
         return runner.RunResult(rc=0, status="successful", hosts={})
 
     monkeypatch.setattr(runner, "run_playbook", fake_run)

@@ -1,4 +1,4 @@
-"""runner.HostResult: what stopped a host, and whether it was its inputs (exit 2) or the node (exit 1)."""
+"""events.HostResult: what stopped a host, and whether it was its inputs (exit 2) or the node (exit 1)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from gpufleet.runner import INPUTS_PLAY, HostResult
 
 
 def _host(*tasks: dict[str, object], **flags: bool) -> HostResult:
-    return HostResult.from_callback("node01", {"tasks": list(tasks), **flags})
+    host = HostResult.from_tasks("node01", list(tasks))
+    # the outcome of each task is what makes the host failed or unreachable
+    assert all(getattr(host, flag) == value for flag, value in flags.items())
+    return host
 
 
 def test_an_unreachable_host_says_where_it_was_lost() -> None:

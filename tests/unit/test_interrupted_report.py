@@ -22,8 +22,8 @@ def test_the_report_names_where_each_host_stood(monkeypatch: pytest.MonkeyPatch,
         },
     ]
     hosts = {
-        "node01": runner.HostResult.from_callback("node01", {"tasks": drained}),
-        "node02": runner.HostResult.from_callback("node02", {"tasks": drained[1:]}),
+        "node01": runner.HostResult.from_tasks("node01", drained),
+        "node02": runner.HostResult.from_tasks("node02", drained[1:]),
     }
 
     def stopped(options: runner.RunOptions, progress: object = None) -> runner.RunResult:

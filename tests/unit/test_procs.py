@@ -6,11 +6,11 @@ import os
 import subprocess
 import sys
 
-from gpufleet import procs
+from gpufleet import procs, runner
 
 
 def test_only_the_processes_carrying_the_runs_variable_are_stopped(tmp_path) -> None:
-    marker = f"GPUFLEET_RESULTS_FILE={tmp_path}/results.json"
+    marker = f"{runner.RUN_MARKER}={tmp_path}"
     name, value = marker.split("=", 1)
     sleeper = [
         sys.executable,

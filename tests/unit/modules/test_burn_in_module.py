@@ -251,7 +251,7 @@ def test_roce_ports_are_read_when_the_load_starts_and_when_it_stops(roce: RoceBu
     summary = result["roce"]
     assert summary["ports"] == roce.ports() and summary["error"] is None
     # the window brackets the 2 s load (a loaded machine stretches it: no upper bound worth timing here)
-    assert 1.5 <= summary["window_s"] <= 10.0
+    assert summary["window_s"] >= 1.5
     assert (
         summary["deltas"]["mlx5_0"]["np_cnp_sent"] > 0 and summary["deltas"]["mlx5_0"]["out_of_sequence"] == 0
     )

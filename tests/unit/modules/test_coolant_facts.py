@@ -231,7 +231,7 @@ def test_request_options_out_of_range_are_refused(bmc: FakeBmc, option: str, val
 
 
 def test_the_plain_http_reason_reaches_the_gate_report() -> None:
-    """The hint travels like the gate's override: task result -> fleet_report -> the host's message."""
+    """The hint travels like the gate's override: task result event -> the host's message."""
     from gpufleet import commands, runner
 
     hint = "BMC http://10.20.1.11 is read over plain HTTP (...), allowed by ...: CHG-4711 lab BMC"
@@ -243,5 +243,5 @@ def test_the_plain_http_reason_reaches_the_gate_report() -> None:
         "msg": "",
         "hints": [hint],
     }
-    host = commands._gate_host(runner.HostResult.from_callback("node01", {"tasks": [task]}))
+    host = commands.gate_host(runner.HostResult.from_tasks("node01", [task]))
     assert host.status == "ok" and host.message == hint

@@ -1,0 +1,170 @@
+"""A run's hosts from ansible-runner's events: the one source of every gpufleet report.
+
+The same events come from three places, so each gives the same report: gpufleet's own run
+(ansible-runner's event handler, in this process), an ansible-runner artifact directory
+(``job_events/*.json``: what ``ansible-runner process`` writes for a run streamed from an execution
+node), and AWX's job events (the same event shape, through its API). Whatever a report needs travels
+in the module results (``event_data.res``), never in a file left on the machine that ran Ansible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufleet import checks
+
+# ansible-runner's task result events and what gpufleet calls them.
+OUTCOMES = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+STATS_EVENT = "playbook_on_stats"
+
+# What gpufleet's modules report beyond Ansible's own keys (the module contract, module_utils/results.py).
+_KEYS = ("changes", "checks", "hints", "reboot_required")
+
+# The plays that check every role's inputs before anything changes are named so (provision.yml,
+# post_maintenance.yml): a host that fails there was refused for its configuration.
+INPUTS_PLAY = "Check every role's inputs"
+
+# How a role's task is named in a host's tasks (as Ansible's own Task.get_name() names it).
+_DRAIN_ROLE_TASK = "gpufleet.node.drain : "
+
+
+def task_name(data: dict[str, Any]) -> str:
+    """'<role FQCN> : <task>' for a role's task, else the task's name (its action when unnamed)."""
+    role = data.get("resolved_role") or data.get("role")
+    task = str(data.get("task") or data.get("task_action") or "")
+    return f"{role} : {task}" if role else task
+
+
+def task_entry(kind: str, data: dict[str, Any]) -> dict[str, Any]:
+    """One task's result on one host, from its event: outcome, message, and gpufleet's own keys
+    (a loop's items flattened into the task's)."""
+    res = data.get("res") or {}
+    if not isinstance(res, dict):
+        res = {}
+    parts = [res, *[r for r in res.get("results") or [] if isinstance(r, dict)]]
+    entry: dict[str, Any] = {
+        "task": task_name(data),
+        "action": data.get("resolved_action") or data.get("task_action") or "",
+        "outcome": OUTCOMES[kind],
+        "changed": bool(res.get("changed")),
+        "play": str(data.get("play") or ""),
+        "msg": checks.task_message(res),
+    }
+    for key in _KEYS:
+        values: list[Any] = [p[key] for p in parts if p.get(key)]
+        if values:
+            entry[key] = any(values) if key == "reboot_required" else [v for vs in values for v in vs]
+    if res.get("input_error"):
+        entry["input_error"] = True
+    if res.get("override"):
+        entry["override"] = res["override"]
+    diffs = [p["diff"] for p in parts if p.get("diff")]
+    if diffs:
+        entry["diff"] = diffs
+    if kind == "runner_on_failed" and data.get("ignore_errors"):
+        entry["ignored"] = True
+    return entry
+
+
+@dataclass
+class HostResult:
+    """One host's run, as its task result events told it."""
+
+    name: str
+    unreachable: bool = False
+    failed: bool = False
+    changed: int = 0
+    facts: dict[str, Any] = field(default_factory=dict)
+    tasks: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
+    reboot_required: bool = False
+
+    @classmethod
+    def from_tasks(
+        cls, name: str, tasks: list[dict[str, Any]], facts: dict[str, Any] | None = None
+    ) -> HostResult:
+        host = cls(name=name, facts=dict(facts or {}))
+        for task in tasks:
+            host.add(task)
+        return host
+
+    def add(self, task: dict[str, Any]) -> None:
+        """Counts one task entry (task_entry) into the host's outcome and gpufleet's keys."""
+        self.tasks.append(task)
+        outcome = task["outcome"]
+        if outcome == "ok" and task.get("changed"):
+            self.changed += 1
+        self.failed = self.failed or (outcome == "failed" and not task.get("ignored"))
+        self.unreachable = self.unreachable or outcome == "unreachable"
+        self.changes.extend(task.get("changes") or [])
+        self.checks.extend(task.get("checks") or [])
+        self.hints.extend(h for h in task.get("hints") or [] if h not in self.hints)
+        self.reboot_required = self.reboot_required or bool(task.get("reboot_required"))
+
+    def failure_message(self) -> str:
+        """What stopped the host: where it became unreachable, or '<task>: <message>' of the failed one."""
+        if self.unreachable:
+            task: dict[str, Any] = next((t for t in self.tasks if t["outcome"] == "unreachable"), {})
+            reason = str(task.get("msg") or "").strip()
+            return f"became unreachable at '{task.get('task', '?')}'" + (f": {reason}" if reason else "")
+        task = next((t for t in self.tasks if t["outcome"] == "failed" and not t.get("ignored")), {})
+        return f"{task.get('task', '?')}: {task.get('msg') or 'failed'}"
+
+    def refused_for_input(self) -> bool:
+        """Whether what stopped the host is its inputs: a task of the plays that check every role's
+        inputs before anything changes, or a module that said so (``input_error``)."""
+        failed = next((t for t in self.tasks if t["outcome"] == "failed" and not t.get("ignored")), None)
+        if failed is None:
+            return False
+        return bool(failed.get("input_error")) or str(failed.get("play", "")).startswith(INPUTS_PLAY)
+
+    def drained(self) -> bool:
+        """Whether the drain role took the node out of its scheduler in this run (method none changes
+        nothing; a node refused before the drain play was never drained)."""
+        return any(
+            t["outcome"] == "ok" and t.get("changed") and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
+            for t in self.tasks
+        )
+
+
+class Collector:
+    """Every host's HostResult from a run's events, in the order they came (``add`` each one)."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, HostResult] = {}
+        # playbook_on_stats' event data: the run reached its end (a run stopped before has none)
+        self.stats: dict[str, Any] | None = None
+
+    def add(self, event: dict[str, Any]) -> dict[str, Any] | None:
+        """Takes one event; returns the task entry it added to a host, if it was a task result."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == STATS_EVENT:
+            self.stats = data
+            # a host the stats name with no task result (every task skipped by a condition on the play)
+            for counts in ("ok", "failures", "dark", "skipped", "changed", "processed"):
+                for name in data.get(counts) or {}:
+                    self.hosts.setdefault(name, HostResult(name=name))
+            return None
+        name = data.get("host")
+        if not name or kind not in OUTCOMES:
+            return None
+        entry = task_entry(kind, data)
+        host = self.hosts.setdefault(name, HostResult(name=name))
+        host.add(entry)
+        res = data.get("res") or {}
+        facts = res.get("ansible_facts") if isinstance(res, dict) else None
+        if isinstance(facts, dict):
+            host.facts.update({k: v for k, v in facts.items() if k.startswith("gpufleet_")})
+        return entry
+
+    def finished(self) -> bool:
+        return self.stats is not None

@@ -1,0 +1,130 @@
+"""events: each host's results as ansible-runner's events tell them (the report's one source). A task's
+own changes, checks, hints and diff are kept as the module returned them, a loop's items flattened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ansible_collections.gpufleet.node.plugins.module_utils import results
+
+from gpufleet import events
+
+CONF = "/etc/gpufleet/gpu-power.conf"
+
+
+def _event(kind: str, res: dict[str, Any] | None = None, host: str = "node01", **data: Any) -> dict[str, Any]:
+    event_data: dict[str, Any] = {"host": host, "task": "a task", "play": "Provision", **data}
+    if res is not None:
+        event_data["res"] = res
+    return {"event": kind, "event_data": event_data}
+
+
+def test_recorded_as_the_module_returned_them() -> None:
+    collector = events.Collector()
+    boot = {"setting": f"gpu_power.boot_file[{CONF}]", "from": "sha256:01", "to": "sha256:fe"}
+    own = {"setting": "gpu_power.enforced_limit_w[GPU-1]", "from": 1100.0, "to": 1400.0}
+    diff = [{"before": "a\n", "after": "b\n"}, {"before_header": CONF, "before": "x\n", "after": "y\n"}]
+    res = {
+        "changed": True,
+        "changes": [own, boot],
+        "diff": diff,
+        "ansible_facts": {"gpufleet_x": 1, "other": 2},
+    }
+    collector.add(_event("runner_on_ok", res, role="gpu_power", resolved_role="gpufleet.node.gpu_power"))
+    # a template task that changed (another role's file) records its diff, but no change of its own
+    collector.add(
+        _event("runner_on_ok", {"changed": True, "diff": diff[1]}, task_action="ansible.builtin.template")
+    )
+    host = collector.hosts["node01"]
+    assert host.tasks[0]["task"] == "gpufleet.node.gpu_power : a task"
+    assert host.tasks[0]["changes"] == [own, boot] and host.tasks[0]["diff"] == [diff]
+    assert "changes" not in host.tasks[1] and host.tasks[1]["diff"] == [diff[1]]
+    assert host.changed == 2 and host.changes == [own, boot]
+    # only gpufleet's own facts travel to the report
+    assert host.facts == {"gpufleet_x": 1}
+    assert not host.failed and not collector.finished()
+
+
+def test_loop_results_are_flattened() -> None:
+    collector = events.Collector()
+    one = {"setting": "a", "from": 1, "to": 2}
+    two = {"setting": "b", "from": 1, "to": 2}
+    res = {"changed": True, "results": [{"changes": [one]}, {"changes": [two], "reboot_required": True}]}
+    entry = collector.add(_event("runner_on_ok", res))
+    assert entry is not None and entry["changes"] == [one, two] and entry["reboot_required"] is True
+    assert collector.hosts["node01"].reboot_required
+
+
+def test_a_loop_that_failed_or_lost_its_host_names_its_items_not_ansibles_summary() -> None:
+    collector = events.Collector()
+    cliff = {
+        "msg": "One or more items failed",
+        "results": [
+            {"item": {"name": "glm52"}, "_ansible_item_label": "glm52", "failed": False, "msg": "ok"},
+            {
+                "item": {"name": "kimik3"},
+                "_ansible_item_label": "kimik3",
+                "exception": "(traceback unavailable)",  # ansible-core 2.21: no "failed" key
+                "msg": "hit rate 0.07",
+            },
+        ],
+    }
+    lost = {
+        "msg": "All items completed",
+        "unreachable": True,
+        "results": [{"item": "a", "unreachable": True, "msg": "Failed to connect to the host via ssh"}],
+    }
+    collector.add(_event("runner_on_failed", cliff, host="node02", play="Post-maintenance gate"))
+    collector.add(_event("runner_on_unreachable", lost, host="node02", play="Post-maintenance gate"))
+    host = collector.hosts["node02"]
+    assert [t["msg"] for t in host.tasks] == [
+        "kimik3: hit rate 0.07",
+        "a: Failed to connect to the host via ssh",
+    ]
+    assert {t["play"] for t in host.tasks} == {"Post-maintenance gate"}
+    assert host.failed and host.unreachable
+
+
+def test_an_ignored_failure_does_not_fail_the_host() -> None:
+    collector = events.Collector()
+    collector.add(_event("runner_on_failed", {"msg": "no scheduler"}, ignore_errors=True))
+    collector.add(_event("runner_on_skipped"))
+    host = collector.hosts["node01"]
+    assert not host.failed and [t["outcome"] for t in host.tasks] == ["failed", "skipped"]
+
+
+def test_the_stats_end_the_run_and_name_hosts_with_no_task_result() -> None:
+    collector = events.Collector()
+    collector.add(_event("runner_on_ok", {"changed": False}))
+    assert (
+        collector.add(
+            {"event": "playbook_on_stats", "event_data": {"ok": {"node01": 1}, "skipped": {"node09": 1}}}
+        )
+        is None
+    )
+    assert collector.finished()
+    assert sorted(collector.hosts) == ["node01", "node09"] and collector.hosts["node09"].tasks == []
+
+
+def test_events_that_are_not_task_results_are_ignored() -> None:
+    collector = events.Collector()
+    assert collector.add({"event": "playbook_on_task_start", "event_data": {"task": "x"}}) is None
+    assert collector.add({"event": "runner_on_ok", "event_data": {"res": {}}}) is None  # no host
+    assert collector.hosts == {}
+
+
+def test_ansibles_internal_type_names_are_made_plain() -> None:
+    message = (
+        "argument 'limit_w' is of type <class 'ansible._internal._datatag._tags._AnsibleTaggedStr'> "
+        "and we were unable to convert to float"
+    )
+    assert (
+        results.plain_types(message)
+        == "argument 'limit_w' is of type str and we were unable to convert to float"
+    )
+    real = (
+        "Validation of arguments failed:\nargument 'gpu_power_limit_w' is of type str and we were unable to "
+        "convert to float: <class 'ansible.module_utils._internal._datatag._AnsibleTaggedStr'> cannot be "
+        "converted to a float"
+    )
+    assert results.plain_types(real).endswith("convert to float: str cannot be converted to a float")
