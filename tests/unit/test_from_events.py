@@ -1,0 +1,141 @@
+"""`gpufleet report --from-events`: slices' artifact directories merged into one report, judged by the
+command's own function; what does not fit is refused (exit 2) naming the directory or the host."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet import cli, from_events
+
+PLAYBOOK = "/runner/project/playbooks/drift.yml"
+READ = "Read each leaf switch once (its side of every RoCE link)"
+COMPARE = "Compare every role's desired state with the node"
+
+
+def _artifacts(
+    where: Path, hosts: dict[str, dict[str, Any]], playbook: str = PLAYBOOK, stats: bool = True
+) -> Path:
+    """An ansible-runner artifact directory: one file per event, as `ansible-runner process` writes."""
+    events: list[dict[str, Any]] = [{"event": "playbook_on_start", "event_data": {"playbook": playbook}}]
+    for name, (play, res) in hosts.items():
+        data = {"host": name, "task": "Read", "play": play, "playbook": playbook, "res": res}
+        events.append({"event": "runner_on_ok", "event_data": data, "created": "2026-12-04T09:00:01.5"})
+    if stats:
+        events.append(
+            {
+                "event": "playbook_on_stats",
+                "event_data": {"playbook": playbook, "ok": dict.fromkeys(hosts, 1)},
+            }
+        )
+    found = where / "job_events"
+    found.mkdir(parents=True)
+    for counter, event in enumerate(events, start=1):
+        event["counter"] = counter
+        (found / f"{counter}-uuid.json").write_text(json.dumps(event), encoding="utf-8")
+    return where
+
+
+DRIFTED = {
+    "changes": [{"setting": "rdma_qos.pfc[mlx5_0]", "from": "00000000", "to": "00010000"}],
+    "checks": [],
+}
+LEAF = {"changes": [], "checks": []}
+
+
+def test_slices_are_merged_and_each_host_judged_as_drift_judges_it(tmp_path: Path) -> None:
+    one = _artifacts(tmp_path / "one", {"leaf01": (READ, LEAF), "node01": (COMPARE, DRIFTED)})
+    two = _artifacts(
+        tmp_path / "two", {"leaf01": (READ, LEAF), "node02": (COMPARE, {"changes": [], "checks": []})}
+    )
+    report = from_events.report_of([one, two])
+    assert report.command == "drift"
+    assert {n: h.status for n, h in report.hosts.items()} == {
+        "leaf01": "ok",
+        "node01": "drifted",
+        "node02": "ok",
+    }
+    assert report.hosts["node01"].changes == DRIFTED["changes"]
+    assert report.started == "2026-12-04T09:00:01Z"
+
+
+def test_the_cli_writes_the_report_and_exits_as_the_command_would(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    one = _artifacts(tmp_path / "one", {"node01": (COMPARE, DRIFTED)})
+    code = cli.main(
+        ["report", "--from-events", str(one), "--report-dir", str(tmp_path / "out"), "--format", "json"]
+    )
+    assert code == 1
+    written = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert written["hosts"]["node01"]["status"] == "drifted"
+    assert json.loads(capsys.readouterr().out) == written
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (
+            lambda t: [
+                _artifacts(t / "a", {"node01": (COMPARE, DRIFTED)}),
+                _artifacts(t / "b", {"node01": (COMPARE, DRIFTED)}),
+            ],
+            "host node01 is reported by two slices",
+        ),
+        (
+            lambda t: [
+                _artifacts(t / "a", {"leaf01": (READ, LEAF)}),
+                _artifacts(t / "b", {"leaf01": (READ, DRIFTED)}),
+            ],
+            "leaf switch leaf01 was read differently",
+        ),
+        (lambda t: [t], "not ansible-runner artifacts"),
+        (lambda t: [t / "missing"], "not a directory"),
+        (lambda t: [_artifacts(t / "a", {"node01": (COMPARE, DRIFTED)}, stats=False)], "the run did not end"),
+        (
+            lambda t: [
+                _artifacts(t / "a", {"node01": (COMPARE, DRIFTED)}),
+                _artifacts(t / "b", {"node02": (COMPARE, DRIFTED)}, playbook="/p/watch.yml"),
+            ],
+            "different playbooks",
+        ),
+        (
+            lambda t: [_artifacts(t / "a", {"node01": (COMPARE, DRIFTED)}, playbook="/p/site.yml")],
+            "site.yml has no gpufleet report",
+        ),
+    ],
+    ids=[
+        "host in two slices",
+        "leaf read differently",
+        "not artifacts",
+        "missing",
+        "unfinished",
+        "two playbooks",
+        "not gpufleet's",
+    ],
+)
+def test_what_does_not_fit_is_refused_naming_it(
+    tmp_path: Path, make: Any, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directories = make(tmp_path)
+    with pytest.raises(from_events.EventsError, match=message):
+        from_events.report_of(directories)
+    code = cli.main(
+        ["report", "--from-events", *map(str, directories), "--report-dir", str(tmp_path / "out")]
+    )
+    assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_a_private_data_directory_with_one_run_and_an_awx_page_of_events(tmp_path: Path) -> None:
+    run = _artifacts(tmp_path / "private" / "artifacts" / "job-42", {"node01": (COMPARE, DRIFTED)})
+    # AWX's API gives pages of events ({"results": [...]}); saved into job_events/ they read the same
+    page = {"results": [json.loads(p.read_text()) for p in sorted((run / "job_events").glob("*.json"))]}
+    awx = tmp_path / "awx" / "job_events"
+    awx.mkdir(parents=True)
+    (awx / "page-1.json").write_text(json.dumps(page), encoding="utf-8")
+    for directory in (tmp_path / "private", tmp_path / "awx"):
+        assert from_events.report_of([directory]).hosts["node01"].status == "drifted"
