@@ -30,6 +30,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", "-l", help="Ansible host pattern to limit the run to")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where reports go")
     parser.add_argument("--vault-password-file", type=Path, help="decrypts vaulted inventory (BMC passwords)")
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="a line per host and task (default: a live progress line on a terminal, else a line per host)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -169,9 +175,9 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
 _READS_SWITCHES = ("provision", "check", "drift", "gate", "switch")
 
 
-def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> dict[str, str]:
+def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> tuple[dict[str, str], int]:
     """Configuration errors, found before the first play (nothing drained, nothing changed); the
-    hosts the run will reach."""
+    hosts the run holds (its lock), and how many hosts it reaches (the leaves it reads too)."""
     preflight.report_dir(args.report_dir)
     if getattr(args, "textfile_dir", None) is not None:
         preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False)
@@ -190,11 +196,12 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     if getattr(args, "tags", None):
         preflight.tags("provision.yml", args.tags)
     held = preflight.hosts(listed)
+    reached = len(held)
     if args.command != "switch":
         # the other commands only read the leaves: two gates on different nodes share them
         leaves = preflight.group_members(listed, runner.SWITCH_GROUP)
         held = {address: name for address, name in held.items() if name not in leaves}
-    return held
+    return held, reached
 
 
 def _changing(args: argparse.Namespace) -> str | None:
@@ -416,7 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         _arguments(args)
         inventory = _inventory(args.inventory)
         vault = _vault_file(args.vault_password_file, args.inventory)
-        hosts = _preflight(args, inventory, vault)
+        hosts, reached = _preflight(args, inventory, vault)
+        commands.progress.verbose = args.verbose
+        commands.progress.total = reached
         changing = _changing(args)
         with interrupt.installed():
             if changing is None:

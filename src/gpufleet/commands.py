@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet import checks, interrupt, runner
+from gpufleet.progress import Display
 from gpufleet.report import HostReport, Report, now, write
 
 
@@ -22,8 +22,8 @@ class CommonOptions:
     vault_password_file: Path | None = None
 
 
-def progress(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+# What every command prints while it runs (stderr); the CLI sets its verbosity (--verbose).
+progress = Display()
 
 
 def facts_host(result: runner.HostResult) -> HostReport:

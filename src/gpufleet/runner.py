@@ -17,12 +17,14 @@ import ansible_runner
 from gpufleet import events, interrupt, procs, workdir
 from gpufleet.events import INPUTS_PLAY as INPUTS_PLAY
 from gpufleet.events import HostResult as HostResult
+from gpufleet.progress import Display
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
 COLLECTIONS_DIR = REPO_DIR / ".gpufleet" / "collections"
 
-Progress = Callable[[str], None]
+# what a run prints while it goes (progress.py): gpufleet's commands share one
+Progress = Display
 
 
 class RunnerError(RuntimeError):
@@ -95,42 +97,23 @@ class _Events:
     process; writing ~200 event files cost a 32-node drift 0.7 CPU-s, bench/).
     """
 
-    def __init__(self, progress: Progress | None, on_start: Callable[[], None] = lambda: None) -> None:
-        self.progress = progress
+    def __init__(
+        self, display: Progress | None, playbook: str, on_start: Callable[[], None] = lambda: None
+    ) -> None:
+        self.display = display
+        self.playbook = playbook
         self.on_start = on_start
         self.collector = events.Collector()
 
     def __call__(self, event: dict[str, Any]) -> bool:
         if event.get("event") == "playbook_on_start":
             self.on_start()
+            if self.display is not None:
+                self.display.run_started(self.playbook)
         entry = self.collector.add(event)
-        if entry is None or self.progress is None or entry["outcome"] == "skipped":
-            return False
-        data = event.get("event_data", {})
-        res = data.get("res", {}) or {}
-        label = entry["outcome"]
-        if label == "ok" and entry["changed"]:
-            label = "changed"
-        elif label == "ok" and res.get("changes"):
-            # A read-only comparison (drift) found settings that differ: it changed nothing.
-            label = "drifted"
-        message = entry["msg"] if label in ("failed", "unreachable") else _tally(res)
-        self.progress(
-            f"{data['host']:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else "")
-        )
+        if self.display is not None:
+            self.display.event(event, entry, self.collector.hosts)
         return False
-
-
-def _tally(res: dict[str, Any]) -> str:
-    """'3 settings, 1 failed check' from a gpufleet module's result ('' when it has neither)."""
-    changes = len(res.get("changes") or [])
-    failed = sum(1 for c in res.get("checks") or [] if isinstance(c, dict) and not c.get("ok"))
-    parts = []
-    if changes:
-        parts.append(f"{changes} setting{'s' if changes != 1 else ''}")
-    if failed:
-        parts.append(f"{failed} failed check{'s' if failed != 1 else ''}")
-    return ", ".join(parts)
 
 
 def own_path(path: str) -> str:
@@ -172,7 +155,7 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
     if options.vault_password_file is not None:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
     with workdir.private_dir() as private:
-        handler = _Events(progress, on_start=lambda: workdir.forget_environment(private))
+        handler = _Events(progress, options.playbook, on_start=lambda: workdir.forget_environment(private))
         # RUN_MARKER marks the run's processes: a canceled run's workers are found by it (procs.stop_marked)
         envvars = {**environment(options.forks), RUN_MARKER: str(private)}
         result = ansible_runner.run(
@@ -194,6 +177,8 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
             suppress_env_files=True,
         )
         collected = handler.collector
+        if progress is not None:
+            progress.run_finished(collected)
         if not collected.finished():
             if result.status == "canceled":
                 # ansible-runner killed ansible-playbook's process group; ansible-core's workers lead

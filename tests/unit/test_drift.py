@@ -77,64 +77,16 @@ def test_a_failed_fix_says_left_drained_only_when_the_drain_role_drained_it() ->
     )
 
 
-def _event(kind: str, res: dict[str, object]) -> dict[str, object]:
-    return {"event": kind, "event_data": {"host": "node01", "task": "Compare", "res": res}}
-
-
-@pytest.mark.parametrize(
-    ("kind", "res", "line"),
-    [
-        (
-            "runner_on_ok",
-            {"changes": [{"setting": "a"}] * 3, "checks": []},
-            "drifted     Compare: 3 settings",
-        ),
-        ("runner_on_ok", {"changes": [], "checks": [{"ok": True}]}, "ok          Compare"),
-        (
-            "runner_on_ok",
-            {"changes": [{"setting": "a"}], "checks": [{"ok": False}, {"ok": True}]},
-            "drifted     Compare: 1 setting, 1 failed check",
-        ),
-        (
-            "runner_on_ok",
-            {"changed": True, "changes": [{"setting": "a"}] * 2},
-            "changed     Compare: 2 settings",
-        ),
-        (
-            "runner_on_failed",
-            {"msg": "rdma_qos: no port", "changes": []},
-            "failed      Compare: rdma_qos: no port",
-        ),
-        (
-            # a loop: the items that failed, as the report says it, not Ansible's summary
-            "runner_on_failed",
-            {
-                "msg": "One or more items failed",
-                "results": [
-                    {"item": "glm52", "msg": "ok"},
-                    {"item": "kimik3", "exception": "x", "msg": "hit rate 0.07"},
-                ],
-            },
-            "failed      Compare: kimik3: hit rate 0.07",
-        ),
-    ],
-)
-def test_progress_names_each_host_and_what_it_found(kind: str, res: dict[str, object], line: str) -> None:
-    lines: list[str] = []
-    runner._Events(lines.append)(_event(kind, res))
-    assert lines == [f"{'node01':<16} {line}"]
-
-
-def test_drift_prints_progress_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The read-only drift run reports each node as it finishes, like the other commands."""
+def test_drift_reports_progress_through_the_commands_display(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read-only drift run hands its display to the runner, like the other commands."""
+    given: list[object] = []
 
     def fake_run(options: runner.RunOptions, progress: runner.Progress | None = None) -> runner.RunResult:
-        assert progress is not None
-        runner._Events(progress)(_event("runner_on_ok", {"changes": [{"setting": "x"}]}))
+        given.append(progress)
         return runner.RunResult(rc=0, status="successful", hosts={})
 
     monkeypatch.setattr(runner, "run_playbook", fake_run)
-    lines: list[str] = []
+    display = runner.Progress()
     options = drift.DriftOptions(inventory=Path("inv"), limit=None, report_dir=Path("r"))
-    drift.check(options, lines.append)
-    assert lines == [f"{'node01':<16} drifted     Compare: 1 setting"]
+    drift.check(options, display)
+    assert given == [display]

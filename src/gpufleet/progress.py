@@ -1,0 +1,199 @@
+"""What a run prints while it goes, sized for a fleet.
+
+On a terminal: one live line (the play, how many hosts are through its current task, how many
+changed, failed or became unreachable of the total, the elapsed time), and a line of its own for a
+host only when it fails or becomes unreachable. Without a terminal (CI, AWX's job log, a systemd
+journal): each host's result once, a line per host. ``--verbose``: a line per host and task, as
+Ansible prints them. Everything goes to stderr; the report (stdout, files) is the record.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from typing import Any, TextIO
+
+from gpufleet import events
+
+_CLEAR = "\r\x1b[K"
+# the live line is redrawn at most this often (a 1,000-host run sends thousands of events a second)
+_REDRAW_S = 0.1
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def tally(res: dict[str, Any]) -> str:
+    """'3 settings, 1 failed check' from a gpufleet module's result ('' when it has neither)."""
+    changes = len(res.get("changes") or [])
+    failed = sum(1 for c in res.get("checks") or [] if isinstance(c, dict) and not c.get("ok"))
+    parts = []
+    if changes:
+        parts.append(f"{changes} setting{'s' if changes != 1 else ''}")
+    if failed:
+        parts.append(f"{failed} failed check{'s' if failed != 1 else ''}")
+    return ", ".join(parts)
+
+
+def host_outcome(host: events.HostResult) -> str:
+    """A host's run in a word: unreachable, failed, changed, drifted (settings differ, none changed), ok."""
+    if host.unreachable:
+        return "unreachable"
+    if host.failed:
+        return "failed"
+    if host.changed:
+        return "changed"
+    return "drifted" if host.changes else "ok"
+
+
+def host_line(host: events.HostResult) -> str:
+    """One host's result on one line: its outcome, what stopped it, or what its modules found."""
+    outcome = host_outcome(host)
+    if outcome in ("failed", "unreachable"):
+        detail = host.failure_message()
+    else:
+        detail = tally({"changes": host.changes, "checks": host.checks})
+    return f"{host.name:<16} {outcome:<11} {detail}".rstrip()
+
+
+class Display:
+    """The progress of gpufleet's runs (runner.run_playbook feeds it every event), and gpufleet's own
+    lines (a batch starting). ``verbose`` is --verbose; a terminal is asked of the stream each run."""
+
+    def __init__(self, stream: TextIO | None = None, verbose: bool = False) -> None:
+        self._stream = stream
+        self.verbose = verbose
+        # how many hosts the next run reaches (the CLI's preflight counts them); later runs of the same
+        # command (drift --fix's batches) count the hosts they hear of
+        self.total: int | None = None
+        self._reset("")
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def _reset(self, playbook: str) -> None:
+        self.playbook = playbook
+        self.live = False
+        self.started = time.monotonic()
+        self.plays = 0
+        self.play = ""
+        self.task = ""
+        self.task_uuid = ""
+        self.through: set[str] = set()
+        self.printed: set[str] = set()
+        self._drawn = 0.0
+        self._shown = ""
+
+    def terminal(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
+
+    def __call__(self, line: str) -> None:
+        """A line of gpufleet's own (a batch starting, an instance being stopped)."""
+        self._above(line)
+
+    def _write(self, text: str) -> None:
+        self.stream.write(text)
+        self.stream.flush()
+
+    def _above(self, line: str) -> None:
+        """A line printed above the live line (which is drawn again under it)."""
+        if self._shown:
+            self._write(_CLEAR)
+        self._write(line + "\n")
+        if self._shown:
+            self._write(self._shown)
+
+    def run_started(self, playbook: str) -> None:
+        self._reset(playbook)
+        self.live = self.terminal() and not self.verbose
+
+    def event(
+        self, event: dict[str, Any], entry: dict[str, Any] | None, hosts: dict[str, events.HostResult]
+    ) -> None:
+        """One ansible-runner event, with the task entry the Collector made of it (None if not a result)."""
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_play_start":
+            self.plays += 1
+            self.play = str(data.get("play") or data.get("name") or "")
+        elif kind == "playbook_on_task_start":
+            self.task = events.task_name(data)
+            self.task_uuid = str(data.get("task_uuid") or "")
+            self.through = set()
+        if entry is None:
+            self._draw(hosts)
+            return
+        name = str(data.get("host"))
+        if data.get("task_uuid") == self.task_uuid:
+            self.through.add(name)
+        if self.verbose:
+            self._task_line(name, entry, data)
+        elif (
+            entry["outcome"] in ("failed", "unreachable")
+            and not entry.get("ignored")
+            and name not in self.printed
+        ):
+            # a host that fails is done: its line now, once (a gate's rescue still runs, its report says all)
+            self.printed.add(name)
+            self._above(host_line(hosts[name]))
+        self._draw(hosts)
+
+    def _task_line(self, name: str, entry: dict[str, Any], data: dict[str, Any]) -> None:
+        if entry["outcome"] == "skipped":
+            return
+        res = data.get("res") or {}
+        label = entry["outcome"]
+        if label == "ok" and entry["changed"]:
+            label = "changed"
+        elif label == "ok" and res.get("changes"):
+            label = "drifted"  # a read-only comparison found settings that differ: it changed nothing
+        message = entry["msg"] if label in ("failed", "unreachable") else tally(res)
+        self._above(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
+
+    def status(self, hosts: dict[str, events.HostResult]) -> str:
+        """The live line: play, hosts through its current task, changed/failed/unreachable of the total."""
+        counts = {k: 0 for k in ("changed", "failed", "unreachable")}
+        for host in hosts.values():
+            outcome = host_outcome(host)
+            if outcome in counts:
+                counts[outcome] += 1
+        total = self.total if self.total is not None else len(hosts)
+        parts = [
+            f"{self.playbook}: play {self.plays} {self.play!r}",
+            f"{len(self.through)}/{total} hosts through {self.task!r}" if self.task else f"{total} hosts",
+            ", ".join(f"{v} {k}" for k, v in counts.items()),
+            _clock(time.monotonic() - self.started),
+        ]
+        return " | ".join(parts)
+
+    def _draw(self, hosts: dict[str, events.HostResult], force: bool = False) -> None:
+        if not self.live:
+            return
+        now = time.monotonic()
+        if not force and now - self._drawn < _REDRAW_S:
+            return
+        self._drawn = now
+        width = max(20, shutil.get_terminal_size((120, 20)).columns - 1)
+        text = self.status(hosts)
+        self._shown = _CLEAR + (text if len(text) <= width else text[: width - 1] + "…")
+        self._write(self._shown)
+
+    def run_finished(self, collector: events.Collector) -> None:
+        """The run's end: without a terminal each host's result once; on one, the live line's last word."""
+        hosts = collector.hosts
+        if self.live:
+            self._write(_CLEAR)
+            self._shown = ""
+            self._write(self.status(hosts) + "\n")
+        elif not self.verbose:
+            for name in sorted(hosts):
+                if name not in self.printed:
+                    self.printed.add(name)
+                    self._write(host_line(hosts[name]) + "\n")
+        self.live = False
+        self.total = None
