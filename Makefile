@@ -48,7 +48,7 @@ unit: setup
 	$(BIN)/pytest -n 2 tests/unit
 
 integration: setup
-	$(BIN)/pytest -n 2 --dist loadfile tests/integration
+	$(BIN)/pytest -n 2 --dist loadfile --durations=25 tests/integration
 
 # Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores), then
 # report.html at 1,000 synthetic nodes in headless Chromium (~1-2 min).

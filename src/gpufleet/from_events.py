@@ -32,6 +32,12 @@ COMMANDS: dict[str, tuple[str, HostJudge]] = {
     "post_maintenance.yml": ("gate", commands.gate_host),
     "watch.yml": ("watch", watch.watch_host),
 }
+# A check-mode run of the playbooks that change nodes says so in its stats (tasks/record_mode.yml).
+CHECK_MODE: dict[str, HostJudge] = {
+    "provision.yml": partial(commands.provision_host, check_mode=True),
+    "switch_qos.yml": partial(commands.provision_host, check_mode=True),
+}
+CHECK_MODE_STAT = "gpufleet_check_mode"
 
 # The play every slice runs on the leaf switches (read-only): each slice reads the leaves its nodes are
 # cabled to, so a leaf is in every slice's events; it is reported once when the slices read it alike.
@@ -143,6 +149,11 @@ def merge(slices: list[Slice]) -> Report:
             f"(reports are made for {', '.join(sorted(COMMANDS))})"
         )
     command, judge = COMMANDS[playbooks[0]]
+    checked = {bool((s.collector.stats or {}).get("artifact_data", {}).get(CHECK_MODE_STAT)) for s in slices}
+    if len(checked) > 1:
+        raise EventsError("some slices ran in check mode and some did not: give the slices of one job")
+    if checked == {True} and playbooks[0] in CHECK_MODE:
+        command, judge = f"{command} --check", CHECK_MODE[playbooks[0]]
     report = Report(
         command=command,
         started=min((s.started for s in slices if s.started), default=""),

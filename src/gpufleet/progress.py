@@ -38,20 +38,21 @@ def tally(res: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def host_outcome(host: events.HostResult) -> str:
+def host_outcome(host: events.HostResult, read_only: bool = False) -> str:
     """A host's run in a word: unreachable, failed, changed, drifted (settings differ, none changed), ok."""
     if host.unreachable:
         return "unreachable"
     if host.failed:
         return "failed"
-    if host.changed:
+    if host.changed and not read_only:
         return "changed"
-    return "drifted" if host.changes else "ok"
+    # what a read-only run (drift, check mode) would change drifted; it changed nothing
+    return "drifted" if host.changes or host.changed else "ok"
 
 
-def host_line(host: events.HostResult) -> str:
+def host_line(host: events.HostResult, read_only: bool = False) -> str:
     """One host's result on one line: its outcome, what stopped it, or what its modules found."""
-    outcome = host_outcome(host)
+    outcome = host_outcome(host, read_only)
     if outcome in ("failed", "unreachable"):
         detail = host.failure_message()
     else:
@@ -77,6 +78,7 @@ class Display:
 
     def _reset(self, playbook: str) -> None:
         self.playbook = playbook
+        self.read_only = False
         self.live = False
         self.started = time.monotonic()
         self.plays = 0
@@ -87,6 +89,7 @@ class Display:
         self.printed: set[str] = set()
         self._drawn = 0.0
         self._shown = ""
+        self._hosts: dict[str, events.HostResult] = {}
 
     def terminal(self) -> bool:
         isatty = getattr(self.stream, "isatty", None)
@@ -106,10 +109,13 @@ class Display:
             self._write(_CLEAR)
         self._write(line + "\n")
         if self._shown:
-            self._write(self._shown)
+            self._draw(self._hosts, force=True)
 
-    def run_started(self, playbook: str) -> None:
+    def run_started(self, playbook: str, read_only: bool = False) -> None:
+        """A run begins; ``read_only``: it changes nothing (drift, watch, check mode), so what it would
+        change is counted as drifted."""
         self._reset(playbook)
+        self.read_only = read_only
         self.live = self.terminal() and not self.verbose
 
     def event(
@@ -118,6 +124,7 @@ class Display:
         """One ansible-runner event, with the task entry the Collector made of it (None if not a result)."""
         kind = event.get("event", "")
         data = event.get("event_data") or {}
+        self._hosts = hosts
         if kind == "playbook_on_play_start":
             self.plays += 1
             self.play = str(data.get("play") or data.get("name") or "")
@@ -140,7 +147,7 @@ class Display:
         ):
             # a host that fails is done: its line now, once (a gate's rescue still runs, its report says all)
             self.printed.add(name)
-            self._above(host_line(hosts[name]))
+            self._above(host_line(hosts[name], self.read_only))
         self._draw(hosts)
 
     def _task_line(self, name: str, entry: dict[str, Any], data: dict[str, Any]) -> None:
@@ -157,11 +164,8 @@ class Display:
 
     def status(self, hosts: dict[str, events.HostResult]) -> str:
         """The live line: play, hosts through its current task, changed/failed/unreachable of the total."""
-        counts = {k: 0 for k in ("changed", "failed", "unreachable")}
-        for host in hosts.values():
-            outcome = host_outcome(host)
-            if outcome in counts:
-                counts[outcome] += 1
+        counts = self.counts(hosts)
+        del counts["ok"]
         total = self.total if self.total is not None else len(hosts)
         parts = [
             f"{self.playbook}: play {self.plays} {self.play!r}",
@@ -170,6 +174,15 @@ class Display:
             _clock(time.monotonic() - self.started),
         ]
         return " | ".join(parts)
+
+    def counts(self, hosts: dict[str, events.HostResult]) -> dict[str, int]:
+        """How many hosts are ok, changed (drifted in a read-only run), failed, unreachable so far."""
+        changed = "drifted" if self.read_only else "changed"
+        counts = dict.fromkeys(("ok", changed, "failed", "unreachable"), 0)
+        for host in hosts.values():
+            outcome = host_outcome(host, self.read_only)
+            counts[outcome if outcome in counts else "ok"] += 1
+        return counts
 
     def _draw(self, hosts: dict[str, events.HostResult], force: bool = False) -> None:
         if not self.live:
@@ -189,11 +202,13 @@ class Display:
         if self.live:
             self._write(_CLEAR)
             self._shown = ""
-            self._write(self.status(hosts) + "\n")
+            counts = ", ".join(f"{v} {k}" for k, v in self.counts(hosts).items())
+            elapsed = _clock(time.monotonic() - self.started)
+            self._write(f"{self.playbook}: {len(hosts)} hosts in {elapsed}: {counts}\n")
         elif not self.verbose:
             for name in sorted(hosts):
                 if name not in self.printed:
                     self.printed.add(name)
-                    self._write(host_line(hosts[name]) + "\n")
+                    self._write(host_line(hosts[name], self.read_only) + "\n")
         self.live = False
         self.total = None

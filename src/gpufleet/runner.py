@@ -44,6 +44,8 @@ class Canceled(RunnerError):
 # links against the leaves of its cabling, so a --limit to some nodes still reads the leaves.
 READS_SWITCHES = frozenset(("provision.yml", "drift.yml", "drift_fix.yml", "post_maintenance.yml"))
 SWITCH_GROUP = "leaf_switches"
+# The playbooks that change nothing (what they would change is drift, not a change).
+READ_ONLY = frozenset(("drift.yml", "facts.yml", "watch.yml"))
 # The environment variable that marks every process of one run (its private directory's path).
 RUN_MARKER = "GPUFLEET_RUN"
 
@@ -98,10 +100,15 @@ class _Events:
     """
 
     def __init__(
-        self, display: Progress | None, playbook: str, on_start: Callable[[], None] = lambda: None
+        self,
+        display: Progress | None,
+        playbook: str,
+        on_start: Callable[[], None] = lambda: None,
+        read_only: bool = False,
     ) -> None:
         self.display = display
         self.playbook = playbook
+        self.read_only = read_only
         self.on_start = on_start
         self.collector = events.Collector()
 
@@ -109,7 +116,7 @@ class _Events:
         if event.get("event") == "playbook_on_start":
             self.on_start()
             if self.display is not None:
-                self.display.run_started(self.playbook)
+                self.display.run_started(self.playbook, self.read_only)
         entry = self.collector.add(event)
         if self.display is not None:
             self.display.event(event, entry, self.collector.hosts)
@@ -155,7 +162,12 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
     if options.vault_password_file is not None:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
     with workdir.private_dir() as private:
-        handler = _Events(progress, options.playbook, on_start=lambda: workdir.forget_environment(private))
+        handler = _Events(
+            progress,
+            options.playbook,
+            on_start=lambda: workdir.forget_environment(private),
+            read_only=options.check or options.playbook in READ_ONLY,
+        )
         # RUN_MARKER marks the run's processes: a canceled run's workers are found by it (procs.stop_marked)
         envvars = {**environment(options.forks), RUN_MARKER: str(private)}
         result = ansible_runner.run(

@@ -314,7 +314,7 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
 
 
 def test_three_slices_through_execution_nodes_give_the_local_report(
-    fleet: Fleet, provisioned: Path, tmp_path: Path
+    fleet: Fleet, provisioned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """AWX runs a sliced job on execution nodes (ansible-runner transmit | worker | process) and keeps
     only the events: `gpufleet report --from-events` on the three slices' artifacts is the report of
@@ -322,8 +322,13 @@ def test_three_slices_through_execution_nodes_give_the_local_report(
     for name in ("node02", "node05"):  # drifted, and a role that cannot be planned (failed)
         control.fault(fleet, name, None, clear=True)
         control.fault(fleet, name, ALL_FAULTS[name], clear=False)
+    capsys.readouterr()
     code, local = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "local")
     assert code == 1 and {"ok", "drifted", "failed"} <= {h["status"] for h in local["hosts"].values()}
+    # without a terminal the run printed each host's result once: one line per host, in its status
+    progress = [line.split() for line in capsys.readouterr().err.splitlines()]
+    assert sorted(words[0] for words in progress) == sorted(local["hosts"])
+    assert {words[0]: words[1] for words in progress}["node05"] == "failed"
     slices = execution_node.sliced(list(ALL_NODES), 3)
     assert [len(s) for s in slices] == [4, 4, 3]
     pipelines = []

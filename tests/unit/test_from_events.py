@@ -17,7 +17,11 @@ COMPARE = "Compare every role's desired state with the node"
 
 
 def _artifacts(
-    where: Path, hosts: dict[str, dict[str, Any]], playbook: str = PLAYBOOK, stats: bool = True
+    where: Path,
+    hosts: dict[str, Any],
+    playbook: str = PLAYBOOK,
+    stats: bool = True,
+    artifact_data: dict[str, Any] | None = None,
 ) -> Path:
     """An ansible-runner artifact directory: one file per event, as `ansible-runner process` writes."""
     events: list[dict[str, Any]] = [{"event": "playbook_on_start", "event_data": {"playbook": playbook}}]
@@ -28,7 +32,11 @@ def _artifacts(
         events.append(
             {
                 "event": "playbook_on_stats",
-                "event_data": {"playbook": playbook, "ok": dict.fromkeys(hosts, 1)},
+                "event_data": {
+                    "playbook": playbook,
+                    "ok": dict.fromkeys(hosts, 1),
+                    "artifact_data": artifact_data or {},
+                },
             }
         )
     found = where / "job_events"
@@ -139,3 +147,19 @@ def test_a_private_data_directory_with_one_run_and_an_awx_page_of_events(tmp_pat
     (awx / "page-1.json").write_text(json.dumps(page), encoding="utf-8")
     for directory in (tmp_path / "private", tmp_path / "awx"):
         assert from_events.report_of([directory]).hosts["node01"].status == "drifted"
+
+
+def test_a_check_mode_run_is_reported_as_what_would_change(tmp_path: Path) -> None:
+    """provision --check records its mode in the stats (playbooks/tasks/record_mode.yml)."""
+    changed = {"changed": True, **DRIFTED}
+    checked = _artifacts(
+        tmp_path / "c",
+        {"node01": ("Provision", changed)},
+        "/p/provision.yml",
+        artifact_data={"gpufleet_check_mode": True},
+    )
+    applied = _artifacts(tmp_path / "a", {"node01": ("Provision", changed)}, "/p/provision.yml")
+    would = from_events.report_of([checked])
+    assert (would.command, would.hosts["node01"].status) == ("provision --check", "drifted")
+    done = from_events.report_of([applied])
+    assert (done.command, done.hosts["node01"].status) == ("provision", "changed")

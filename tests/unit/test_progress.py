@@ -75,9 +75,13 @@ def test_on_a_terminal_a_live_line_and_only_the_failing_hosts() -> None:
     printed = [line.split("\x1b[K")[-1] for line in text.split("\n") if line.strip()]
     hosts_named = [line.split()[0] for line in printed[:-1]]
     assert hosts_named == ["node03", "node04"]  # the failing hosts, each once; no per-task or ok host line
-    final = printed[-1]
-    assert final.startswith("drift.yml: play 1 'Compare every role'")
-    assert "6/6 hosts through 'Compare'" in final and "1 changed, 1 failed, 1 unreachable" in final
+    assert re.fullmatch(
+        r"drift.yml: 6 hosts in 0:\d\d: 3 ok, 1 changed, 1 failed, 1 unreachable", printed[-1]
+    )
+    # the live line: the play, hosts through its task of the total, the counts so far
+    assert re.search(
+        r"\r\x1b\[Kdrift.yml: play 1 'Compare every role' \| \d/6 hosts through 'Compare' \|", text
+    )
     assert "\r\x1b[K" in text  # the live line was redrawn in place
 
 
@@ -124,4 +128,22 @@ def test_gpufleets_own_lines_go_above_the_live_line() -> None:
     display("drift --fix: batch 1/2: node01")
     text = out.getvalue()
     assert "\r\x1b[Kdrift --fix: batch 1/2: node01\n" in text
-    assert re.search(r"\r\x1b\[Kdrift_fix.yml: play 1 'Fix' \| 0 hosts \| 0 changed, 0 failed, 0 unreachable \| 0:\d\d$", text)
+    assert re.search(
+        r"\r\x1b\[Kdrift_fix.yml: play 1 'Fix' \| 0 hosts \| 0 changed, 0 failed, 0 unreachable \| 0:\d\d$",
+        text,
+    )
+
+
+def test_a_read_only_run_counts_what_it_would_change_as_drifted() -> None:
+    out = io.StringIO()
+    display = Display(out)
+    handler = runner._Events(display, "drift.yml", read_only=True)
+    handler({"event": "playbook_on_start", "event_data": {}})
+    # a leaf read in check mode that would change its profile reports changed: it changed nothing
+    handler(
+        _result(
+            "runner_on_ok", "leaf02", {"changed": True, "changes": [{"setting": "pfc", "from": 0, "to": 1}]}
+        )
+    )
+    display.run_finished(handler.collector)
+    assert out.getvalue().split() == ["leaf02", "drifted", "1", "setting"]
