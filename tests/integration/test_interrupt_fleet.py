@@ -75,7 +75,16 @@ def _gate(fleet: Fleet, tmp_path: Path, name: str, signals: int) -> tuple[int, d
     for node in ("node01", "node02"):
         (host_vars / f"{node}.yml").write_text("gpufleet_drain_method: slurm\n")
     report_dir = tmp_path / name
-    argv = [str(GPUFLEET), "gate", "--burn-in-seconds", "20", "--inventory", str(fleet.inventory_path)]
+    # --verbose: the per-task lines tell when the burn-in starts
+    argv = [
+        str(GPUFLEET),
+        "gate",
+        "--verbose",
+        "--burn-in-seconds",
+        "20",
+        "--inventory",
+        str(fleet.inventory_path),
+    ]
     argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
     env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
