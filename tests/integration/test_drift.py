@@ -252,11 +252,12 @@ EDITED = "node11"
 
 
 def test_drift_and_check_name_the_same_changes_for_every_fault(
-    fleet: Fleet, provisioned: Path, tmp_path: Path
+    fleet: Fleet, provisioned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Drift (node_facts: each role's plan, read-only) and `gpufleet check` (provision --check --diff:
     each role's module in check mode) run the same code: the whole set of {setting, from, to} is the
-    same on every node of a fleet with every fault drift can see."""
+    same on every node of a fleet with every fault drift can see. The same drift in three slices
+    through the execution-node protocol gives the same report (three_slices_give)."""
     for name in ALL_NODES:
         control.fault(fleet, name, None, clear=True)
     # the earlier tests ran on node01..node04 only (--limit): the other nodes are as provisioned
@@ -271,8 +272,13 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     lines = conf.read_text().splitlines(keepends=True)
     conf.write_text("".join(x if x.startswith("#") else x.split()[0] + " 1100\n" for x in lines))
 
+    capsys.readouterr()
     code, drift = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "drift")
     assert code == 1
+    # without a terminal the run printed each host's result once: one line per host, in its status
+    progress = [line.split() for line in capsys.readouterr().err.splitlines()]
+    assert sorted(words[0] for words in progress) == sorted(drift["hosts"])
+    assert {words[0]: words[1] for words in progress}["node05"] == "failed"
     code, check = run(["check", "--inventory", str(fleet.inventory_path)], tmp_path / "check")
     assert code == 1
     assert set(node_hosts(drift)) == set(node_hosts(check)) == set(ALL_NODES)
@@ -311,24 +317,13 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     assert [c["name"] for c in drift["hosts"]["node06"]["checks"] if not c["ok"]] == [
         "rdma_link.link_state[mlx5_7]"
     ]
+    three_slices_give(fleet, drift, tmp_path)
 
 
-def test_three_slices_through_execution_nodes_give_the_local_report(
-    fleet: Fleet, provisioned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def three_slices_give(fleet: Fleet, local: dict[str, Any], tmp_path: Path) -> None:
     """AWX runs a sliced job on execution nodes (ansible-runner transmit | worker | process) and keeps
-    only the events: `gpufleet report --from-events` on the three slices' artifacts is the report of
-    a local `gpufleet drift` of the same fleet (hosts, statuses, changes, checks)."""
-    for name in ("node02", "node05"):  # drifted, and a role that cannot be planned (failed)
-        control.fault(fleet, name, None, clear=True)
-        control.fault(fleet, name, ALL_FAULTS[name], clear=False)
-    capsys.readouterr()
-    code, local = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "local")
-    assert code == 1 and {"ok", "drifted", "failed"} <= {h["status"] for h in local["hosts"].values()}
-    # without a terminal the run printed each host's result once: one line per host, in its status
-    progress = [line.split() for line in capsys.readouterr().err.splitlines()]
-    assert sorted(words[0] for words in progress) == sorted(local["hosts"])
-    assert {words[0]: words[1] for words in progress}["node05"] == "failed"
+    only the events: `gpufleet report --from-events` on the three slices' artifacts must be ``local``,
+    the report of a local `gpufleet drift` of the same fleet (hosts, statuses, changes, checks)."""
     slices = execution_node.sliced(list(ALL_NODES), 3)
     assert [len(s) for s in slices] == [4, 4, 3]
     pipelines = []
