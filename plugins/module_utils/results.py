@@ -77,7 +77,7 @@ def plain_types(message):
 def task_message(res):
     """A task result's message; for a loop, the messages of the items that failed or became
     unreachable (Ansible's own is "One or more items failed" or even "All items completed").
-    The report (fleet_report callback) and the progress lines (gpufleet's runner) both say this."""
+    The report (gpufleet's events.py) and the progress lines (progress.py) both say this."""
     items = [
         r
         for r in res.get("results") or []
