@@ -20,6 +20,12 @@ class Terminal(io.StringIO):
         return True
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live line is cut to the terminal's width (shutil.get_terminal_size reads COLUMNS first)."""
+    monkeypatch.setenv("COLUMNS", "300")
+
+
 def _result(
     kind: str, host: str, res: dict[str, Any], task: str = "Compare", uuid: str = "t2"
 ) -> dict[str, Any]:
