@@ -88,10 +88,9 @@ class HostResult:
     reboot_required: bool = False
 
     @classmethod
-    def from_tasks(
-        cls, name: str, tasks: list[dict[str, Any]], facts: dict[str, Any] | None = None
-    ) -> HostResult:
-        host = cls(name=name, facts=dict(facts or {}))
+    def from_tasks(cls, name: str, tasks: list[dict[str, Any]]) -> HostResult:
+        """A host from task entries already made (task_entry's shape)."""
+        host = cls(name=name)
         for task in tasks:
             host.add(task)
         return host

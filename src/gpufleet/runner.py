@@ -32,8 +32,8 @@ class RunnerError(RuntimeError):
 
 
 class Canceled(RunnerError):
-    """The playbook was stopped by a second SIGINT/SIGTERM before it ended. The callback wrote no
-    results; ``hosts`` holds what the events said of each host up to then (its tasks and outcomes)."""
+    """The playbook was stopped by a second SIGINT/SIGTERM before it ended (no playbook stats came);
+    ``hosts`` holds what the events said of each host up to then (its tasks and outcomes)."""
 
     def __init__(self, message: str, hosts: dict[str, HostResult] | None = None) -> None:
         super().__init__(message)

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from gpufleet import runner
+from gpufleet.drift import DRIFT_FORKS
 
 BIN = Path(sys.executable).parent
 
@@ -59,8 +60,7 @@ def private_data_dir(where: Path, inventory: Path, hosts: list[str], vault_passw
     env.mkdir()
     # the execution environment: gpufleet's collection and Ansible's settings (runner.environment), its
     # ansible.cfg the project's own copy
-    envvars = {**runner.environment(forks=runner.RunOptions("", inventory).forks)}
-    envvars["ANSIBLE_CONFIG"] = "ansible.cfg"
+    envvars = {**runner.environment(forks=DRIFT_FORKS), "ANSIBLE_CONFIG": "ansible.cfg"}
     (env / "envvars").write_text(json.dumps(envvars), encoding="utf-8")
     return where
 
