@@ -50,8 +50,9 @@ unit: setup
 integration: setup
 	$(BIN)/pytest -n 2 --dist loadfile --durations=25 tests/integration
 
-# Not part of `make test`: fleet-scale timing on 8 and 32 simulated nodes (~25 min on 2 cores), then
-# report.html at 1,000 synthetic nodes in headless Chromium (~1-2 min).
+# Not part of `make test`: fleet-scale timing on 32 simulated nodes (every method) and 128 (ping and
+# drift: controller CPU per node), ~35 min on 2 cores, then report.html at 1,000 synthetic nodes in
+# headless Chromium (~1-2 min).
 bench: setup
 	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[bench]'
 	$(BIN)/python bench/run.py $(BENCH_ARGS)

@@ -1,6 +1,6 @@
 """Fleet-scale timing: `gpufleet drift` against `ansible -m ping`, a naive playbook and clush.
 
-Brings up simulated fleets (8 and 32 nodes by default), puts a different fault on two nodes,
+Brings up simulated fleets (32 and 128 nodes by default), puts a different fault on two nodes,
 then times each method side by side, in rotating order, several rounds. Every run starts with
 cold SSH connections (its own ControlPath directory, masters closed after it), and every run's
 result is checked before it counts: each method must find the same two faults and nothing on
@@ -11,12 +11,16 @@ what grows with the fleet on a real controller; node CPU is what the commands co
 which a real fleet spends in parallel on each node's own cores but which the simulated nodes
 here spend on the controller's.
 
-    .venv/bin/python bench/run.py [--sizes 8,32] [--rounds 3] [--subnet 127.0.90] [--json FILE]
+Fleets above SCALE_FROM nodes time ping and drift only: what grows with the fleet is drift's
+controller CPU per node, and the naive playbook alone would take ~12 min a round at 128 nodes.
+
+    .venv/bin/python bench/run.py [--sizes 32,128] [--rounds 3] [--subnet 127.0.90] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -56,6 +60,10 @@ METHODS = (
     "clush probe",
 )
 SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "watch", "naive", "clush"), METHODS, strict=True))
+# Above this many nodes only ping and drift are timed (see the docstring).
+SCALE_FROM = 32
+# Issue 15's target for drift's controller CPU per node, at every size.
+CPU_PER_NODE_TARGET = 0.35
 
 
 def chosen_methods(spec: str) -> tuple[str, ...]:
@@ -405,27 +413,54 @@ def bench_size(
         fleet.stop()
 
 
+def sized_methods(nodes: int, methods: tuple[str, ...]) -> tuple[str, ...]:
+    """The methods timed on a fleet of ``nodes``: all of ``methods`` up to SCALE_FROM, then ping and drift."""
+    return methods if nodes <= SCALE_FROM else tuple(m for m in methods if m in METHODS[:2])
+
+
+def _medians(samples: dict[str, list[Sample]]) -> dict[str, Sample]:
+    return {
+        m: Sample(
+            statistics.median(s.wall_s for s in v),
+            statistics.median(s.controller_cpu_s for s in v),
+            statistics.median(s.node_cpu_s for s in v),
+        )
+        for m, v in samples.items()
+    }
+
+
+def growth(results: dict[int, dict[str, list[Sample]]]) -> str:
+    """Drift's controller CPU per node at each size against the target, and what each added node cost
+    between two sizes (a super-linear term shows as a marginal cost above the average)."""
+    drift = {n: _medians(samples)["gpufleet drift"].controller_cpu_s for n, samples in results.items()}
+    sizes = sorted(drift)
+    per_node = ", ".join(f"{drift[n] / n:.3f} at {n} nodes" for n in sizes)
+    met = all(drift[n] / n <= CPU_PER_NODE_TARGET for n in sizes)
+    parts = [
+        f"drift controller CPU per node: {per_node} "
+        f"(target <= {CPU_PER_NODE_TARGET}: {'met' if met else 'not met'})"
+    ]
+    for small, large in itertools.pairwise(sizes):
+        marginal = (drift[large] - drift[small]) / (large - small)
+        parts.append(f"each node from {small} to {large} added {marginal:.3f} CPU-s")
+    return "; ".join(parts)
+
+
 def table(results: dict[int, dict[str, list[Sample]]]) -> str:
     rows = [
-        "| nodes | method | wall s (median) | controller CPU s | node CPU s | wall vs ping |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| nodes | method | wall s (median) | controller CPU s | controller CPU s/node | node CPU s "
+        "| wall vs ping |",
+        "|---:|---|---:|---:|---:|---:|---:|",
     ]
     ratios = []
     for nodes, samples in results.items():
-        med = {
-            m: Sample(
-                statistics.median(s.wall_s for s in v),
-                statistics.median(s.controller_cpu_s for s in v),
-                statistics.median(s.node_cpu_s for s in v),
-            )
-            for m, v in samples.items()
-        }
+        med = _medians(samples)
         ping_wall = med["ansible -m ping"].wall_s
         for method in med:
             m = med[method]
             rows.append(
-                f"| {nodes} | {method} | {m.wall_s:.1f} | {m.controller_cpu_s:.1f} | {m.node_cpu_s:.1f} "
-                f"| {m.wall_s / ping_wall:.2f} |"
+                f"| {nodes} | {method} | {m.wall_s:.1f} | {m.controller_cpu_s:.1f} | "
+                f"{m.controller_cpu_s / nodes:.3f} | {m.node_cpu_s:.1f} | {m.wall_s / ping_wall:.2f} |"
             )
         d = med["gpufleet drift"]
         parts = [f"{nodes} nodes: drift / ping = {d.wall_s / ping_wall:.2f} (target <= 1.5)"]
@@ -445,12 +480,16 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
         ping_cpu = med["ansible -m ping"].controller_cpu_s
         parts.append(f"controller CPU drift / ping = {d.controller_cpu_s / ping_cpu:.2f}")
         ratios.append("; ".join(parts))
-    return "\n".join([*rows, "", *ratios])
+    return "\n".join([*rows, "", *ratios, growth(results)])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="8,32", help="fleet sizes, comma-separated (default 8,32)")
+    parser.add_argument(
+        "--sizes",
+        default="32,128",
+        help=f"fleet sizes, comma-separated (default 32,128; above {SCALE_FROM} nodes ping and drift only)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each method per size (default 3)")
     parser.add_argument("--subnet", default="127.0.90", help="loopback /24 for the bench fleets")
     parser.add_argument("--json", type=Path, help="also write every sample here")
@@ -477,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gpufleet-bench-") as tmp:
         try:
             for nodes in sizes:
-                results[nodes] = bench_size(nodes, args.rounds, args.subnet, Path(tmp), methods)
+                timed = sized_methods(nodes, methods)
+                results[nodes] = bench_size(nodes, args.rounds, args.subnet, Path(tmp), timed)
         except BenchError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 1

@@ -38,7 +38,7 @@ def test_table_ratios_use_medians() -> None:
         }
     }
     text = run.table(results)
-    assert "| 32 | gpufleet drift | 7.5 | 3.8 | 15.0 | 1.50 |" in text
+    assert "| 32 | gpufleet drift | 7.5 | 3.8 | 0.117 | 15.0 | 1.50 |" in text
     assert (
         "drift / ping = 1.50 (target <= 1.5); naive / drift = 8.00 (target >= 5); drift / clush = 2.50"
         in text
@@ -66,3 +66,31 @@ def test_table_without_naive_and_clush_gives_the_ping_ratios() -> None:
     text = run.table(results)
     assert "32 nodes: drift / ping = 3.00 (target <= 1.5); controller CPU drift / ping = 1.50" in text
     assert "naive" not in text
+
+
+def test_growth_gives_the_per_node_cost_at_each_size_and_of_each_added_node() -> None:
+    results = {
+        32: {"ansible -m ping": [run.Sample(6.0, 5.0, 1.0)], "gpufleet drift": [run.Sample(17.0, 9.6, 1.0)]},
+        128: {
+            "ansible -m ping": [run.Sample(26.0, 19.0, 1.0)],
+            "gpufleet drift": [
+                run.Sample(70.0, 38.4, 9.0),
+                run.Sample(80.0, 30.0, 9.0),
+                run.Sample(75.0, 99.0, 9.0),
+            ],
+        },
+    }
+    line = run.growth(results)
+    assert line == (
+        "drift controller CPU per node: 0.300 at 32 nodes, 0.300 at 128 nodes (target <= 0.35: met); "
+        "each node from 32 to 128 added 0.300 CPU-s"
+    )
+    results[128]["gpufleet drift"] = [run.Sample(80.0, 48.0, 9.0)]
+    assert "0.375 at 128 nodes (target <= 0.35: not met)" in run.growth(results)
+    assert "each node from 32 to 128 added 0.400 CPU-s" in run.growth(results)
+
+
+def test_fleets_above_32_nodes_time_ping_and_drift_only() -> None:
+    every = run.chosen_methods(",".join(run.SHORT_NAMES))
+    assert run.sized_methods(32, every) == every
+    assert run.sized_methods(128, every) == ("ansible -m ping", "gpufleet drift")
