@@ -48,7 +48,11 @@ def test_a_setting_added_to_one_roles_plan_shows_in_check_mode_and_in_drift(
     assert node.calls == [QUERY, TOPO]
     assert checked["changes"][-1] == added
     assert compared["changes"] == checked["changes"]
-    assert compared["roles"]["nccl_topology"] == {"changes": len(checked["changes"]), "checks": 0, "error": None}
+    assert compared["roles"]["nccl_topology"] == {
+        "changes": len(checked["changes"]),
+        "checks": 0,
+        "error": None,
+    }
     assert compared["changed"] is False
     assert not Path(path).exists()
 
