@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import commands, from_events, interrupt, preflight, procs, prom, runlock, runner
+from gpufleet import catalog, commands, from_events, interrupt, preflight, procs, prom, runlock, runner
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet import watch as watch_mod
@@ -171,24 +171,22 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
     return None
 
 
-# the commands whose playbooks read the leaf switches (runner.READS_SWITCHES), and the switch play
-_READS_SWITCHES = ("provision", "check", "drift", "gate", "switch")
-
-
 def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> tuple[dict[str, str], int]:
     """Configuration errors, found before the first play (nothing drained, nothing changed); the
     hosts the run holds (its lock), and how many hosts it reaches (the leaves it reads too)."""
     preflight.report_dir(args.report_dir)
     if getattr(args, "textfile_dir", None) is not None:
         preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False)
+    playbook = catalog.COMMANDS[args.command]
     listed = preflight.read_inventory(inventory, args.limit)
-    if args.command in _READS_SWITCHES and args.limit:
+    reached_limit = runner.run_limit(playbook, args.limit)
+    if reached_limit != args.limit:
         # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too
-        listed = preflight.read_inventory(inventory, runner.with_switches(args.limit))
-    # The gate reads the BMCs with their vaulted passwords, and every command but facts reads the leaf
-    # switches with theirs; otherwise a secret is needed only to decrypt what is used, but one given
-    # must fit.
-    reads_switches = args.command in _READS_SWITCHES and bool(
+        listed = preflight.read_inventory(inventory, reached_limit)
+    # The gate reads the BMCs with their vaulted passwords, and the commands that read or change the
+    # leaf switches decrypt theirs; otherwise a secret is needed only to decrypt what is used, but one
+    # given must fit.
+    reads_switches = catalog.PLAYBOOKS[playbook].needs_leaf_secrets and bool(
         preflight.group_members(listed, runner.SWITCH_GROUP)
     )
     if args.command == "gate" or reads_switches or vault is not None:
@@ -197,7 +195,7 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
         preflight.tags("provision.yml", args.tags)
     held = preflight.hosts(listed)
     reached = len(held)
-    if args.command != "switch":
+    if not catalog.PLAYBOOKS[playbook].runs_on_leaves:
         # the other commands only read the leaves: two gates on different nodes share them
         leaves = preflight.group_members(listed, runner.SWITCH_GROUP)
         held = {address: name for address, name in held.items() if name not in leaves}

@@ -18,19 +18,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpufleet import commands, drift, events, watch
+from gpufleet import catalog, commands, drift, events, watch
 from gpufleet.report import TIME_FORMAT, HostReport, Report
 
 HostJudge = Callable[[events.HostResult], HostReport]
 
-# Which command a playbook is, and how that command judges a host (the local run's own functions).
-COMMANDS: dict[str, tuple[str, HostJudge]] = {
-    "drift.yml": ("drift", drift.drift_host),
-    "facts.yml": ("facts", commands.facts_host),
-    "provision.yml": ("provision", partial(commands.provision_host, check_mode=False)),
-    "switch_qos.yml": ("switch", partial(commands.provision_host, check_mode=False)),
-    "post_maintenance.yml": ("gate", commands.gate_host),
-    "watch.yml": ("watch", watch.watch_host),
+# The playbooks whose events make a report, and how their command judges a host (the local run's own
+# functions); the command is the playbook's (catalog.PLAYBOOKS).
+JUDGES: dict[str, HostJudge] = {
+    "drift.yml": drift.drift_host,
+    "facts.yml": commands.facts_host,
+    "provision.yml": partial(commands.provision_host, check_mode=False),
+    "switch_qos.yml": partial(commands.provision_host, check_mode=False),
+    "post_maintenance.yml": commands.gate_host,
+    "watch.yml": watch.watch_host,
 }
 # A check-mode run of the playbooks that change nodes says so in its stats (tasks/record_mode.yml).
 CHECK_MODE: dict[str, HostJudge] = {
@@ -143,12 +144,12 @@ def merge(slices: list[Slice]) -> Report:
             + ", ".join(f"{s.where}: {s.playbook}" for s in slices)
             + "): give the slices of one job"
         )
-    if playbooks[0] not in COMMANDS:
+    if playbooks[0] not in JUDGES:
         raise EventsError(
             f"{slices[0].where}: {playbooks[0]} has no gpufleet report "
-            f"(reports are made for {', '.join(sorted(COMMANDS))})"
+            f"(reports are made for {', '.join(sorted(JUDGES))})"
         )
-    command, judge = COMMANDS[playbooks[0]]
+    command, judge = catalog.PLAYBOOKS[playbooks[0]].command, JUDGES[playbooks[0]]
     checked = {bool((s.collector.stats or {}).get("artifact_data", {}).get(CHECK_MODE_STAT)) for s in slices}
     if len(checked) > 1:
         raise EventsError("some slices ran in check mode and some did not: give the slices of one job")

@@ -14,7 +14,7 @@ from typing import Any
 
 import ansible_runner
 
-from gpufleet import events, interrupt, procs, workdir
+from gpufleet import catalog, events, interrupt, procs, workdir
 from gpufleet.events import INPUTS_PLAY as INPUTS_PLAY
 from gpufleet.events import HostResult as HostResult
 from gpufleet.progress import Display
@@ -42,10 +42,10 @@ class Canceled(RunnerError):
 
 # The playbooks whose first play reads every leaf switch (roles/switch_qos read): each node judges its
 # links against the leaves of its cabling, so a --limit to some nodes still reads the leaves.
-READS_SWITCHES = frozenset(("provision.yml", "drift.yml", "drift_fix.yml", "post_maintenance.yml"))
+READS_SWITCHES = catalog.reads_leaves()
 SWITCH_GROUP = "leaf_switches"
 # The playbooks that change nothing (what they would change is drift, not a change).
-READ_ONLY = frozenset(("drift.yml", "facts.yml", "watch.yml"))
+READ_ONLY = catalog.read_only()
 # The environment variable that marks every process of one run (its private directory's path).
 RUN_MARKER = "GPUFLEET_RUN"
 

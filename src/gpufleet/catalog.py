@@ -1,0 +1,63 @@
+"""Every playbook gpufleet runs and every command that runs one, described once.
+
+The runner (which limit a run gets, whether what it would change is drift), the preflight (which
+hosts a run reaches, whether it needs the vault secret) and `report --from-events` (which command a
+job's events are) all read this table rather than keeping their own list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Playbook:
+    """What a playbook of playbooks/ is to gpufleet."""
+
+    # the gpufleet command whose report its events make
+    command: str
+    # its first play reads every leaf switch (a --limit to some nodes still reaches the leaves)
+    reads_leaves: bool = False
+    # its hosts are the leaf switches themselves (gpufleet switch)
+    runs_on_leaves: bool = False
+    # it changes nothing: what it would change is drift
+    read_only: bool = False
+
+    @property
+    def needs_leaf_secrets(self) -> bool:
+        """Whether a run decrypts the leaves' vaulted credentials."""
+        return self.reads_leaves or self.runs_on_leaves
+
+
+PLAYBOOKS: dict[str, Playbook] = {
+    "facts.yml": Playbook("facts", read_only=True),
+    "provision.yml": Playbook("provision", reads_leaves=True),
+    "drift.yml": Playbook("drift", reads_leaves=True, read_only=True),
+    "drift_fix.yml": Playbook("drift", reads_leaves=True),
+    "post_maintenance.yml": Playbook("gate", reads_leaves=True),
+    "gate_stop.yml": Playbook("gate"),
+    "switch_qos.yml": Playbook("switch", runs_on_leaves=True),
+    "watch.yml": Playbook("watch", read_only=True),
+}
+
+# The playbook each command starts with (check is provision's in check mode; drift --fix and the
+# gate run more after it, each in PLAYBOOKS).
+COMMANDS: dict[str, str] = {
+    "facts": "facts.yml",
+    "provision": "provision.yml",
+    "check": "provision.yml",
+    "drift": "drift.yml",
+    "gate": "post_maintenance.yml",
+    "switch": "switch_qos.yml",
+    "watch": "watch.yml",
+}
+
+
+def reads_leaves() -> frozenset[str]:
+    """The playbooks whose first play reads every leaf switch."""
+    return frozenset(name for name, book in PLAYBOOKS.items() if book.reads_leaves)
+
+
+def read_only() -> frozenset[str]:
+    """The playbooks that change nothing."""
+    return frozenset(name for name, book in PLAYBOOKS.items() if book.read_only)
