@@ -6,7 +6,7 @@ The file is what NCCL itself writes with NCCL_TOPO_DUMP_FILE, and what it reads 
 NCCL_TOPO_FILE: ``<cpu>`` per NUMA node, the PCI tree under it (switch upstream ports, then
 endpoints, children ordered by bus ID), ``<gpu>`` with its ``<nvlink>`` edges, and ``<nic>``
 holding one ``<net>`` per RDMA device. Element and attribute names and value formats follow
-NCCL's src/graph/xml.cc and the real dumps in shared/fixtures/real/nccl-topo (IBM Cloud H100,
+NCCL's src/graph/xml.cc and the real dumps in tests/fixtures/real/nccl-topo (IBM Cloud H100,
 Azure ND, AWS p4d).
 
 Pure functions (text or data in, data out) come first; ``read_node`` at the end is the one

@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-# <checkout>/../shared/fixtures/real (read-only captures); GPUFLEET_FIXTURES points elsewhere.
-_DEFAULT_FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+# tests/fixtures/real: the real captures, copied into the project with their provenance (INDEX.md);
+# GPUFLEET_FIXTURES points elsewhere.
+_DEFAULT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "real"
 
 
 @pytest.fixture(scope="session")

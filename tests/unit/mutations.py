@@ -32,11 +32,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-# <checkout>/../shared/fixtures/real, or GPUFLEET_FIXTURES (as tests/unit/conftest.py).
-FIXTURES = Path(
-    os.environ.get("GPUFLEET_FIXTURES")
-    or Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
-)
+# tests/fixtures/real, or GPUFLEET_FIXTURES (as tests/unit/conftest.py).
+FIXTURES = Path(os.environ.get("GPUFLEET_FIXTURES") or Path(__file__).resolve().parents[1] / "fixtures" / "real")
 
 MARKUPS = ("text", "xml", "json")
 

@@ -1,7 +1,7 @@
 """Every parser on mutations of every real capture: data that is sane, or the parser's own error.
 
 Issue 11 ("Fail closed everywhere", "Parsers never crash"). For each real capture in
-../shared/fixtures/real that a pure parser reads, Hypothesis draws damaged copies
+tests/fixtures/real that a pure parser reads, Hypothesis draws damaged copies
 (tests/unit/mutations.py: flips, cuts, lines dropped or repeated, numbers turned into NaN, Inf,
 1e999, huge or negative values, deep nesting, non-UTF-8 bytes). The parser must either return
 data whose every number is finite and in its physical range, or raise its module's parse error

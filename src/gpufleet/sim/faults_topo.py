@@ -3,7 +3,7 @@
 `stale-nccl-topo` writes /etc/nccl/topo.xml (the node's overlay upper dir, etc-upper/) as NCCL
 would have dumped it before the last service: the last GPU then enumerated 16 buses higher,
 the last NIC was not fitted yet, and the first NIC hung off the other socket. The file is in
-NCCL's dump format (shared/fixtures/real/nccl-topo/ibm-cloud-h100-*.xml). Clearing it puts
+NCCL's dump format (tests/fixtures/real/nccl-topo/ibm-cloud-h100-*.xml). Clearing it puts
 back whatever file was there before (or removes it).
 """
 

@@ -11,7 +11,7 @@ Where the shapes come from (NVUE has no public JSON capture of ``GET /nvue_v1/qo
 - [TREE] the one real full-tree response that is public: ``curl -u cumulus:cumulus
   'https://127.0.0.1:8765/nvue_v1/?rev=applied'`` on Cumulus VX 5.5.1 in NVIDIA's "Cumulus Linux
   Automation Workshop" README (gitlab nvidia-networking/systems-engineering/nvue, branch
-  cumulus-linux-55-automation-workshop, Apache-2.0; ../shared/fixtures/real/INDEX.md section 9).
+  cumulus-linux-55-automation-workshop, Apache-2.0; tests/fixtures/real/INDEX.md section 9).
   Keys are kebab-case; switches are "on"/"off" or "enable"/"disable" strings; numbers are JSON
   numbers; collections are objects keyed by id (``"pcp": {"0": {"switch-priority": 0}, ...}``),
   and member sets are objects of empty objects (``"switch-priority": {"0": {}, ...}``).

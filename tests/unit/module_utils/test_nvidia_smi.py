@@ -1,4 +1,4 @@
-"""nvidia_smi parsers on the real captures in ../shared/fixtures/real (see its INDEX.md)."""
+"""nvidia_smi parsers on the real captures in tests/fixtures/real (see its INDEX.md)."""
 
 import re
 

@@ -1,6 +1,6 @@
 """Parsers of plugins/module_utils/rdma.py on real captured outputs, and the sysfs readers.
 
-Every file in shared/fixtures/real/mellanox has a case below (a test fails if one is added
+Every file in tests/fixtures/real/mellanox has a case below (a test fails if one is added
 without one). Formats with no capture in the fixtures are checked on real outputs published
 elsewhere, quoted below with their source (search-index id where the repository is not named).
 """

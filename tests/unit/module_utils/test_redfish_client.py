@@ -1,7 +1,7 @@
 """Redfish coolant parsing on DMTF's mockups, and the client against a local HTTPS BMC.
 
 FakeBmc serves the DMTF public-cooling-unit tree merged with public-liquid-cooled-server's
-Chassis/1U (from ../shared/fixtures/real/redfish/dmtf) on 127.0.0.1 over TLS, with a CA made
+Chassis/1U (from tests/fixtures/real/redfish/dmtf) on 127.0.0.1 over TLS, with a CA made
 for the test. It enforces basic and session auth as BMCs do and can be told to answer a path
 with 503s, a 404 or a hang, so login, logout, retries and errors are tested on the wire.
 """

@@ -1,7 +1,7 @@
 """The Redfish client on damaged BMC answers: every real Redfish capture, mutated (tests/unit/mutations.py),
 gives data or RedfishError, nothing else; and the regressions that escaped before (issue 11).
 
-Two ways in. Each capture in ../shared/fixtures/real/redfish (DMTF mockups, schema-guide examples,
+Two ways in. Each capture in tests/fixtures/real/redfish (DMTF mockups, schema-guide examples,
 the real HGX sensor) is damaged as an HTTP body and decoded the way the client decodes a body, then
 given to every pure parser. And the whole walk: a BMC in memory (an ``opener`` with open_url's
 signature, no sockets) serves the DMTF cooling-unit tree with the liquid-cooled server's chassis,

@@ -1,5 +1,5 @@
 """plugins/module_utils/roce_counters.py: ethtool -S and rdma statistic on the real captures
-(shared/fixtures/real/ethtool, rdma-statistic; INDEX.md §9), and the judgement of a RoCE port's
+(tests/fixtures/real/ethtool, rdma-statistic; INDEX.md §9), and the judgement of a RoCE port's
 counters over a window, table-driven over the fabric's failure modes (issue 12 §3).
 
 The judgement's readings start from the real captures (a ConnectX-4 Lx's ethtool -S, an mlx5

@@ -1,4 +1,4 @@
-"""plugins/module_utils/sonic_qos.py on the real SONiC CONFIG_DB captures (shared/fixtures/real/sonic,
+"""plugins/module_utils/sonic_qos.py on the real SONiC CONFIG_DB captures (tests/fixtures/real/sonic,
 INDEX.md §9), and the lossless questions on a switch assembled from them.
 
 The stock AZURE map sends the host's RoCE DSCP 26 to TC 1, a lossy class: the issue's example of

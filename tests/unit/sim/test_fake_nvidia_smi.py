@@ -1,4 +1,4 @@
-"""The fake nvidia-smi against the real captures in ../shared/fixtures/real (see its INDEX.md)."""
+"""The fake nvidia-smi against the real captures in tests/fixtures/real (see its INDEX.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Redfish resources a simulated node's BMC serves, built from its state at read time.
 
-Shapes follow DMTF's mockups in ../shared/fixtures/real/redfish/dmtf: public-liquid-cooled-server
+Shapes follow DMTF's mockups in tests/fixtures/real/redfish/dmtf: public-liquid-cooled-server
 (Chassis, ThermalSubsystem, CoolantConnectors, ThermalMetrics) and public-cooling-unit
 (ServiceRoot, SessionService, ThermalEquipment/CDUs, LeakDetection). Readings are excerpt objects
 (`{"Reading": x}`) as the mockups have them; values come from the thermal model.

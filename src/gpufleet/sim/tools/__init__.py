@@ -1,7 +1,7 @@
 """Fake device tools, run inside simulated nodes under the real command names.
 
 Each tool module exposes ``main(argv: list[str], node_dir: Path) -> int`` and prints exactly
-what the real tool prints (shared/fixtures/real is the reference). The node's sysfs tree is
+what the real tool prints (tests/fixtures/real is the reference). The node's sysfs tree is
 at ``node_dir / "sys"`` (bind-mounted at /sys inside the node).
 """
 

@@ -1,7 +1,7 @@
 """Fake `lldpctl` (lldpd's client): the neighbours the node's RoCE ports hear, from the fleet's cabling
 (each NIC's ``neighbor`` in the node state; build._cabling).
 
-Formats, shaped on the real captures in shared/fixtures/real/lldp/ (lldpd's src/client/json_writer.c):
+Formats, shaped on the real captures in tests/fixtures/real/lldp/ (lldpd's src/client/json_writer.c):
 - ``-f json0``: every level a list of objects, each value ``[{"value": ...}]``
   (unifabric-5nic-sonic-leaves-lldpctl-json0.json);
 - ``-f json``: an object per interface keyed by its name (a list of them when there are several),

@@ -1,6 +1,6 @@
 """Fake `mlnx_qos` (mlnx-tools python/mlnx_qos): show and set trust and PFC of a NIC's netdev.
 
-Output is the MLNX_OFED 23.10 layout (shared/fixtures/real/mellanox/3fs-doc-mlnx_qos-*): DCBX
+Output is the MLNX_OFED 23.10 layout (tests/fixtures/real/mellanox/3fs-doc-mlnx_qos-*): DCBX
 mode, trust, dscp2prio (dscp trust only), default priority, receive buffers, cable length,
 PFC enabled/buffer rows, then the TCs in the order the tool walks its prio->tc map. The tool
 indents with tabs; the capture shows them expanded to spaces by the terminal it was copied from.

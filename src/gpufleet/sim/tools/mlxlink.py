@@ -1,6 +1,6 @@
 """Fake `mlxlink -d <dev> [-p <port>] [-m|--show_module]`: a NIC port's link as MFT prints it.
 
-Layout from real captures (shared/fixtures/real/mellanox/*mlxlink*): "Key" padded to 35
+Layout from real captures (tests/fixtures/real/mellanox/*mlxlink*): "Key" padded to 35
 columns, then ": value"; Ethernet speeds as "400G" with the "(Ext.)" PTYS speed masks
 (bit numbers from the kernel's mlx5e_ext_link_mode), InfiniBand as "IB-NDR". A down port
 shows what mlxlink shows for a port whose cable is out: state Disable, status opcode 1024

@@ -1,7 +1,7 @@
 """`nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]`.
 
 Field names, aliases and header units are those of `nvidia-smi --help-query-gpu` and the 590-driver
-CSV capture (shared/fixtures/real/nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv):
+CSV capture (tests/fixtures/real/nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv):
 the header names the canonical field even when an alias was asked for ("gpu_name" -> "name").
 """
 

@@ -1,5 +1,5 @@
 """`nvidia-smi -q [-d TYPES]`: the 590-driver text layout (labels padded to column 54, 4-space indents),
-section order as on shared/fixtures/real/nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-load-q.txt; one
+section order as on tests/fixtures/real/nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-load-q.txt; one
 block per GPU followed by a blank line, as on the 8-GPU gpud capture."""
 
 from __future__ import annotations

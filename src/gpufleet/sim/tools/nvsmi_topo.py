@@ -1,6 +1,6 @@
 """`nvidia-smi topo -m`: the tab-separated matrix of the 590-era drivers.
 
-Byte layout as on shared/fixtures/real/topo-matrix/aiconfigurator-gb200-*.txt (SHA-checked capture):
+Byte layout as on tests/fixtures/real/topo-matrix/aiconfigurator-gb200-*.txt (SHA-checked capture):
 header wrapped in ESC[4m..ESC[0m after a leading tab, " X " on the diagonal, GPU rows ending
 "<cpus>\\t<numa>\\t\\tN/A", NIC rows ending in four empty cells, the Legend block, then the NIC Legend
 and a trailing blank line. Without NICs the output ends after the Legend (single-GPU utku capture).

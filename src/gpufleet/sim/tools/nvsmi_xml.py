@@ -1,5 +1,5 @@
 """`nvidia-smi -q -x`: the v13 schema, element order as on the 590-driver Blackwell capture
-(shared/fixtures/real/nvidia-smi-xml/telegraf-pro-6000-maxq-blackwell-v13.xml), with the values a
+(tests/fixtures/real/nvidia-smi-xml/telegraf-pro-6000-maxq-blackwell-v13.xml), with the values a
 datacenter GPU prints."""
 
 from __future__ import annotations

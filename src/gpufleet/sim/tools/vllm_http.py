@@ -2,7 +2,7 @@
 
 Routes as vLLM's API server has them: GET /health (200, empty), GET /version, GET /v1/models,
 POST /v1/completions, GET /metrics. Metric names, HELP texts and number formatting follow the
-real exposition in ../shared/fixtures/real/vllm-metrics (vLLM V1, prometheus_client), plus V0's
+real exposition in tests/fixtures/real/vllm-metrics (vLLM V1, prometheus_client), plus V0's
 vllm:gpu_prefix_cache_hit_rate gauge that older dashboards and checks still read.
 """
 
