@@ -20,6 +20,30 @@ from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
 EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
 DEFAULT_REPORT_DIR = Path("reports/latest")
 
+# What `gpufleet --help` tells an operator (the module docstring is for who reads the code).
+DESCRIPTION = """\
+Bring GPU nodes and their leaf switches to the settings their Ansible roles describe, admit a node
+back to service after maintenance, and say per host what was found and done.
+
+typical use:
+  gpufleet check -i INVENTORY              what provision would change (changes nothing)
+  gpufleet provision -i INVENTORY          apply every role to every node
+  gpufleet drift -i INVENTORY [--fix]      which nodes differ from their roles; --fix rolls them out
+  gpufleet switch -i INVENTORY             the leaf switches' lossless RoCE profile
+  gpufleet gate -i INVENTORY -l NODE       after maintenance: admit the node, or keep it out of service
+  gpufleet watch -i INVENTORY              read-only look at nodes in service (for a schedule)
+  gpufleet report --report-dir DIR         print a report again
+
+Without -i the simulated fleet is used (gpufleet sim up; gpufleet demo shows it all).
+Every command writes report.json, report.md, report.html and gpufleet.prom into --report-dir
+(default reports/latest). 'gpufleet COMMAND --help' lists a command's options."""
+
+EPILOG = """\
+exit status:
+  0  every host is ok (or changed as asked)
+  1  a host was blocked, drifted, failed or could not be reached: the report names it and why
+  2  bad arguments or configuration: refused with a message naming the setting"""
+
 
 class UsageError(Exception):
     """Bad arguments or configuration: nothing was run."""
@@ -39,7 +63,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpufleet", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="gpufleet",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     facts = sub.add_parser("facts", help="gather GPU and RDMA facts from every node and report")
@@ -85,7 +114,9 @@ def _parser() -> argparse.ArgumentParser:
         "--max-fail-percent",
         type=float,
         default=0.0,
-        help="stop the rollout when a batch fails more than P %",
+        metavar="P",
+        help="stop the rollout when more than P percent of a batch fails (0..100; default 0: the first "
+        "failure stops it)",
     )
 
     watch = sub.add_parser(

@@ -1,0 +1,57 @@
+"""Every command's and subcommand's --help prints and exits 0: the commands are found in the parser
+itself, so a command added later is covered without touching this test."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from gpufleet import cli
+
+
+def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The argv prefix of the parser and of every subparser below it, depth first."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _commands(child, (*path, name))
+
+
+COMMANDS = list(_commands(cli._parser()))
+
+
+def test_the_parser_is_walked_to_its_subcommands() -> None:
+    """The walk reaches the commands and the sim's own (a broken walk would test only the top)."""
+    assert {("drift",), ("report",), ("sim", "fault"), ("sim", "up")} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: " ".join(argv) or "gpufleet")
+def test_help_exits_0_and_prints_usage(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*argv, "--help"])
+    assert exited.value.code == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"usage: gpufleet {' '.join(argv)}".rstrip())
+    assert err == ""
+
+
+def test_the_top_level_help_tells_an_operator_what_to_run_and_what_exit_codes_mean() -> None:
+    """As an operator runs it: a process, no traceback on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufleet.cli", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    for words in ("gpufleet provision -i INVENTORY", "gpufleet drift", "gpufleet gate", "exit status:"):
+        assert words in done.stdout
+    assert "2  bad arguments or configuration" in done.stdout
+    assert "only here" not in done.stdout  # the code's own docstring is not the operator's help
