@@ -210,6 +210,7 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
         preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False)
     playbook = catalog.COMMANDS[args.command]
     listed = preflight.read_inventory(inventory, args.limit)
+    preflight.run_on(listed, playbook, inventory, args.limit)
     reached_limit = runner.run_limit(playbook, args.limit)
     if reached_limit != args.limit:
         # the run reads the leaves whatever the limit (runner.run_limit): their secrets must decrypt too

@@ -1,6 +1,6 @@
 """What every command checks on the controller before the first play, so that a configuration
 error is exit 2 with nothing drained or changed: the report directory can be written, the
-inventory parses, every vaulted variable can be decrypted with the secret given, and --tags names
+inventory parses and has hosts in the groups the command runs on, every vaulted variable can be decrypted with the secret given, and --tags names
 tags the playbook has.
 
 The inventory is read by the ansible-inventory of gpufleet's own installation, as the run will
@@ -21,7 +21,10 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.parsing.vault import VaultLib, VaultSecret
 
-from gpufleet import runner
+from gpufleet import catalog, runner
+
+# The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
+NODE_GROUP = "gpu_nodes"
 
 
 class ConfigError(Exception):
@@ -103,8 +106,37 @@ def hosts(listed: dict[str, Any]) -> dict[str, str]:
 
 
 def group_members(listed: dict[str, Any], group: str) -> set[str]:
-    """The hosts directly in ``group`` of an ansible-inventory listing."""
-    return set((listed.get(group) or {}).get("hosts") or [])
+    """The hosts in ``group`` of an ansible-inventory listing, and in its child groups."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = [group]
+    while todo:
+        name = todo.pop()
+        if name in seen or not isinstance(listed.get(name), dict):
+            continue
+        seen.add(name)
+        found.update(str(h) for h in listed[name].get("hosts") or [])
+        todo.extend(str(c) for c in listed[name].get("children") or [])
+    return found
+
+
+def run_on(listed: dict[str, Any], playbook: str, inventory: Path, limit: str | None) -> None:
+    """The hosts within --limit (``listed``) include one of the groups the playbook's plays run on:
+    else the run would do nothing and report an empty fleet as all good."""
+    book = catalog.PLAYBOOKS[playbook]
+    groups = [runner.SWITCH_GROUP] if book.runs_on_leaves else [NODE_GROUP]
+    if book.reads_leaves:
+        groups.append(runner.SWITCH_GROUP)
+    if any(group_members(listed, group) for group in groups):
+        return
+    names = sorted(hosts(listed).values())
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    within = f" within --limit {limit}" if limit else ""
+    raise ConfigError(
+        f"inventory {inventory} has no host in group {' or '.join(groups)}{within} (its hosts: {shown}): "
+        f"gpufleet runs on the GPU nodes of group {NODE_GROUP} and the leaf switches of group "
+        f"{runner.SWITCH_GROUP}; is this the fleet's inventory?"
+    )
 
 
 def _reason(stderr: str) -> str:

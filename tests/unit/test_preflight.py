@@ -11,11 +11,18 @@ from ansible.parsing.vault import VaultLib, VaultSecret
 
 from gpufleet import cli, preflight, runner
 
+NODE01 = "all:\n  children:\n    gpu_nodes:\n      hosts:\n        node01: {}\n"
+
 
 def _vaulted_inventory(tmp_path: Path, password: bytes) -> Path:
     ciphertext = VaultLib([("default", VaultSecret(password))]).encrypt("hunter2").decode()
     text = yaml.safe_dump(
-        {"all": {"hosts": {"node01": {"ansible_host": "127.0.0.1"}}, "vars": {"gpufleet_bmc_password": "X"}}}
+        {
+            "all": {
+                "children": {"gpu_nodes": {"hosts": {"node01": {"ansible_host": "127.0.0.1"}}}},
+                "vars": {"gpufleet_bmc_password": "X"},
+            }
+        }
     ).replace(
         "gpufleet_bmc_password: X",
         "gpufleet_bmc_password: !vault |\n      " + ciphertext.replace("\n", "\n      "),
@@ -115,7 +122,7 @@ def test_provision_with_an_unknown_tag_is_exit_2(
     tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
 ) -> None:
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  hosts:\n    node01: {}\n")
+    inventory.write_text(NODE01)
     argv = ["provision", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r"), "--tags"]
     assert cli.main([*argv, "rdma_qos,nosuchrole"]) == 2
     assert no_run == []
@@ -134,3 +141,71 @@ def test_a_report_dir_that_is_a_file_is_exit_2_before_any_run(
         cli.main(["drift", "--fix", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]) == 2
     )
     assert no_run == []
+
+
+NESTED = """
+all:
+  children:
+    gpu_nodes:
+      children:
+        rack7:
+          hosts:
+            node01: {ansible_host: 10.0.0.1}
+    leaf_switches:
+      hosts:
+        leaf01: {gpufleet_switch_address: 10.0.1.1}
+    lab:
+      hosts:
+        stray: {}
+"""
+
+
+def test_the_fleet_groups_are_read_through_child_groups(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(NESTED)
+    listed = preflight.read_inventory(inventory)
+    assert preflight.group_members(listed, "gpu_nodes") == {"node01"}
+    assert preflight.group_members(listed, "leaf_switches") == {"leaf01"}
+    for playbook in ("facts.yml", "drift.yml", "switch_qos.yml", "post_maintenance.yml"):
+        preflight.run_on(listed, playbook, inventory, None)
+    # drift of the leaves alone reads them; facts of a leaf reaches nothing
+    leaf = preflight.read_inventory(inventory, "leaf01")
+    preflight.run_on(leaf, "drift.yml", inventory, "leaf01")
+    with pytest.raises(preflight.ConfigError, match="no host in group gpu_nodes within --limit leaf01"):
+        preflight.run_on(leaf, "facts.yml", inventory, "leaf01")
+    with pytest.raises(preflight.ConfigError, match="no host in group leaf_switches within --limit node01"):
+        preflight.run_on(preflight.read_inventory(inventory, "node01"), "switch_qos.yml", inventory, "node01")
+
+
+GARBAGE = {
+    # the ini plugin reads any word as a host name: a text file parses into ungrouped hosts
+    "a text file": ("notes.txt", "garbage\nfoo bar=1\n", "its hosts: foo, garbage"),
+    "hosts outside the fleet groups": ("hosts.yml", "all:\n  hosts:\n    node01: {}\n", "its hosts: node01"),
+    "another group": ("hosts.yml", "all:\n  children:\n    gpus:\n      hosts:\n        n1: {}\n", "n1"),
+}
+
+
+# each case is refused by drift; each command refuses one case (ansible-inventory takes ~2 s a run)
+CASES = [("drift", case) for case in sorted(GARBAGE)] + [
+    (command, "hosts outside the fleet groups") for command in ("facts", "gate", "switch")
+]
+
+
+@pytest.mark.parametrize(("command", "case"), CASES)
+def test_an_inventory_without_gpu_nodes_or_leaf_switches_is_exit_2_naming_them(
+    command: str,
+    case: str,
+    tmp_path: Path,
+    no_run: list[runner.RunOptions],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    name, text, hosts = GARBAGE[case]
+    inventory = tmp_path / name
+    inventory.write_text(text)
+    argv = [command, "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]
+    assert cli.main([*argv, *(["--limit", "all"] if command == "switch" else [])]) == 2
+    assert no_run == []
+    err = capsys.readouterr().err
+    assert f"inventory {inventory} has no host in group" in err
+    assert hosts in err
+    assert "gpu_nodes" in err and "leaf_switches" in err
