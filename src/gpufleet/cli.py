@@ -207,7 +207,8 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     hosts the run holds (its lock), and how many hosts it reaches (the leaves it reads too)."""
     preflight.report_dir(args.report_dir)
     if getattr(args, "textfile_dir", None) is not None:
-        preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False)
+        textfile = prom.textfile_name(Report(command=args.command, started=""))
+        preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False, files=(textfile,))
     playbook = catalog.COMMANDS[args.command]
     listed = preflight.read_inventory(inventory, args.limit)
     preflight.run_on(listed, playbook, inventory, args.limit)
@@ -279,8 +280,8 @@ def _report(report_dir: Path, fmt: str) -> int:
 def _report_from_events(directories: list[Path], report_dir: Path, fmt: str) -> int:
     """The report of a run made elsewhere (an execution node, an AWX job's slices), from its events:
     written into report_dir, printed in one format; the exit status the command would have returned."""
-    report = from_events.report_of(directories)
     preflight.report_dir(report_dir)
+    report = from_events.report_of(directories)
     report_mod.write(report, report_dir)
     sys.stdout.write(report_mod.render(report, fmt))
     return _exit_status(report)

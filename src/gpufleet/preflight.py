@@ -1,7 +1,8 @@
 """What every command checks on the controller before the first play, so that a configuration
-error is exit 2 with nothing drained or changed: the report directory can be written, the
-inventory parses and has hosts in the groups the command runs on, every vaulted variable can be decrypted with the secret given, and --tags names
-tags the playbook has.
+error is exit 2 with nothing drained or changed: the report directory can be written (and no
+report file in it is a directory), the inventory parses and has hosts in the groups the command
+runs on, every vaulted variable can be decrypted with the secret given, and --tags names tags the
+playbook has.
 
 The inventory is read by the ansible-inventory of gpufleet's own installation, as the run will
 read it; vaulted values are tried with ansible-core's own vault library.
@@ -13,7 +14,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.parsing.vault import VaultLib, VaultSecret
 
-from gpufleet import catalog, runner
+from gpufleet import catalog, report, runner
 
 # The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
 NODE_GROUP = "gpu_nodes"
@@ -38,9 +39,15 @@ class Vaulted:
     ciphertext: str
 
 
-def report_dir(path: Path, option: str = "--report-dir", create: bool = True) -> None:
-    """The report directory (or ``option``'s) exists (made here unless ``create`` is False) and a
-    file can be written in it."""
+def report_dir(
+    path: Path,
+    option: str = "--report-dir",
+    create: bool = True,
+    files: Iterable[str] = tuple(report.FILES.values()),
+) -> None:
+    """The report directory (or ``option``'s) exists (made here unless ``create`` is False), a file
+    can be written in it, and none of the ``files`` the run will write there is a directory (a
+    report that cannot be written is found before the run, not after it)."""
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{option} {path} is a file, not a directory: name a directory")
     if not create and not path.is_dir():
@@ -51,6 +58,14 @@ def report_dir(path: Path, option: str = "--report-dir", create: bool = True) ->
             pass
     except OSError as exc:
         raise ConfigError(f"{option} {path} cannot be written: {exc.strerror or exc}") from None
+    for name in files:
+        # written as NAME.tmp, then renamed over NAME: neither may be a directory
+        for target in (path / name, path / f"{name}.tmp"):
+            if target.is_dir() and not target.is_symlink():
+                raise ConfigError(
+                    f"{option} {path}: {target.name} in it is a directory, where the run writes a "
+                    "file: remove it or name another directory"
+                )
 
 
 def vault_file(given: Path | None) -> Path | None:

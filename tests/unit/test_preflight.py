@@ -209,3 +209,24 @@ def test_an_inventory_without_gpu_nodes_or_leaf_switches_is_exit_2_naming_them(
     assert f"inventory {inventory} has no host in group" in err
     assert hosts in err
     assert "gpu_nodes" in err and "leaf_switches" in err
+
+
+@pytest.mark.parametrize("name", ["report.json", "report.html.tmp"])
+def test_a_report_file_that_is_a_directory_is_exit_2_before_any_run(
+    name: str, tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(NODE01)
+    (tmp_path / "r" / name).mkdir(parents=True)
+    assert cli.main(["drift", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]) == 2
+    assert no_run == []
+    assert f"--report-dir {tmp_path / 'r'}: {name} in it is a directory" in capsys.readouterr().err
+
+
+def test_a_textfile_that_is_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "gpufleet_watch.prom").mkdir()
+    with pytest.raises(
+        preflight.ConfigError, match=r"--textfile-dir .*gpufleet_watch\.prom in it is a directory"
+    ):
+        preflight.report_dir(tmp_path, "--textfile-dir", create=False, files=["gpufleet_watch.prom"])
+    preflight.report_dir(tmp_path, "--textfile-dir", create=False, files=["gpufleet_drift.prom"])
