@@ -188,8 +188,7 @@ def _vault_file(given: Path | None, inventory: Path | None) -> Path | None:
     when running on it."""
     given = preflight.vault_file(given)
     if given is not None:
-        if not given.is_file():
-            raise UsageError(f"--vault-password-file {given} does not exist")
+        preflight.vault_file_usable(given)
         return given
     sim_file = Fleet().vault_password_file
     if inventory is None and sim_file.is_file():

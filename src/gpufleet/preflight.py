@@ -10,8 +10,10 @@ read it; vaulted values are tried with ansible-core's own vault library.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -26,6 +28,8 @@ from gpufleet import catalog, report, runner
 
 # The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
 NODE_GROUP = "gpu_nodes"
+# How long a vault password script may take to print the password (it gets no terminal).
+VAULT_SCRIPT_TIMEOUT_S = 30.0
 
 
 class ConfigError(Exception):
@@ -169,16 +173,68 @@ def vaulted(listed: dict[str, Any]) -> Iterator[Vaulted]:
                 yield Vaulted(host, name, value["__ansible_vault"])
 
 
+def vault_file_usable(path: Path) -> None:
+    """--vault-password-file names a file (a directory, or nothing, is said as such)."""
+    if path.is_dir():
+        raise ConfigError(
+            f"--vault-password-file {path} is a directory: name the file that holds the vault password "
+            "(or an executable script that prints it)"
+        )
+    if not path.exists():
+        raise ConfigError(f"--vault-password-file {path} does not exist")
+    if not path.is_file():
+        raise ConfigError(f"--vault-password-file {path} is not a regular file")
+
+
 def _secret(path: Path) -> bytes:
     """The vault password in a file, or printed by it when it is executable (as Ansible does)."""
-    if not path.is_file():
-        raise ConfigError(f"--vault-password-file {path} does not exist")
+    vault_file_usable(path)
     if os.access(path, os.X_OK):
-        done = subprocess.run([str(path)], capture_output=True, timeout=60, check=False)
-        if done.returncode != 0:
-            raise ConfigError(f"vault password script {path} failed (rc={done.returncode})")
-        return done.stdout.strip()
-    return path.read_bytes().strip()
+        return _script_output(path)
+    try:
+        return path.read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"--vault-password-file {path} cannot be read: {exc.strerror or exc}") from None
+
+
+def _script_output(path: Path) -> bytes:
+    """What a vault password script prints, within VAULT_SCRIPT_TIMEOUT_S. It runs in a process
+    group of its own, without a terminal or stdin, so that one that hangs is stopped with everything
+    it started (no orphan left running)."""
+    try:
+        script = subprocess.Popen(
+            [str(path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ConfigError(f"vault password script {path} could not be run: {exc.strerror or exc}") from None
+    try:
+        out, _ = script.communicate(timeout=VAULT_SCRIPT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        _stop_group(script)
+        raise ConfigError(
+            f"vault password script {path} did not finish within {VAULT_SCRIPT_TIMEOUT_S:g} s (stopped, "
+            "with what it started): it must print the password without waiting for input"
+        ) from None
+    except BaseException:
+        _stop_group(script)
+        raise
+    # what it left running in its group (a helper it forked) goes too
+    _stop_group(script)
+    if script.returncode != 0:
+        raise ConfigError(f"vault password script {path} failed (rc={script.returncode})")
+    return out.strip()
+
+
+def _stop_group(script: subprocess.Popen[bytes]) -> None:
+    """SIGKILL to the script's process group (its pid: start_new_session), then its exit collected."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(script.pid, signal.SIGKILL)
+    script.kill()
+    script.wait()
 
 
 def vault_secrets(listed: dict[str, Any], secret_file: Path | None) -> None:

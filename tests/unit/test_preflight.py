@@ -3,6 +3,7 @@ setting. (Nothing here reaches a node: every case stops in the preflight.)"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,58 @@ def test_a_textfile_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     ):
         preflight.report_dir(tmp_path, "--textfile-dir", create=False, files=["gpufleet_watch.prom"])
     preflight.report_dir(tmp_path, "--textfile-dir", create=False, files=["gpufleet_drift.prom"])
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process has exited (a zombie left to its new parent counts as exited)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_hanging_vault_script_is_stopped_with_its_child_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed = preflight.read_inventory(_vaulted_inventory(tmp_path, b"right"))
+    script = tmp_path / "vault-pass.sh"
+    script.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {tmp_path / 'child'}\nsleep 300\n")
+    script.chmod(0o755)
+    monkeypatch.setattr(preflight, "VAULT_SCRIPT_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    with pytest.raises(
+        preflight.ConfigError, match=f"vault password script {script} did not finish within 1 s"
+    ):
+        preflight.vault_secrets(listed, script)
+    assert time.monotonic() - started < 10
+    child = int((tmp_path / "child").read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(child), f"the script's child {child} was left running"
+
+
+def test_a_vault_script_that_prints_the_password_is_used(tmp_path: Path) -> None:
+    listed = preflight.read_inventory(_vaulted_inventory(tmp_path, b"right"))
+    script = tmp_path / "vault-pass.sh"
+    script.write_text("#!/bin/sh\necho right\n")
+    script.chmod(0o755)
+    preflight.vault_secrets(listed, script)
+    script.write_text("#!/bin/sh\necho wrong\n")
+    with pytest.raises(preflight.ConfigError, match="does not decrypt"):
+        preflight.vault_secrets(listed, script)
+    script.write_text("#!/bin/sh\nexit 3\n")
+    with pytest.raises(preflight.ConfigError, match=r"vault password script .* failed \(rc=3\)"):
+        preflight.vault_secrets(listed, script)
+
+
+def test_a_directory_given_as_the_vault_file_is_named_a_directory(
+    tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = _vaulted_inventory(tmp_path, b"right")
+    argv = ["drift", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]
+    assert cli.main([*argv, "--vault-password-file", str(tmp_path)]) == 2
+    assert f"--vault-password-file {tmp_path} is a directory" in capsys.readouterr().err
+    assert cli.main([*argv, "--vault-password-file", str(tmp_path / "missing")]) == 2
+    assert f"--vault-password-file {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
+    assert no_run == []
