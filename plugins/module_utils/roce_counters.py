@@ -174,7 +174,25 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     # Receive rings found empty by the NIC: the host is not keeping up, packets dropped before the
     # fabric is to blame; a healthy host under the burn-in's load keeps up.
     "rx_out_of_buffer_per_s": 0.0,
+    # Any link-down event in the window: a link that flapped under load drops every queue pair on
+    # it (NCCL aborts or hangs), and a cable or transceiver that flaps once flaps again.
+    "link_flaps": 0,
+    # A port that moved less than this share of its loaded siblings' median RDMA bytes: the load
+    # did not reach it (link down, wrong route, a GID or ToS the traffic does not use).
+    "min_traffic_share": 0.1,
 }
+
+# The link-down counters: mlx5's physical port (ethtool -S) and the kernel's netdev (sysfs
+# carrier_down_count). Both count the same events at two layers: the larger is the flap count.
+LINK_DOWN_COUNTERS = ("link_down_events_phy", "carrier_down_count")
+# The RDMA bytes a port moved (mlx5's vport counters in ethtool -S), each way.
+RDMA_BYTES_COUNTERS = ("rx_vport_rdma_unicast_bytes", "tx_vport_rdma_unicast_bytes")
+# Below this many RDMA bytes per second the siblings count as idle: no load to compare against
+# (about one 4 KiB RDMA frame every 4 ms; the burn-in's load moves gigabytes a second per port).
+LOADED_BYTES_PER_S = 1.0e6
+# The share of a window the RoCE priority must spend paused before an ECN loop that marked
+# nothing is a fault: a few microseconds of pause as a load stops are not congestion.
+CONGESTED_PAUSE_PCT = 1.0
 
 
 def _delta(before: Mapping[str, int], after: Mapping[str, int], name: str) -> int | None:
@@ -253,7 +271,6 @@ def judge_port(
         )
 
     pause_names = ("rx_prio%d_pause" % priority, "tx_prio%d_pause" % priority)
-    pauses = _sum(before, after, pause_names)
     rx_us = _delta(before, after, "rx_prio%d_pause_duration" % priority)
     tx_us = _delta(before, after, "tx_prio%d_pause_duration" % priority)
     if rx_us is not None or tx_us is not None:
@@ -303,26 +320,9 @@ def judge_port(
             )
         )
 
-    ecn = _sum(before, after, ECN_LOOP_COUNTERS)
-    if ecn is not None:
-        congested = bool(pauses) or bool(rx_us) or bool(tx_us) or bool(retransmits)
-        silent = congested and ecn == 0
-        checks.append(
-            check(
-                "fabric.ecn_loop[%s]" % device,
-                not silent,
-                ecn,
-                1 if congested else 0,
-                "",
-                (
-                    "%s: pauses or retransmits grew but no ECN mark or CNP (%s): the switch is not marking"
-                    % (where, " -> ".join(ECN_LOOP_COUNTERS))
-                )
-                if silent
-                else "%s: %d ECN marks and CNPs (%s)%s"
-                % (where, ecn, " -> ".join(ECN_LOOP_COUNTERS), " under congestion" if congested else ""),
-            )
-        )
+    ecn_check = _ecn_loop_check(device, where, before, after, seconds, retransmits, rx_us, tx_us, limits)
+    if ecn_check is not None:
+        checks.append(ecn_check)
 
     if "rx_packets_phy" in after:
         present = pause_names[0] in after
@@ -337,6 +337,238 @@ def judge_port(
                 if present
                 else "%s: ethtool -S has no %s: host PFC is off on priority %d"
                 % (device, pause_names[0], priority),
+            )
+        )
+    return checks
+
+
+def _ecn_loop_check(
+    device: str,
+    where: str,
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+    seconds: float,
+    retransmits: int | None,
+    rx_us: int | None,
+    tx_us: int | None,
+    limits: Mapping[str, float],
+) -> dict[str, Any] | None:
+    """``fabric.ecn_loop[<dev>]``: the DCQCN loop works when there is congestion to signal.
+
+    Broken two ways: congestion (PFC pausing the priority at least CONGESTED_PAUSE_PCT of the
+    window, or retransmits above their limit) with no ECN mark or CNP at all (the switch is not
+    marking), or ECN-marked packets arriving with no CNP sent back (the host's notification point
+    is off: the senders never slow down). No traffic, or a few microseconds of pause as a load
+    stops, is not congestion: nothing to judge, and the check passes saying so.
+    """
+    ecn = _sum(before, after, ECN_LOOP_COUNTERS)
+    if ecn is None:
+        return None
+    chain = " -> ".join(ECN_LOOP_COUNTERS)
+    paused_pct = max(rx_us or 0, tx_us or 0) / (seconds * 1e6) * 100
+    resending = retransmits is not None and _rate(retransmits, seconds) > limits["retransmits_per_s"]
+    congested = paused_pct >= CONGESTED_PAUSE_PCT or resending
+    marked = _delta(before, after, ECN_LOOP_COUNTERS[0])
+    sent = _delta(before, after, ECN_LOOP_COUNTERS[1])
+    name = "fabric.ecn_loop[%s]" % device
+    if marked and sent == 0:
+        return check(
+            name,
+            False,
+            0,
+            1,
+            "CNPs",
+            "%s: %d ECN-marked packets arrived (%g/s) and the host sent no CNP (np_cnp_sent did not "
+            "grow): its ECN notification point is off on the RoCE priority, so the senders never slow "
+            "down (see rdma_qos.ecn_np)" % (where, marked, _rate(marked, seconds)),
+        )
+    if congested and ecn == 0:
+        return check(
+            name,
+            False,
+            ecn,
+            1,
+            "",
+            "%s: the RoCE priority paused %.3g%% of the time%s but no ECN mark or CNP (%s): the switch "
+            "is not marking" % (where, paused_pct, " and packets were resent" if resending else "", chain),
+        )
+    return check(
+        name,
+        True,
+        ecn,
+        1 if congested else 0,
+        "",
+        "%s: %d ECN marks and CNPs (%s)%s"
+        % (where, ecn, chain, " under congestion" if congested else " (no congestion to signal)"),
+    )
+
+
+# ------------------------------------------------------------------ the link over a window
+
+
+def link_up(link: Mapping[str, Any]) -> bool:
+    """An RDMA port's sysfs state is ACTIVE and its physical state LinkUp (when reported)."""
+    return link.get("state") == "ACTIVE" and link.get("phys_state") in (None, "LinkUp")
+
+
+def _link_text(link: Mapping[str, Any]) -> str:
+    rate = link.get("rate_gbps")
+    shown = "%s / %s" % (link.get("state") or "unknown", link.get("phys_state") or "unknown")
+    return shown + (" at %s Gb/s" % rate if rate and link_up(link) else "")
+
+
+def judge_link(
+    device: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    counters_before: Mapping[str, int],
+    counters_after: Mapping[str, int],
+    during: str,
+    peer: str | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """A RoCE port's link over a window: up at its end, at the rate it started with, no flap.
+
+    ``before``/``after`` are the port's link readings (rdma.read_ib_port's ``state``,
+    ``phys_state``, ``rate_gbps``) when the window opened and closed; ``counters_*`` its counters
+    (LINK_DOWN_COUNTERS among them when the port has them); ``during`` says what the window was
+    ("during the burn-in"); ``peer`` is the leaf port the cabling plan gives it ("leaf02:swp8").
+    A port that went down and came back shows as a flap; one that went down stays failed as
+    ``rdma_link.link_state[<dev>]``, the name the link role gives the same condition.
+    """
+    limits = dict(DEFAULT_THRESHOLDS)
+    limits.update(thresholds or {})
+    label = device + (" (cabled to %s)" % peer if peer else " (no cabling plan names its leaf port)")
+    checks = []
+    up_before, up_after = link_up(before), link_up(after)
+    if up_after:
+        state_msg = "%s link is up %s: %s" % (label, during, _link_text(after))
+    elif up_before:
+        state_msg = (
+            "%s went down %s: %s when it started, %s when it ended; configuration cannot fix this: check "
+            "the cable, the transceiver and the leaf port"
+            % (label, during, _link_text(before), _link_text(after))
+        )
+    else:
+        state_msg = (
+            "%s link was down for the whole window %s (%s): check the cable, the transceiver and "
+            "the leaf port"
+            % (
+                label,
+                during,
+                _link_text(after),
+            )
+        )
+    checks.append(
+        check("rdma_link.link_state[%s]" % device, up_after, after.get("state"), "ACTIVE", "", state_msg)
+    )
+    rate_before, rate_after = before.get("rate_gbps"), after.get("rate_gbps")
+    if up_before and up_after and rate_before:
+        slower = rate_after is None or rate_after < rate_before
+        checks.append(
+            check(
+                "fabric.link_rate[%s]" % device,
+                not slower,
+                rate_after,
+                rate_before,
+                "Gb/s",
+                "%s ran at %s Gb/s %s, down from %s Gb/s when it started: the link retrained to a lower "
+                "rate (a dirty or failing cable or transceiver; mlxlink -d %s shows the lanes)"
+                % (label, rate_after, during, rate_before, device)
+                if slower
+                else "%s held %s Gb/s %s" % (label, rate_after, during),
+            )
+        )
+    flaps = [_delta(counters_before, counters_after, n) for n in LINK_DOWN_COUNTERS]
+    known = [f for f in flaps if f is not None]
+    went_down = up_before and not up_after
+    if known or went_down:
+        count = max([*known, 1 if went_down else 0])
+        ok = count <= limits["link_flaps"]
+        checks.append(
+            check(
+                "fabric.link_flaps[%s]" % device,
+                ok,
+                count,
+                limits["link_flaps"],
+                "link-down events",
+                "%s: %d link-down events %s (%s), limit %g%s"
+                % (
+                    label,
+                    count,
+                    during,
+                    ", ".join(LINK_DOWN_COUNTERS),
+                    limits["link_flaps"],
+                    ""
+                    if ok
+                    else ": every queue pair on the link was torn down; reseat or replace the cable "
+                    "and transceiver, then run the gate again",
+                ),
+            )
+        )
+    return checks
+
+
+def rdma_bytes_per_s(before: Mapping[str, int], after: Mapping[str, int], seconds: float) -> float | None:
+    """RDMA bytes the port moved per second, both ways (None without the vport counters)."""
+    moved = _sum(before, after, RDMA_BYTES_COUNTERS)
+    return None if moved is None else moved / seconds
+
+
+def judge_traffic(
+    rates: Mapping[str, float | None],
+    during: str,
+    peers: Mapping[str, str] | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """``fabric.traffic[<dev>]``: each port carried its share while its siblings carried load.
+
+    ``rates`` is every RoCE port's RDMA bytes per second over one window (rdma_bytes_per_s). A
+    port's zero counters say nothing about its health when it carried nothing: next to siblings
+    that carried load (median of the others at least LOADED_BYTES_PER_S), a port below
+    ``min_traffic_share`` of their median fails. With no sibling loaded (an idle node) nothing is
+    judged: no traffic is not a fault. A single port has no sibling to compare with.
+    """
+    limits = dict(DEFAULT_THRESHOLDS)
+    limits.update(thresholds or {})
+    share = limits["min_traffic_share"]
+    known = {dev: rate for dev, rate in rates.items() if rate is not None}
+    checks = []
+    for device, rate in known.items():
+        others = sorted(r for d, r in known.items() if d != device)
+        if not others:
+            continue
+        median = (
+            others[len(others) // 2]
+            if len(others) % 2
+            else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+        )
+        if median < LOADED_BYTES_PER_S:
+            continue
+        ratio = round(rate / median, 4)
+        peer = (peers or {}).get(device)
+        label = device + (" (cabled to %s)" % peer if peer else "")
+        ok = ratio >= share
+        checks.append(
+            check(
+                "fabric.traffic[%s]" % device,
+                ok,
+                ratio,
+                share,
+                "of siblings' median",
+                "%s moved %.3g MB/s of RDMA %s, %.3g of its %d siblings' median %.3g MB/s%s"
+                % (
+                    label,
+                    rate / 1e6,
+                    during,
+                    ratio,
+                    len(others),
+                    median / 1e6,
+                    ""
+                    if ok
+                    else " (limit %g): the load did not reach it, so its counters prove nothing; check its "
+                    "link, its route to the leaf and its GID/ToS" % share,
+                ),
             )
         )
     return checks

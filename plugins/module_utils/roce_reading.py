@@ -9,8 +9,11 @@
   hw_counters, merged in one dict (mlx5's two sets of names do not overlap), as
   roce_counters.judge_port takes it;
 - :func:`read_ports`: one reading of every port given;
+- :func:`read_links`: every port's link (state, physical state, rate) from sysfs;
 - :func:`judge`: roce_counters.judge_port over every port of two readings;
-- :class:`Window`: a reading when a load starts and one when it stops, judged (the burn-in's).
+- :class:`Window`: the counters and the links when a load starts and when it stops, judged (the
+  burn-in's and the watch's): the counters (judge_port), each link up at the end at the rate it
+  started with and without a flap (judge_link), each port's share of the load (judge_traffic).
 
 Tools run through ``run_command`` (AnsibleModule.run_command, or a test's) in the C locale with
 tool_runner.read_command's retry of an empty read. What cannot be read raises ReadError, whose
@@ -33,17 +36,23 @@ from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_counters import (
     DEFAULT_THRESHOLDS,
     ECN_LOOP_COUNTERS,
+    LINK_DOWN_COUNTERS,
     PAUSE_STORM_COUNTERS,
     QP_FAILURE_COUNTERS,
+    RDMA_BYTES_COUNTERS,
     RETRANSMIT_COUNTERS,
     ParseError,
+    judge_link,
     judge_port,
+    judge_traffic,
     parse_ethtool_stats,
+    rdma_bytes_per_s,
 )
 
 RunCommand = Callable[..., tuple[int, str, str]]
 Port = dict[str, Any]
 Reading = dict[str, dict[str, int]]
+Links = dict[str, dict[str, Any]]
 
 # The RoCE priority of the fleet's lossless profile (rdma_qos: PFC and ECN on priority 3).
 DEFAULT_PRIORITY = 3
@@ -134,6 +143,19 @@ def read_ethtool(run_command: RunCommand, netdev: str, ethtool: str = "ethtool")
         raise ReadError("could not read the output of %s: %s" % (shown, exc), cmd, rc, out, err) from exc
 
 
+def read_carrier_down(netdev: str, root: str | None = None) -> dict[str, int]:
+    """``{carrier_down_count: n}`` from the netdev's sysfs (Linux 4.16+); empty where absent."""
+    path = rdma.sysfs_path("class", "net", netdev, "carrier_down_count", root=root)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except OSError:
+        return {}
+    if not text.isdigit() or not text.isascii():
+        raise ReadError("sysfs: %s holds %r, not a counter (an unsigned integer)" % (path, text[:40]))
+    return {"carrier_down_count": int(text)}
+
+
 def read_port(
     run_command: RunCommand,
     ibdev: str,
@@ -142,11 +164,25 @@ def read_port(
     ethtool: str = "ethtool",
     root: str | None = None,
 ) -> dict[str, int]:
-    """One reading of one RoCE port: its netdev's ``ethtool -S`` then its hw_counters, merged."""
+    """One reading of one RoCE port: its netdev's ``ethtool -S``, its hw_counters and its netdev's
+    carrier_down_count, merged (the three sets of names do not overlap)."""
     stats = read_ethtool(run_command, netdev, ethtool)
     merged = read_hw_counters(ibdev, port, root)
+    merged.update(read_carrier_down(netdev, root))
     merged.update(stats)
     return merged
+
+
+def read_links(ports: list[Port], root: str | None = None) -> Links:
+    """Every port's link from sysfs: ``{ibdev: {state, phys_state, rate_gbps}}`` (rdma.read_ib_port)."""
+    links = {}
+    for p in ports:
+        try:
+            info = rdma.read_ib_port(p["ibdev"], p["port"], root)
+        except rdma.ParseError as exc:
+            raise ReadError(str(exc)) from exc
+        links[p["ibdev"]] = {k: info.get(k) for k in ("state", "phys_state", "rate_gbps")}
+    return links
 
 
 def read_ports(
@@ -191,6 +227,8 @@ JUDGED = (
     *QP_FAILURE_COUNTERS,
     *PAUSE_STORM_COUNTERS,
     *ECN_LOOP_COUNTERS,
+    *LINK_DOWN_COUNTERS,
+    *RDMA_BYTES_COUNTERS,
     "rx_discards_phy",
     "rx_out_of_buffer",
 )
@@ -230,9 +268,11 @@ def judge(
 
 
 class Window:
-    """The RoCE ports' counters read when a load starts (:meth:`start`) and when it stops
-    (:meth:`stop`), judged over the time between (:meth:`checks`).
+    """The RoCE ports' counters and links read when a load starts (:meth:`start`) and when it
+    stops (:meth:`stop`), judged over the time between (:meth:`checks`).
 
+    ``during`` words the window in the checks' messages ("during the burn-in"); ``peers`` maps a
+    port to the leaf port the cabling plan gives it ("leaf02:swp8"), named when its link fails.
     A read that fails is kept as the error (``burn_in.roce_counters`` fails, naming the tool)
     rather than raised: the load it brackets still stops as it should.
     """
@@ -247,32 +287,38 @@ class Window:
         clock: Callable[[], float] = time.monotonic,
         root: str | None = None,
         name: str = "burn_in.roce_counters",
+        during: str = "during the burn-in",
+        peers: Mapping[str, str] | None = None,
     ) -> None:
         # the check a failed read fails, named for the command that reads (burn_in, watch)
-        self.name = name
+        self.name, self.during, self.peers = name, during, dict(peers or {})
         self.run_command, self.ports, self.ethtool = run_command, ports, ethtool
         self.priority, self.thresholds, self.clock, self.root = priority, thresholds, clock, root
         self.before: Reading | None = None
         self.after: Reading | None = None
+        self.links_before: Links | None = None
+        self.links_after: Links | None = None
         self.started: float | None = None
         self.seconds: float | None = None
         self.error: str | None = None
 
-    def _read(self) -> Reading | None:
+    def _read(self) -> tuple[Reading | None, Links | None]:
         try:
-            return read_ports(self.run_command, self.ports, self.ethtool, self.root)
+            # the links first: a port that drops while ethtool runs shows down, not up
+            links = read_links(self.ports, self.root)
+            return read_ports(self.run_command, self.ports, self.ethtool, self.root), links
         except ReadError as exc:
             self.error = str(exc)
-            return None
+            return None, None
 
     def start(self) -> None:
-        self.before = self._read()
+        self.before, self.links_before = self._read()
         self.started = self.clock()
 
     def stop(self) -> None:
         if self.before is None or self.started is None:
             return
-        self.after = self._read()
+        self.after, self.links_after = self._read()
         # a window is never 0 s long (judge_port divides by it): a millisecond at least
         self.seconds = max(self.clock() - self.started, 0.001)
 
@@ -290,14 +336,40 @@ class Window:
             ]
         if self.before is None or self.after is None or self.seconds is None:
             return []
-        return judge(self.before, self.after, self.seconds, self.priority, self.thresholds)
+        out = judge(self.before, self.after, self.seconds, self.priority, self.thresholds)
+        for ibdev, link in (self.links_after or {}).items():
+            out.extend(
+                judge_link(
+                    ibdev,
+                    (self.links_before or {}).get(ibdev, {}),
+                    link,
+                    self.before.get(ibdev, {}),
+                    self.after.get(ibdev, {}),
+                    self.during,
+                    self.peers.get(ibdev),
+                    self.thresholds,
+                )
+            )
+        rates = {
+            ibdev: rdma_bytes_per_s(self.before[ibdev], new, self.seconds)
+            for ibdev, new in self.after.items()
+            if ibdev in self.before
+        }
+        out.extend(judge_traffic(rates, self.during, self.peers, self.thresholds))
+        return out
 
     def summary(self) -> dict[str, Any]:
-        """``{ports, window_s, deltas, error}`` for the module's result."""
+        """``{ports, window_s, deltas, links, error}`` for the module's result (``links``: each
+        port's link when the window opened and when it closed)."""
         both = self.before is not None and self.after is not None
+        links = {
+            ibdev: {"start": (self.links_before or {}).get(ibdev), "end": link}
+            for ibdev, link in (self.links_after or {}).items()
+        }
         return {
             "ports": [dict(p) for p in self.ports],
             "window_s": None if self.seconds is None else round(self.seconds, 1),
             "deltas": deltas(self.before or {}, self.after or {}, self.priority) if both else {},
+            "links": links,
             "error": self.error,
         }

@@ -9,7 +9,8 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
 - the GPUs: nvidia-smi's watch sample (nvidia_smi.watch_query) at the start, the middle and the
   end, so a cap that comes and goes in waves shorter than the window is still seen in a sample,
   and the clock event reason counters, so a reason that came and went between samples still is;
-- the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge);
+- the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
+  each link's state, rate and flaps, each port's share of the traffic);
 - each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
   queries served in between, as the gate judges it, and what the instance served).
 
@@ -30,7 +31,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import P
 from ansible_collections.gpufleet.node.plugins.module_utils.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_counters import (
     ECN_LOOP_COUNTERS,
+    LINK_DOWN_COUNTERS,
     RETRANSMIT_COUNTERS,
+    link_up,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import gpu_checks
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
@@ -211,9 +214,14 @@ def port_facts(window):
         paused = {}
         if rx_pause in delta:
             paused[str(window.priority)] = round(delta[rx_pause] / 1e6 / seconds, 6)
+        link = (summary["links"].get(port["ibdev"]) or {}).get("end") or {}
+        flaps = [delta[n] for n in LINK_DOWN_COUNTERS if n in delta]
         out.append(
             {
                 "ibdev": port["ibdev"],
+                "link_up": int(link_up(link)) if link else None,
+                "rate_gbps": link.get("rate_gbps") if link and link_up(link) else None,
+                "link_down_events": max(flaps) if flaps else None,
                 "retransmits_per_second": _rate(delta, RETRANSMIT_COUNTERS, seconds),
                 "pause_seconds_per_second": paused,
                 "rx_discards_per_second": _rate(delta, ("rx_discards_phy",), seconds),
@@ -319,12 +327,22 @@ class Watch:
         clock=time.monotonic,
         sleep=time.sleep,
         root=None,
+        peers=None,
     ):
         self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
         self.instances = instances
         self.clock, self.sleep = clock, sleep
         self.roce = roce_reading.Window(
-            run_command, ports, ethtool, priority, thresholds, clock, root, name="watch.roce_counters"
+            run_command,
+            ports,
+            ethtool,
+            priority,
+            thresholds,
+            clock,
+            root,
+            name="watch.roce_counters",
+            during="during the watch window",
+            peers=peers,
         )
 
     def _sample(self, samples, errors):

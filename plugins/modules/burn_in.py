@@ -20,8 +20,12 @@ description:
   - A sample is bad when a GPU is past a temperature limit, below the T.Limit margin, shows a forbidden
     clock event reason, misses a reading, or is missing altogether. The first bad sample is returned
     (RV(first_bad_sample)) and, with O(stop_on_first_bad), ends the load at once.
-  - With O(roce_ports) (the default) it also reads the counters of the node's RoCE ports when the load
-    starts and when it stops, and judges retransmits, drops, pauses and the ECN loop over the burn-in.
+  - With O(roce_ports) (the default) it also reads the counters and the links of the node's RoCE ports
+    when the load starts and when it stops, and judges retransmits, drops, pauses and the ECN loop over the
+    burn-in, each link up at its end (C(rdma_link.link_state[<dev>])) at the rate it started with
+    (C(fabric.link_rate[<dev>])) with no link-down event between (C(fabric.link_flaps[<dev>]), from
+    C(link_down_events_phy) and C(carrier_down_count)), and each port's share of the load next to its
+    siblings (C(fabric.traffic[<dev>])) - a port that carried nothing has counters that prove nothing.
   - Fails when any check fails (a bad sample, no completed request, more failed requests than
     O(max_failed_requests), nvidia-smi failing, a RoCE port misbehaving under the load). The checks and
     the summary are in the failed result too.
@@ -131,7 +135,14 @@ options:
     description:
       - Limits of the C(fabric.*) checks that replace the defaults, by name (C(retransmits_per_s),
         C(qp_failures), C(pause_pct), C(pause_storm_events), C(rx_discards_per_s),
-        C(rx_out_of_buffer_per_s)); see M(gpufleet.node.roce_health) for the defaults and why.
+        C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share)); see M(gpufleet.node.roce_health)
+        for the defaults and why.
+    type: dict
+    default: {}
+  roce_cabling:
+    description:
+      - The node's cabling plan, RoCE port to the leaf port it is cabled to (as the fabric role's C(fabric_cabling)
+        gives it, C(mlx5_0) to C(leaf01:swp1)). Only named in the messages of a port whose link fails.
     type: dict
     default: {}
 extends_documentation_fragment:
@@ -347,7 +358,14 @@ def _roce_window(module):
         module.fail_json(msg="%s; check the RDMA devices' sysfs, or set roce_ports: false" % exc)
     if not ports:
         return None
-    return Window(module.run_command, ports, tool_path(module, "ethtool"), p["roce_priority"], thresholds)
+    return Window(
+        module.run_command,
+        ports,
+        tool_path(module, "ethtool"),
+        p["roce_priority"],
+        thresholds,
+        peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
+    )
 
 
 def _advice(failed):
@@ -384,6 +402,7 @@ def main():
             roce_ports=dict(type="bool", default=True),
             roce_priority=dict(type="int", default=3),
             roce_thresholds=dict(type="dict", default={}),
+            roce_cabling=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
         ),
         mutually_exclusive=[["urls", "ports"]],

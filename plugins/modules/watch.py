@@ -19,8 +19,11 @@ description:
     sample, naming the rack's power budget (a PDU protection or power brake) as the likely cause.
     C(thermal.gpu_temp_c[<uuid>]), C(thermal.memory_temp_c[<uuid>]), C(thermal.tlimit_c[<uuid>]) and
     C(thermal.clocks_event_reasons[<uuid>]) judge the window's peaks with the burn-in's limits.
-  - The RoCE ports - their counters (C(ethtool -S), sysfs C(hw_counters)) at the start and the end, judged
-    as M(gpufleet.node.roce_health) does (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ...).
+  - The RoCE ports - their counters (C(ethtool -S), sysfs C(hw_counters)) and links (sysfs state, rate,
+    C(carrier_down_count)) at the start and the end, judged as the burn-in judges them
+    (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ..., C(rdma_link.link_state[<dev>]),
+    C(fabric.link_rate[<dev>]), C(fabric.link_flaps[<dev>]), C(fabric.traffic[<dev>])) - a port that went
+    down while serving fails even though its counters read zero on zero traffic.
   - Each vLLM instance in O(instances) - C(/health) (C(service.health[<name>])) and C(/metrics) at the start
     and the end - the prefix-cache hit rate of the queries served in the window
     (C(service.prefix_cache_hit_rate[<name>]), not judged when the instance served nothing), generation
@@ -74,6 +77,12 @@ options:
         (see O(gpufleet.node.roce_health#module:thresholds)).
     type: dict
     default: {}
+  roce_cabling:
+    description:
+      - The node's cabling plan, RoCE port to the leaf port it is cabled to (the fabric role's
+        C(fabric_cabling)). Only named in the messages of a port whose link fails.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
@@ -123,7 +132,8 @@ ansible_facts:
       description:
         - C(window_s); C(gpus) (C(index), C(uuid), C(power_limit_w) requested/enforced (the lowest seen),
           C(power_draw_w), C(temperature_c) gpu/memory (peaks), C(tlimit_c), C(throttle_active) per reason
-          0/1, C(throttle_seconds_total) per reason); C(ports) (C(ibdev), C(retransmits_per_second),
+          0/1, C(throttle_seconds_total) per reason); C(ports) (C(ibdev), C(link_up) 0/1, C(rate_gbps),
+          C(link_down_events), C(retransmits_per_second),
           C(pause_seconds_per_second) per priority, C(rx_discards_per_second), C(cnp_sent_per_second),
           C(ecn_marked_per_second)); C(instances) (C(name), C(up), C(prefix_cache_hit_ratio),
           C(generation_tokens_per_second), C(requests_running), C(requests_waiting),
@@ -195,6 +205,7 @@ def main():
             min_prefix_cache_hit_rate=dict(type="float", default=0.5),
             roce_priority=dict(type="int", default=3),
             roce_thresholds=dict(type="dict", default={}),
+            roce_cabling=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
             **gpu_limit_spec(LOAD_LIMITS),
         ),
@@ -225,6 +236,7 @@ def main():
         ethtool=ethtool or "ethtool",
         priority=p["roce_priority"],
         thresholds=thresholds_from(p["roce_thresholds"]),
+        peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
     )
     checks, fact = watch.run()
     failed = [c for c in checks if not c["ok"]]

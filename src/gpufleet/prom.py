@@ -68,6 +68,9 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpufleet_rdma_cnp_sent_per_second": ("gauge", "DCQCN congestion notifications sent per second."),
     "gpufleet_rdma_ecn_marked_per_second": ("gauge", "ECN-marked packets received per second."),
+    "gpufleet_rdma_link_up": ("gauge", "1 when the RoCE port's link was up at the end of the watch window."),
+    "gpufleet_rdma_link_speed_bytes": ("gauge", "The RoCE port's link rate in bytes per second, while up."),
+    "gpufleet_rdma_link_down_events": ("gauge", "Link-down events of the RoCE port in the watch window."),
     "gpufleet_vllm_up": ("gauge", "1 when the vLLM instance answered its metrics endpoint."),
     "gpufleet_vllm_prefix_cache_hit_ratio": ("gauge", "vLLM prefix cache hit ratio over the watch window."),
     "gpufleet_vllm_generation_tokens_per_second": ("gauge", "vLLM generated tokens per second."),
@@ -196,6 +199,10 @@ def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> 
         labels = {**base, "port": port.get("ibdev") or ""}
         for rate in _PORT_RATES:
             out.add(f"gpufleet_rdma_{rate}_per_second", labels, port.get(f"{rate}_per_second"))
+        out.add("gpufleet_rdma_link_up", labels, port.get("link_up"))
+        gbps = _number(port.get("rate_gbps"))
+        out.add("gpufleet_rdma_link_speed_bytes", labels, None if gbps is None else gbps * 1e9 / 8)
+        out.add("gpufleet_rdma_link_down_events", labels, port.get("link_down_events"))
         for priority, share in sorted(_dict(port.get("pause_seconds_per_second")).items()):
             out.add("gpufleet_rdma_pause_seconds_per_second", {**labels, "priority": priority}, share)
     for instance in _list(watch.get("instances")):

@@ -33,7 +33,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 # tests/fixtures/real, or GPUFLEET_FIXTURES (as tests/unit/conftest.py).
-FIXTURES = Path(os.environ.get("GPUFLEET_FIXTURES") or Path(__file__).resolve().parents[1] / "fixtures" / "real")
+FIXTURES = Path(
+    os.environ.get("GPUFLEET_FIXTURES") or Path(__file__).resolve().parents[1] / "fixtures" / "real"
+)
 
 MARKUPS = ("text", "xml", "json")
 

@@ -5,10 +5,11 @@ Each clear puts back the tuned baseline (sysfs_rdma), which is what the roles co
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs_rdma
+from gpufleet.sim import roce_traffic, sysfs_rdma
 from gpufleet.sim.state import State
 
 TUNED_PFC = [1 if prio == sysfs_rdma.ROCE_PRIORITY else 0 for prio in range(8)]
@@ -50,12 +51,21 @@ def _last_nic(state: State) -> dict[str, Any]:
     return nic
 
 
+def set_port_link(
+    state: State, sys_root: Path, nic: dict[str, Any], up: bool, now: float | None = None
+) -> None:
+    """One NIC's link up or down at ``now``; its counters up to then moved at the old link's rates
+    (they advance lazily, when read)."""
+    roce_traffic.advance(sys_root.parent, state, nic, time.time() if now is None else now)
+    sysfs_rdma.set_link(state, nic, sys_root, up=up)
+
+
 def link_down(state: State, sys_root: Path) -> None:
-    sysfs_rdma.set_link(state, _last_nic(state), sys_root, up=False)
+    set_port_link(state, sys_root, _last_nic(state), up=False)
 
 
 def link_up(state: State, sys_root: Path) -> None:
-    sysfs_rdma.set_link(state, _last_nic(state), sys_root, up=True)
+    set_port_link(state, sys_root, _last_nic(state), up=True)
 
 
 FAULTS = {

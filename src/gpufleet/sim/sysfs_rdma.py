@@ -202,10 +202,24 @@ def render_nic(state: State, nic: dict[str, Any], pci_dev_dir: Path, sys_root: P
 
 
 def set_link(state: State, nic: dict[str, Any], sys_root: Path, up: bool) -> None:
-    """Link up or down (a pulled cable, a switch port down): state and every file that shows it."""
+    """Link up or down (a pulled cable, a switch port down): state and every file that shows it.
+
+    A link that goes down counts it where Linux and mlx5 do: the netdev's ``carrier_down_count``
+    (and ``carrier_up_count`` when it comes back) and ethtool's ``link_down_events_phy``.
+    """
+    was_up = bool(nic.get("link_up", True))
     nic["link_up"] = up
+    if was_up and not up:
+        nic["carrier_down_count"] = int(nic.get("carrier_down_count", 0)) + 1
+        record = nic.setdefault("roce_counters", {"values": {}})
+        values = record.setdefault("values", {})
+        values["link_down_events_phy"] = values.get("link_down_events_phy", 0) + 1
+    elif up and not was_up:
+        nic["carrier_up_count"] = int(nic.get("carrier_up_count", 0)) + 1
     net = netdev_dir(sys_root, nic)
     port = ibdev_dir(sys_root, nic) / "ports" / str(nic["port"])
+    _write(net / "carrier_down_count", int(nic.get("carrier_down_count", 0)))
+    _write(net / "carrier_up_count", int(nic.get("carrier_up_count", 0)))
     _write(net / "operstate", "up" if up else "down")
     _write(net / "carrier", 1 if up else 0)
     # Mb/s; an interface that is up without carrier reports SPEED_UNKNOWN as -1.

@@ -4,11 +4,12 @@ two readings, on the simulator's node and leaves (tests/unit/modules/rocenode.py
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters, roce_reading
+from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters, roce_reading, watch
 
 from gpufleet.sim import sysfs_rdma
 from tests.unit.modules import rocenode
@@ -147,8 +148,12 @@ def test_healthy_fabric_under_load_passes(node: RoceNode) -> None:
         "fabric.rx_out_of_buffer",
         "fabric.ecn_loop",
         "fabric.host_pfc",
+        "rdma_link.link_state",
+        "fabric.link_rate",
+        "fabric.link_flaps",
+        "fabric.traffic",
     }
-    assert len(checks) == 8 * len(IBDEVS)
+    assert len(checks) == 12 * len(IBDEVS)
     summary = watch.summary()
     assert summary["window_s"] == 10.0 and summary["error"] is None
     assert (
@@ -223,8 +228,9 @@ def test_judge_matches_judge_port() -> None:
         (
             {"pause_percent": 5},
             [
-                "pause_percent is not a threshold (known: pause_pct, pause_storm_events, qp_failures, "
-                "retransmits_per_s, rx_discards_per_s, rx_out_of_buffer_per_s)"
+                "pause_percent is not a threshold (known: link_flaps, min_traffic_share, pause_pct, "
+                "pause_storm_events, qp_failures, retransmits_per_s, rx_discards_per_s, "
+                "rx_out_of_buffer_per_s)"
             ],
         ),
         ({"pause_pct": -1}, ["pause_pct must be 0 or more, not -1"]),
@@ -234,3 +240,145 @@ def test_judge_matches_judge_port() -> None:
 )
 def test_threshold_errors(thresholds: dict[str, Any] | None, errors: list[str]) -> None:
     assert roce_reading.threshold_errors(roce_reading.thresholds_from(thresholds)) == errors
+
+
+# ------------------------------------------------------------------ the link over the window
+
+PEERS = {"mlx5_7": "leaf02:swp2"}
+
+
+def loaded_window(node: RoceNode, during: Callable[[], None], **kwargs: Any) -> roce_reading.Window:
+    """A burn-in's window: 8 s of load, ``during()``, 12 s more (what the gate saw on node02)."""
+    watch = roce_reading.Window(
+        node.run_command, node.ports(), ETHTOOL, clock=node.clock, peers=PEERS, **kwargs
+    )
+    node.load(4)
+    watch.start()
+    node.sleep(8)
+    during()
+    node.sleep(12)
+    watch.stop()
+    return watch
+
+
+def test_a_link_that_dies_under_load_fails_naming_port_leaf_port_and_what_changed(node: RoceNode) -> None:
+    checks = by_name(loaded_window(node, lambda: node.link("mlx5_7", up=False)).checks())
+    state = checks["rdma_link.link_state[mlx5_7]"]
+    assert state["ok"] is False and state["value"] == "DOWN" and state["limit"] == "ACTIVE"
+    assert state["message"].startswith(
+        "mlx5_7 (cabled to leaf02:swp2) went down during the burn-in: ACTIVE / LinkUp at 400 Gb/s when it "
+        "started, DOWN / Disabled when it ended"
+    ), state["message"]
+    flaps = checks["fabric.link_flaps[mlx5_7]"]
+    assert flaps["ok"] is False and flaps["value"] == 1 and flaps["limit"] == 0
+    # its siblings are untouched: up, at their rate, no flap
+    for ibdev in IBDEVS[:-1]:
+        assert checks[f"rdma_link.link_state[{ibdev}]"]["ok"] is True
+        assert checks[f"fabric.link_flaps[{ibdev}]"]["ok"] is True
+        assert checks[f"fabric.link_rate[{ibdev}]"]["ok"] is True
+
+
+def test_a_link_down_for_the_whole_load_carried_nothing_while_its_siblings_did(node: RoceNode) -> None:
+    node.link("mlx5_7", up=False)
+    checks = by_name(loaded_window(node, lambda: None).checks())
+    traffic = checks["fabric.traffic[mlx5_7]"]
+    assert traffic["ok"] is False and traffic["value"] == 0 and traffic["limit"] == 0.1
+    assert "the load did not reach it" in traffic["message"] and "leaf02:swp2" in traffic["message"]
+    # zero traffic gave zero retransmits: those counter checks pass, which is why traffic is judged
+    assert checks["fabric.retransmits[mlx5_7]"]["ok"] is True
+    assert checks["rdma_link.link_state[mlx5_7]"]["ok"] is False
+    assert "down for the whole window" in checks["rdma_link.link_state[mlx5_7]"]["message"]
+    assert all(checks[f"fabric.traffic[{ibdev}]"]["ok"] for ibdev in IBDEVS[:-1])
+
+
+def test_a_flap_that_came_back_still_fails(node: RoceNode) -> None:
+    def flap() -> None:
+        node.link("mlx5_3", up=False)
+        node.sleep(1)
+        node.link("mlx5_3", up=True)
+
+    checks = by_name(loaded_window(node, flap).checks())
+    assert checks["rdma_link.link_state[mlx5_3]"]["ok"] is True
+    flaps = checks["fabric.link_flaps[mlx5_3]"]
+    assert flaps["ok"] is False and flaps["value"] == 1
+    assert "carrier_down_count" in flaps["message"] and "reseat or replace" in flaps["message"]
+
+
+def test_a_link_that_retrained_slower_fails_its_rate(node: RoceNode) -> None:
+    checks = by_name(loaded_window(node, lambda: node.rate("mlx5_2", 200)).checks())
+    rate = checks["fabric.link_rate[mlx5_2]"]
+    assert rate["ok"] is False and rate["value"] == 200 and rate["limit"] == 400
+    held = checks["fabric.link_rate[mlx5_1]"]
+    assert held["ok"] is True and held["value"] == held["limit"] == 400
+
+
+def test_an_idle_node_is_no_fault(node: RoceNode) -> None:
+    """No load: no traffic to compare, no congestion for the ECN loop to signal."""
+    watch = roce_reading.Window(node.run_command, node.ports(), ETHTOOL, clock=node.clock)
+    watch.start()
+    node.sleep(10)
+    watch.stop()
+    checks = watch.checks()
+    assert checks and all(c["ok"] for c in checks), [c for c in checks if not c["ok"]]
+    assert not any(c["name"].startswith("fabric.traffic[") for c in checks)
+
+
+def test_a_few_microseconds_of_pause_after_the_load_is_no_silent_ecn_loop() -> None:
+    before = {
+        "np_ecn_marked_roce_packets": 100,
+        "np_cnp_sent": 90,
+        "rp_cnp_handled": 90,
+        "rx_prio3_pause_duration": 0,
+    }
+    after = {**before, "rx_prio3_pause_duration": 5}
+    ecn = by_name(roce_counters.judge_port("mlx5_0", before, after, 10.0))["fabric.ecn_loop[mlx5_0]"]
+    assert ecn["ok"] is True and ecn["limit"] == 0 and "no congestion to signal" in ecn["message"]
+    # a tenth of the window paused with no mark at all is the silent loop
+    after = {**before, "rx_prio3_pause_duration": 1_000_000}
+    ecn = by_name(roce_counters.judge_port("mlx5_0", before, after, 10.0))["fabric.ecn_loop[mlx5_0]"]
+    assert ecn["ok"] is False and "the switch is not marking" in ecn["message"]
+
+
+def test_marks_without_cnps_are_a_broken_loop(node: RoceNode) -> None:
+    """Host ECN notification point off: the leaf marks, the host never answers with a CNP."""
+    for nic in node.nics():
+        sysfs_rdma.write_ecn(Path(node.root) / "sys", nic, [0] * 8, [0] * 8)
+    checks = by_name(window(node).checks())
+    for ibdev in IBDEVS:
+        ecn = checks[f"fabric.ecn_loop[{ibdev}]"]
+        assert ecn["ok"] is False and ecn["value"] == 0, ecn
+        assert "sent no CNP" in ecn["message"] and "notification point is off" in ecn["message"]
+
+
+def test_the_summary_keeps_each_links_start_and_end(node: RoceNode) -> None:
+    summary = loaded_window(node, lambda: node.link("mlx5_7", up=False)).summary()
+    assert summary["links"]["mlx5_7"] == {
+        "start": {"state": "ACTIVE", "phys_state": "LinkUp", "rate_gbps": 400},
+        "end": {"state": "DOWN", "phys_state": "Disabled", "rate_gbps": 40},
+    }
+    assert summary["deltas"]["mlx5_7"]["link_down_events_phy"] == 1
+    assert summary["deltas"]["mlx5_7"]["carrier_down_count"] == 1
+
+
+def test_the_watch_reading_carries_each_ports_link(node: RoceNode) -> None:
+    ports = {
+        p["ibdev"]: p for p in watch.port_facts(loaded_window(node, lambda: node.link("mlx5_7", up=False)))
+    }
+    assert (
+        ports["mlx5_7"]["link_up"],
+        ports["mlx5_7"]["rate_gbps"],
+        ports["mlx5_7"]["link_down_events"],
+    ) == (
+        0,
+        None,
+        1,
+    )
+    assert (
+        ports["mlx5_0"]["link_up"],
+        ports["mlx5_0"]["rate_gbps"],
+        ports["mlx5_0"]["link_down_events"],
+    ) == (
+        1,
+        400,
+        0,
+    )

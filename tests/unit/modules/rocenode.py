@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 
-from gpufleet.sim import build, nvue, nvue_state, state, sysfs, thermal
+from gpufleet.sim import build, faults_rdma, nvue, nvue_state, state, sysfs, sysfs_rdma, thermal
 from gpufleet.sim.tools import ethtool
 
 ETHTOOL = "/usr/sbin/ethtool"
@@ -67,6 +67,19 @@ class RoceNode:
 
     def clock(self) -> float:
         return self.now
+
+    def link(self, ibdev: str, up: bool) -> None:
+        """The port's link up or down now (what the link-down fault does to its last port)."""
+        with state.locked(self.dir) as node:
+            nic = next(n for n in node["nics"] if n["ibdev"] == ibdev)
+            faults_rdma.set_port_link(node, self.dir / "sys", nic, up, self.now)
+
+    def rate(self, ibdev: str, gbps: int) -> None:
+        """The port retrained to ``gbps`` (sysfs rate and netdev speed)."""
+        with state.locked(self.dir) as node:
+            nic = next(n for n in node["nics"] if n["ibdev"] == ibdev)
+            nic["speed_gbps"] = gbps
+            sysfs_rdma.set_link(node, nic, self.dir / "sys", up=True)
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds

@@ -245,9 +245,15 @@ def test_roce_ports_are_read_when_the_load_starts_and_when_it_stops(roce: RoceBu
     # eight ethtool -S before the first sample, eight after the last, nothing else but the samples
     assert roce.calls[:8] == ethtool and roce.calls[-8:] == ethtool
     assert {tuple(args) for args, _ in roce.calls[8:-8]} == {tuple(QUERY)}
-    fabric = [c for c in result["checks"] if c["name"].startswith("fabric.")]
-    assert len(fabric) == 8 * 8 and all(c["ok"] for c in fabric)
+    fabric = [c for c in result["checks"] if c["name"].startswith(("fabric.", "rdma_link."))]
+    # per port: 8 counter checks, its link's state, rate and flaps, its share of the traffic
+    assert len(fabric) == 12 * 8 and all(c["ok"] for c in fabric)
     assert result["checks"][-1]["name"].startswith("fabric.")  # after the thermal and request checks
+    assert result["roce"]["links"]["mlx5_7"]["end"] == {
+        "state": "ACTIVE",
+        "phys_state": "LinkUp",
+        "rate_gbps": 400,
+    }
     summary = result["roce"]
     assert summary["ports"] == roce.ports() and summary["error"] is None
     # the window brackets the 2 s load (a loaded machine stretches it: no upper bound worth timing here)
