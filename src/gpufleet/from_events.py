@@ -18,7 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, commands, drift, events, watch
+from gpufleet import catalog, commands, drift, event_shapes, events, watch
+from gpufleet import report as report_mod
 from gpufleet.report import TIME_FORMAT, HostReport, Report
 
 HostJudge = Callable[[events.HostResult], HostReport]
@@ -89,10 +90,15 @@ def _events_in(path: Path) -> list[dict[str, Any]]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EventsError(f"{path}: not an event (JSON): {exc}") from None
-    found = data.get("results") if isinstance(data, dict) and "results" in data else data
+    except RecursionError:
+        raise EventsError(f"{path}: not an event: nested too deeply to be read") from None
+    page = isinstance(data, dict) and "results" in data
+    found = data.get("results") if page else data
     found = found if isinstance(found, list) else [found]
-    if not all(isinstance(e, dict) and isinstance(e.get("event"), str) for e in found):
-        raise EventsError(f"{path}: not an ansible-runner or AWX job event (no 'event' name)")
+    for i, event in enumerate(found):
+        wrong = event_shapes.problem(event)
+        if wrong:
+            raise EventsError(f"{path}: {f'results[{i}]: ' if page else ''}{wrong}")
     return found
 
 
@@ -164,7 +170,7 @@ def merge(slices: list[Slice]) -> Report:
     for piece in slices:
         for name in sorted(piece.collector.hosts):
             result = piece.collector.hosts[name]
-            host = judge(result)
+            host = _judged(judge, result, piece.where)
             if name in where:
                 both = f"({where[name]} and {piece.where})"
                 if not _shared_reading(result):
@@ -180,7 +186,26 @@ def merge(slices: list[Slice]) -> Report:
                 continue
             where[name] = piece.where
             report.hosts[name] = host
+    try:
+        # what the report's renderers read, checked as report.json is when read back
+        report_mod.from_dict(report.as_dict())
+    except report_mod.ReportError as exc:
+        raise EventsError(
+            f"{', '.join(str(s.where) for s in slices)}: results gpufleet cannot report: {exc}"
+        ) from None
     return report
+
+
+def _judged(judge: HostJudge, result: events.HostResult, where: Path) -> HostReport:
+    """The host judged; results whose shape the judge cannot read (a hand-made fact, say) are
+    refused naming the directory and the host, not a traceback."""
+    try:
+        return judge(result)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise EventsError(
+            f"{where}: host {result.name}: results of a shape gpufleet cannot judge "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def report_of(directories: list[Path]) -> Report:

@@ -163,3 +163,78 @@ def test_a_check_mode_run_is_reported_as_what_would_change(tmp_path: Path) -> No
     assert (would.command, would.hosts["node01"].status) == ("provision --check", "drifted")
     done = from_events.report_of([applied])
     assert (done.command, done.hosts["node01"].status) == ("provision", "changed")
+
+
+def _set(path: tuple[str, ...], value: Any) -> Any:
+    """A change to one event: the value at path (keys from the event down) replaced."""
+
+    def change(event: dict[str, Any]) -> None:
+        where = event
+        for key in path[:-1]:
+            where = where[key]
+        where[path[-1]] = value
+
+    return change
+
+
+def _deep(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+# Events that are valid JSON, of a shape no ansible-runner or AWX event has: (event changed: the
+# task result's (2) or the stats' (3), what is done to it)
+HOSTILE: dict[str, tuple[int, Any]] = {
+    "event_data a list": (2, _set(("event_data",), [1, 2])),
+    "event_data a string": (3, _set(("event_data",), "stats")),
+    "host an object": (2, _set(("event_data", "host"), {"name": "node01"})),
+    "host an int": (2, _set(("event_data", "host"), 7)),
+    "checks a string": (2, _set(("event_data", "res", "checks"), "all fine")),
+    "changes of numbers": (2, _set(("event_data", "res", "changes"), [1, 2])),
+    "a check without ok": (2, _set(("event_data", "res", "checks"), [{"name": "gpu.x"}])),
+    "hints of objects": (2, _set(("event_data", "res", "hints"), [{"a": 1}])),
+    "res a list": (2, _set(("event_data", "res"), [{"changes": []}])),
+    "stats ok a list": (3, _set(("event_data", "ok"), ["node01"])),
+    "stats ok counts of strings": (3, _set(("event_data", "ok"), {"node01": "many"})),
+    "stats artifact_data a list": (3, _set(("event_data", "artifact_data"), [True])),
+    "counter a word": (2, _set(("counter",), "second")),
+    "created a number": (2, _set(("created",), 1.5)),
+    "playbook an object": (3, _set(("event_data", "playbook"), {"path": "drift.yml"})),
+    "facts a list": (2, _set(("event_data", "res", "ansible_facts"), ["gpufleet_gpus"])),
+    "100,000 deep": (2, None),
+    "200 deep in a message": (2, _set(("event_data", "res", "msg"), json.loads(_deep(200)))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_events_of_a_shape_no_run_makes_are_refused_naming_the_file(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _artifacts(tmp_path / "a", {"node01": (COMPARE, DRIFTED)})
+    counter, change = HOSTILE[case]
+    path = run / "job_events" / f"{counter}-uuid.json"
+    if change is None:
+        path.write_text(_deep(100_000), encoding="utf-8")
+    else:
+        event = json.loads(path.read_text())
+        change(event)
+        path.write_text(json.dumps(event), encoding="utf-8")
+    with pytest.raises(from_events.EventsError, match=str(path)):
+        from_events.report_of([run])
+    code = cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(path) in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_facts_a_judge_cannot_read_are_refused_naming_the_directory_and_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shape only the command's judge reads (facts' expected GPU count) is refused, not a traceback."""
+    odd = {"changes": [], "checks": [], "ansible_facts": {"gpufleet_expected_gpu_count": "eight"}}
+    run = _artifacts(tmp_path / "a", {"node01": ("Gather", odd)}, "/p/facts.yml")
+    with pytest.raises(from_events.EventsError, match=f"{run}: host node01: results of a shape"):
+        from_events.report_of([run])
+    assert cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")]) == 2
+    assert "host node01" in capsys.readouterr().err
