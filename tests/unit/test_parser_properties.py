@@ -22,13 +22,18 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import (
+    dcgm,
+    gpu_health_readings,
     lldp,
+    nccl_tests,
     nccl_topo,
     nvidia_smi,
+    nvlink,
     rdma,
     roce_counters,
     sonic_qos,
     vllm_metrics,
+    xid,
 )
 from hypothesis import HealthCheck, given, settings
 
@@ -201,6 +206,98 @@ _RDMA = {
 SELECTED_GPU = {"nvidia-smi-text/llm-action-h800-q-i0.txt"}
 
 
+def _without(prefixes: tuple[str, ...], parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` of the text without the lines a capture's author added (a loop's echo, '[...]')."""
+    return lambda text: parse("".join(x for x in text.splitlines(True) if not x.strip().startswith(prefixes)))
+
+
+def _health_cases() -> list[Case]:
+    """Issue 25's parsers: NVLink, all_reduce_perf, Xid, dcgmi diag -j, the -q -x health readings."""
+    cases = []
+    for path in sorted((FIXTURES / "nvlink").iterdir()):
+        rel = "nvlink/" + path.name
+        name, tool = (
+            ("parse_status", "nvidia-smi nvlink -s")
+            if "nvlink-s" in rel
+            else ("parse_error_counters", "nvidia-smi nvlink -e")
+        )
+        parse = _without(("=== GPU", "[...]"), getattr(nvlink, name))
+        cases.append(Case(rel, name, parse, nvlink.ParseError, tool, "text", finite_readings))
+    for rel in (
+        "nvidia-smi-text/utku-h200-590.48.01-nvlink-s.txt",
+        "nvidia-smi-text/azurehpc-hc-bad_nvlink_status.txt",
+    ):
+        cases.append(
+            Case(
+                rel,
+                "parse_status",
+                nvlink.parse_status,
+                nvlink.ParseError,
+                "nvidia-smi nvlink -s",
+                "text",
+                finite_readings,
+            )
+        )
+    for path in sorted((FIXTURES / "nccl-tests").iterdir()):
+        rel = "nccl-tests/" + path.name
+        parse = nccl_tests.parse_all_reduce
+        cases.append(
+            Case(
+                rel,
+                "parse_all_reduce",
+                parse,
+                nccl_tests.ParseError,
+                "all_reduce_perf",
+                "text",
+                finite_readings,
+            )
+        )
+    for path in sorted((FIXTURES / "xid").iterdir()):
+        rel = "xid/" + path.name
+        cases.append(
+            Case(
+                rel,
+                "parse_kernel_log",
+                xid.parse_kernel_log,
+                xid.ParseError,
+                "kernel log (Xid)",
+                "text",
+                finite_readings,
+            )
+        )
+    for path in sorted((FIXTURES / "dcgm").iterdir()):
+        rel = "dcgm/" + path.name
+        cases.append(
+            Case(
+                rel,
+                "parse_diag_json",
+                dcgm.parse_diag_json,
+                dcgm.ParseError,
+                "dcgmi diag -j",
+                "json",
+                finite_readings,
+            )
+        )
+    for path in [
+        FIXTURES / "h200-device" / "nvidia-smi-q-x-idle.xml",
+        *sorted((FIXTURES / "nvidia-smi-xml").iterdir()),
+    ]:
+        rel = f"{path.parent.name}/{path.name}"
+        parse = gpu_health_readings.parse_health_xml
+        cases.append(
+            Case(
+                rel,
+                "parse_health_xml",
+                parse,
+                nvidia_smi.ParseError,
+                "nvidia-smi -q -x",
+                "xml",
+                finite_readings,
+            )
+        )
+    return cases
+
+
 def _cases() -> list[Case]:
     cases = []
     smi = nvidia_smi.ParseError
@@ -301,7 +398,7 @@ def _cases() -> list[Case]:
         cases.append(
             Case(rel, "parse_config_db", parse, sonic_qos.ParseError, "SONiC CONFIG_DB", "json", _sonic_qos)
         )
-    return cases
+    return cases + _health_cases()
 
 
 CASES = _cases()
@@ -357,6 +454,10 @@ def test_every_capture_has_a_case() -> None:
         "ethtool",
         "rdma-statistic",
         "sonic",
+        "nvlink",
+        "nccl-tests",
+        "xid",
+        "dcgm",
     ):
         for path in (FIXTURES / folder).iterdir():
             assert f"{folder}/{path.name}" in covered
