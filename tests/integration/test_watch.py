@@ -10,6 +10,8 @@ load is the simulator's clients (sim/serving.py), a few requests in flight on ev
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,3 +170,83 @@ def test_pfc_off_on_a_leaf_shows_in_the_counters_while_serving(
     assert retransmits == {f"fabric.retransmits[mlx5_{i}]" for i in range(4, 8)}
     ports = {p["ibdev"]: p for p in report["hosts"]["node01"]["facts"]["gpufleet_watch"]["ports"]}
     assert ports["mlx5_4"]["retransmits_per_second"] > 1 and ports["mlx5_0"]["retransmits_per_second"] <= 1
+
+
+def test_a_port_that_goes_down_while_serving_is_named(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    """Its counters read zero on zero traffic (every rate check passes on them): the link's own state
+    and its share of the traffic next to its loaded siblings name it, with its leaf port."""
+    code, report = watch_with(fleet, "node02", "link-down", tmp_path / "watch")
+    assert code == 1
+    down = failed(report, "node02")
+    state_check = down["rdma_link.link_state[mlx5_7]"]
+    assert (state_check["value"], state_check["limit"]) == ("DOWN", "ACTIVE")
+    assert (
+        "mlx5_7 (cabled to leaf" in state_check["message"]
+        and "during the watch window" in state_check["message"]
+    )
+    traffic = down["fabric.traffic[mlx5_7]"]
+    assert traffic["value"] == 0 and traffic["limit"] == 0.1
+    assert {n for n in down if "[mlx5_" in n} == {"rdma_link.link_state[mlx5_7]", "fabric.traffic[mlx5_7]"}
+    assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
+    prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
+    assert 'gpufleet_rdma_link_up{host="node02",command="watch",port="mlx5_7"} 0' in prom
+    assert 'gpufleet_rdma_link_up{host="node02",command="watch",port="mlx5_6"} 1' in prom
+    assert 'gpufleet_failed_checks{host="node02",command="watch",area="rdma_link"} 1' in prom
+
+
+def test_a_healthy_fleet_just_after_its_load_stops_passes(fleet: Fleet, tmp_path: Path) -> None:
+    """The ports pause for microseconds as the load winds down and ECN marks nothing: no congestion,
+    no fault (the watch failed fabric.ecn_loop with value 0 here)."""
+    with ServingLoad(fleet_instance_urls(fleet.root), concurrency=4) as load:
+        time.sleep(5)
+    assert load.ok > 0 and load.failed == 0, load.last_error
+    code, report = watch(fleet, tmp_path / "watch")
+    assert code == 0, {n: sorted(failed(report, n)) for n in NODES}
+    for node in NODES:
+        ecn = [c for c in report["hosts"][node]["checks"] if c["name"].startswith("fabric.ecn_loop[")]
+        assert len(ecn) == 8 and all(c["ok"] for c in ecn)
+
+
+def _burn_in_started(fleet: Fleet, node: str) -> bool:
+    """The burn-in's completions are on the node's GPUs (the fake vLLM counts them per GPU)."""
+    gpus = state.load(fleet.root / "nodes" / node)["gpus"]
+    return any(int((g.get("load") or {}).get("requests", 0)) > 0 for g in gpus)
+
+
+def test_a_link_that_dies_during_the_gates_burn_in_blocks_the_node(fleet: Fleet, tmp_path: Path) -> None:
+    """node02's mlx5_7 goes down 5 s into a 20 s burn-in (issue 28: the gate admitted it, every
+    counter check passing on the dead port). Last in this module: node02 ends blocked."""
+    injected: list[float] = []
+
+    def inject() -> None:
+        deadline = time.monotonic() + 300
+        while not _burn_in_started(fleet, "node02") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(5)
+        control.fault(fleet, "node02", "link-down", clear=False)
+        injected.append(time.monotonic())
+
+    injector = threading.Thread(target=inject, daemon=True)
+    injector.start()
+    try:
+        code, report = run_on(
+            fleet, tmp_path / "gate", "gate", "--limit", "node02", "--burn-in-seconds", "20"
+        )
+    finally:
+        injector.join(timeout=310)
+        control.fault(fleet, "node02", "link-down", clear=True)
+    assert injected, "the burn-in never started on node02"
+    assert code == 1
+    host = report["hosts"]["node02"]
+    assert host["status"] == "blocked"
+    down = {c["name"]: c for c in host["checks"] if not c["ok"]}
+    link = down["rdma_link.link_state[mlx5_7]"]
+    assert "went down during the burn-in" in link["message"] and "cabled to leaf" in link["message"]
+    assert "ACTIVE / LinkUp" in link["message"] and "DOWN / Disabled" in link["message"]
+    assert down["fabric.link_flaps[mlx5_7]"]["value"] == 1
+    # blocked: no instance left running, no marker
+    units = state.load(fleet.root / "nodes" / "node02")["units"]
+    assert not any(units.get(f"vllm-{i}.service", {}).get("active") for i in ("glm52", "kimik3"))
+    assert "burn-in" in host["message"] or "burn_in" in host["message"], host["message"]
