@@ -310,6 +310,8 @@ def _int(value, what="attribute"):
     non-negative integer within 64 bits raises: a reading that does not parse fails closed."""
     if value is None:
         return None
+    if not str(value).isascii():  # int() takes Arabic-Indic and full-width digits too
+        raise TopologyError("%s=%r is not an integer" % (what, value))
     try:
         number = int(value, 0)
     except (TypeError, ValueError):

@@ -72,7 +72,8 @@ _NO_VALUE = frozenset(
 
 # A number and an optional unit: '700.00 W', '81559 MiB', '100.00%', '16x'. The unit needs a
 # space before it so hex ('0x1900') is not read as 0.
-_NUMBER = re.compile(r"^([-+]?\d+(?:\.\d+)?)(?:\s*%|x|\s+[A-Za-z][A-Za-z/()]*)?$")
+# [0-9], not \d: \d takes every Unicode digit (an XML character reference decodes to one)
+_NUMBER = re.compile(r"^([-+]?[0-9]+(?:\.[0-9]+)?)(?:\s*%|x|\s+[A-Za-z][A-Za-z/()]*)?$")
 _TRUE = frozenset(("yes", "enabled", "active", "true", "on"))
 _FALSE = frozenset(("no", "disabled", "not active", "false", "off"))
 

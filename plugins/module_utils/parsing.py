@@ -1,9 +1,11 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the tool output parsers (nvidia_smi, rdma, nccl_topo, vllm_metrics) share: the guard that
-turns a slip on malformed output into the parser's own ParseError naming the tool, and the check
-that every reading a parser returns is a number a tool can print (finite, within 64 bits, and not
-negative where the tool has no negative values).
+"""What the tool output parsers (nvidia_smi, rdma, lldp, sonic_qos, roce_counters, nccl_topo,
+vllm_metrics) share: the guard that turns a slip on malformed output into the parser's own
+ParseError naming the tool, the check that every reading a parser returns is a number a tool can
+print (finite, within 64 bits, and not negative where the tool has no negative values), and the
+refusal of digits no tool prints (str.isdigit(), int(), float() and re's \\d take Arabic-Indic,
+full-width and other Unicode digits as numbers).
 
 Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 """
@@ -13,11 +15,37 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 # No tool we parse prints a reading wider than 64 bits; a longer run of digits is damage.
 READING_LIMIT = 2**64
+
+# A decimal digit that is not 0-9 (re's \d is every Unicode decimal digit in a str pattern).
+_NON_ASCII_DIGIT = re.compile(r"(?![0-9])\d")
+
+# How much of a line or value an error message quotes.
+QUOTE_LIMIT = 80
+
+
+def non_ascii_digit(text: str) -> str | None:
+    """Why ``text`` holds a digit outside ASCII ('U+0663 ...'), or None. No tool we parse prints
+    one, and Python reads them as numbers: output holding one is damaged or forged, never data."""
+    if text.isascii():
+        return None
+    found = _NON_ASCII_DIGIT.search(text)
+    if found is None:
+        return None
+    return "U+%04X (a digit that is not 0-9) at character %d" % (ord(found.group()), found.start())
+
+
+def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` as an error message quotes it: repr() of at most ``limit`` characters, and how
+    long it was when cut (a 2 MiB line must not become a 2 MiB message)."""
+    if len(text) <= limit:
+        return repr(text)
+    return "%r... (%d characters)" % (text[:limit], len(text))
 
 
 def bad_reading(data: Any, non_negative: bool = True, signed: frozenset[str] = frozenset()) -> str | None:
@@ -62,11 +90,27 @@ def load_json(text: str, error: type[Exception], tool: str) -> Any:
     if has_surrogates(text):
         raise error("%s: output is not UTF-8" % tool)
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except RecursionError:
         raise error("%s: JSON nested too deeply to read" % tool) from None
     except ValueError as exc:
         raise error("%s: output is not JSON (%s)" % (tool, exc)) from None
+    # a "\u0663" escape is ASCII text the guard let through, and a digit once decoded
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            digit = non_ascii_digit(item)
+            if digit is not None:
+                raise error(
+                    "%s: %s in the string %s: not a number this tool prints" % (tool, digit, quote(item))
+                )
+    return data
 
 
 def guard(
@@ -76,10 +120,13 @@ def guard(
     complete: bool = False,
     non_negative: bool = True,
     signed: frozenset[str] = frozenset(),
+    max_line: int | None = None,
 ) -> Callable[[Any], Any]:
     """Decorate a parser of ``tool``'s output. No text, or blank text unless ``allow_empty``, raises
     ``error`` ('<tool>: empty output'); with ``complete``, text whose last line has no newline
     raises it too (the tool ends every line with one: the output was cut, perhaps inside a value).
+    A digit outside 0-9 anywhere (:func:`non_ascii_digit`) raises it, and so does, with
+    ``max_line``, a line longer than any the tool prints (a parser's regex stays linear).
     A ValueError, LookupError, AttributeError, TypeError, ArithmeticError or RecursionError inside
     becomes ``error`` naming the tool, and so does a result holding a reading no tool prints
     (:func:`bad_reading`). Modules catch ``error`` to fail with a clear message; an IndexError from
@@ -92,6 +139,16 @@ def guard(
                 raise error("%s: empty output" % tool)
             if complete and text.strip() and "\n" not in text[len(text.rstrip()) :]:
                 raise error("%s: output does not end with a newline (cut short?)" % tool)
+            digit = non_ascii_digit(text)
+            if digit is not None:
+                raise error("%s: %s in the output: not a number this tool prints" % (tool, digit))
+            if max_line is not None:
+                longest = max(text.splitlines() or [""], key=len)
+                if len(longest) > max_line:
+                    raise error(
+                        "%s: a line of %d characters (the tool prints none over %d): %s"
+                        % (tool, len(longest), max_line, quote(longest))
+                    )
             try:
                 result = func(text, *args, **kwargs)
             except error:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard
+from ansible_collections.gpufleet.node.plugins.module_utils.parsing import guard, quote
 
 # Filesystem root the sysfs readers use when not given one; tests patch it.
 SYSFS_ROOT = "/"
@@ -34,9 +34,38 @@ class ParseError(ValueError):
     """Raised when tool output or a sysfs file is empty, truncated or not in the expected format."""
 
 
+# The longest line these tools print is under 200 characters (an mlxlink cable speed list, an
+# ibdev2netdev -v adapter description): a longer one is damage, refused before any regex reads it.
+MAX_LINE = 1024
+
+# Link layers the kernel names (drivers/infiniband/core/sysfs.c link_layer_show).
+LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
+# NVIDIA/Mellanox firmware versions are <major>.<minor>.<subminor> (36.2014.1676); other vendors
+# add a fourth part. A cut value ('3', '36.2014.') matches neither.
+_FIRMWARE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?")
+
+
 def _guard(tool: str, allow_empty: bool = False) -> Callable[[Func], Func]:
     """parsing.guard with this module's ParseError."""
-    return guard(ParseError, tool, allow_empty)
+    return guard(ParseError, tool, allow_empty, max_line=MAX_LINE)
+
+
+def _link_layer(value: str, where: str) -> str:
+    """A whole link layer name ('Ether' is a cut 'Ethernet', not a link layer)."""
+    if value not in LINK_LAYERS:
+        raise ParseError("%s: link layer %s is not one of %s" % (where, quote(value), ", ".join(LINK_LAYERS)))
+    return value
+
+
+def _firmware(value: str | None, where: str) -> str | None:
+    """A whole firmware version, or None when the tool printed none."""
+    if value is None or value == "":
+        return value
+    if not _FIRMWARE.fullmatch(value):
+        raise ParseError(
+            "%s: firmware version %s is not <major>.<minor>.<sub> (cut short?)" % (where, quote(value))
+        )
+    return value
 
 
 def _na(value: str) -> str | None:
@@ -97,7 +126,7 @@ _IBDEV2NETDEV = re.compile(r"^(\S+) port (\d+) ==> (\S+) \((Up|Down|NA)\)$")
 # `ibdev2netdev -v`: "$pdev $d ($devid - $partid) $devdesc fw $fwver port $port ($ibstate) ==> $eth ($state)"
 # where partid, devdesc and ibstate are printf-padded.
 _IBDEV2NETDEV_V = re.compile(
-    r"^(\S*) ?(\S+) \((\S+) - (\S+)\s*\)\s*(.*?)\s*fw (\S+) "
+    r"^(?:(\S+) )?(\S+) \((\S+) - (\S+)\s*\)\s*(.*?)\s*fw (\S+) "
     r"port (\d+) \((\S+)\s*\) ==> (\S+) \((Up|Down|NA)\)$"
 )
 
@@ -123,7 +152,7 @@ def parse_ibdev2netdev(text: str) -> list[dict[str, Any]]:
             verbose = _IBDEV2NETDEV_V.match(line)
             if not verbose:
                 raise ParseError(
-                    "ibdev2netdev: line %r is not '<ibdev> port <n> ==> <netdev> (Up|Down)'" % line
+                    "ibdev2netdev: line %s is not '<ibdev> port <n> ==> <netdev> (Up|Down)'" % quote(line)
                 )
             pdev, ibdev, devid, partid, desc, fw, port, ibstate, netdev, link = verbose.groups()
             entry = {
@@ -134,7 +163,7 @@ def parse_ibdev2netdev(text: str) -> list[dict[str, Any]]:
                 "hca_type": _na(devid),
                 "part_number": _na(partid),
                 "description": desc or None,
-                "fw_version": _na(fw),
+                "fw_version": _firmware(_na(fw), "ibdev2netdev %s" % ibdev),
                 "port_state": _na(ibstate),
             }
         entry["up"] = {"Up": True, "Down": False}.get(link)
@@ -220,7 +249,9 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
         elif line.startswith("tc:"):
             match = _QOS_TC.match(line)
             if not match:
-                raise ParseError("mlnx_qos: TC line %r is not 'tc: N ratelimit: R, tsa: T[, bw: B%%]'" % line)
+                raise ParseError(
+                    "mlnx_qos: TC line %s is not 'tc: N ratelimit: R, tsa: T[, bw: B%%]'" % quote(line)
+                )
             number, rate, tsa, bw = match.groups()
             tc_number = int(number)
             qos["tc"][tc_number] = {
@@ -239,7 +270,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
             qos["default_priority"] = int(line.split(":", 1)[1])
         elif section == "pfc" and line.split()[0].rstrip(":") == "priority":
             if line.split()[1:] != [str(p) for p in range(8)]:
-                raise ParseError("mlnx_qos: PFC header row %r is not 'priority 0 1 .. 7'" % line)
+                raise ParseError("mlnx_qos: PFC header row %s is not 'priority 0 1 .. 7'" % quote(line))
             seen_priority_row = True
         elif section == "pfc" and line.split()[0].rstrip(":") == "enabled":
             qos["pfc"] = _qos_row(line.split(), "enabled", 1)
@@ -254,7 +285,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
         elif line in _QOS_NOTICES or line.startswith("****** WARNING"):
             qos["warnings"].append(line)
         else:
-            raise ParseError("mlnx_qos: unexpected line %r" % line)
+            raise ParseError("mlnx_qos: unexpected line %s" % quote(line))
     if qos["pfc"] is None or not seen_priority_row:
         raise ParseError("mlnx_qos: no 'PFC configuration' priority/enabled rows (output truncated?)")
     qos["pfc_enabled"] = [prio for prio, on in enumerate(qos["pfc"]) if on]
@@ -286,7 +317,7 @@ def _mlxlink_sections(text: str) -> dict[str, dict[str, str]]:
         match = _MLXLINK_KV.match(stripped)
         if current is None or not match:
             raise ParseError(
-                "mlxlink: line %r is outside a 'Key : Value' section (output truncated?)" % stripped
+                "mlxlink: line %s is outside a 'Key : Value' section (output truncated?)" % quote(stripped)
             )
         current[match.group(1).strip()] = match.group(2).strip()
     return sections
@@ -404,7 +435,7 @@ def _mlxconfig_blocks(text: str, tool: str) -> tuple[list[dict[str, Any]], list[
         elif not in_table:
             key, sep, value = line.partition(":")
             if not sep or key.strip() not in _MLXCONFIG_HEADER:
-                raise ParseError("%s: unexpected device header line %r" % (tool, line))
+                raise ParseError("%s: unexpected device header line %s" % (tool, quote(line)))
             device[_MLXCONFIG_HEADER[key.strip()]] = value.strip() or None
         elif line.startswith("The '*'"):
             continue  # -e legend: '*' marks values that differ from the default
@@ -519,7 +550,7 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
         key, sep, value = line.partition(":")
         table = _IBSTAT_PORT if port is not None else _IBSTAT_CA
         if not cas or not sep or key not in table:
-            raise ParseError("ibstat: unexpected line %r" % line)
+            raise ParseError("ibstat: unexpected line %s" % quote(line))
         name = table[key]
         value = value.strip()
         target: dict[str, Any] = port if port is not None else cas[-1]
@@ -527,6 +558,10 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
             target[name] = int(value)
         elif name == "rate_gbps":
             target[name] = _number(float(value))
+        elif name == "link_layer":
+            target[name] = _link_layer(value, "ibstat")
+        elif name == "firmware_version":
+            target[name] = _firmware(value, "ibstat %s" % cas[-1]["ca"])
         else:
             target[name] = value
     if not cas:
@@ -573,7 +608,7 @@ def parse_ibstatus(text: str) -> list[dict[str, Any]]:
             continue
         key, sep, value = line.partition(":")
         if not ports or not sep:
-            raise ParseError("ibstatus: unexpected line %r" % line)
+            raise ParseError("ibstatus: unexpected line %s" % quote(line))
         entry, value = ports[-1], value.strip()
         if key == "default gid":
             entry["default_gid"] = None if value == "unknown" else value
@@ -587,9 +622,9 @@ def parse_ibstatus(text: str) -> list[dict[str, Any]]:
             entry["rate"] = value
             entry.update(_rate(value, "ibstatus"))
         elif key == "link_layer":
-            entry["link_layer"] = value
+            entry["link_layer"] = _link_layer(value, "ibstatus")
         else:
-            raise ParseError("ibstatus: unexpected field %r" % key)
+            raise ParseError("ibstatus: unexpected field %s" % quote(key))
     if not ports:
         raise ParseError("ibstatus: no \"Infiniband device '<name>' port <n> status:\" block")
     for entry in ports:
@@ -623,7 +658,7 @@ def parse_show_gids(text: str) -> list[dict[str, Any]]:
             break
         fields = line.split("\t")
         if len(fields) < 6 or not _GID.match(fields[3].strip()):
-            raise ParseError("show_gids: row %r is not DEV PORT INDEX GID [IPv4] VER DEV" % line)
+            raise ParseError("show_gids: row %s is not DEV PORT INDEX GID [IPv4] VER DEV" % quote(line))
         middle = [f.strip() for f in fields[4:-2] if f.strip()]
         gids.append(
             {
@@ -655,13 +690,16 @@ def parse_ethtool_info(text: str) -> dict[str, Any]:
             continue
         key, sep, value = raw.partition(":")
         if not sep:
-            raise ParseError("ethtool -i: line %r is not 'key: value'" % raw)
+            raise ParseError("ethtool -i: line %s is not 'key: value'" % quote(raw))
         info[key.strip().replace("-", "_")] = value.strip() or None
     if "driver" not in info:
         raise ParseError("ethtool -i: no 'driver:' line")
     firmware = info.get("firmware_version") or ""
     match = re.fullmatch(r"(\S+) \((\S+)\)", firmware)
     info["fw_version"], info["psid"] = match.groups() if match else (firmware or None, None)
+    if str(info["driver"]).startswith("mlx"):
+        # NVIDIA/Mellanox NICs print '<version> (<PSID>)'; other drivers print what they like
+        _firmware(info["fw_version"], "ethtool -i")
     return info
 
 
@@ -676,7 +714,7 @@ def parse_ethtool_pause(text: str) -> dict[str, Any]:
     """`ethtool -a <if>`: IEEE 802.3x global pause, {'autoneg', 'rx', 'tx'} as bools."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines[0].startswith("Pause parameters for "):
-        raise ParseError("ethtool -a: no 'Pause parameters for <if>:' line (%r)" % lines[0])
+        raise ParseError("ethtool -a: no 'Pause parameters for <if>:' line (%s)" % quote(lines[0]))
     pause: dict[str, Any] = {}
     for line in lines[1:]:
         if line.startswith("Cannot get") or line.startswith("netlink error"):
@@ -711,7 +749,7 @@ def parse_cma_roce_mode(text: str) -> str:
     """`cma_roce_mode -d <dev> -p <port> [-m 1|2]` prints the mode it left set; returns 'v1' or 'v2'."""
     last = [line.strip() for line in text.splitlines() if line.strip()][-1]
     if last not in _ROCE_MODES:
-        raise ParseError("cma_roce_mode: %r is not 'RoCE v2' or 'IB/RoCE v1'" % last)
+        raise ParseError("cma_roce_mode: %s is not 'RoCE v2' or 'IB/RoCE v1'" % quote(last))
     return _ROCE_MODES[last]
 
 

@@ -59,6 +59,8 @@ def _value(text, line_no):
     if special is not None:
         return special
     try:
+        if not text.isascii():  # float() takes Arabic-Indic and full-width digits too
+            raise ValueError(text)
         return float(text)
     except ValueError:
         raise MetricsError("line %d: %r is not a sample value" % (line_no, text)) from None

@@ -14,6 +14,11 @@ Shared by the parser property tests (``test_parser_properties.py``) and by any t
   value, N ever deeper indented lines in indented text (N up to 5000, past Python's recursion limit)
 * ``non_utf8``: a byte that is not UTF-8, as surrogateescape decodes it (``'\\udcff'``); on bytes,
   the raw byte, a cut multi-byte sequence or an overlong encoding
+* ``digits``: the ASCII digits of one number (or of every copy of it, or one digit of it) written
+  in another script's digits (Arabic-Indic, full-width, Devanagari, ...: ``DIGIT_ZEROS``), which
+  str.isdigit(), int(), float() and re's ``\\d`` all read as numbers; in JSON also as ``\\u0663``
+  escapes inside strings, in XML as ``&#1635;`` character references (ASCII text that decodes to
+  such a digit)
 
 ``mutated(text, markup=...)`` draws str (what a parser gets after ``run_command`` decoded the
 output); ``mutated_bytes(data, markup=...)`` draws bytes (what an HTTP body or a file read gives).
@@ -123,6 +128,10 @@ NON_UTF8_BYTES = (b"\x80", b"\xe9", b"\xc3", b"\xe2\x82", b"\xc0\xaf", b"\xff")
 
 NEST_DEPTHS = (3, 64, 1100, 1500, 5000)
 
+# The zero of digit sets Python reads as numbers: Arabic-Indic, Extended Arabic-Indic, Devanagari,
+# Bengali, Thai, full-width, mathematical bold (outside the BMP).
+DIGIT_ZEROS = (0x0660, 0x06F0, 0x0966, 0x09E6, 0x0E50, 0xFF10, 0x1D7CE)
+
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
 _XML_OPEN = re.compile(r"<([A-Za-z_][\w.-]*)(?:\s[^<>]*?)?(?<!/)>")
 _JSON_SCALAR = re.compile(
@@ -231,6 +240,65 @@ def _non_utf8(draw: Draw, text: str, markup: str) -> str:
     return text[:pos] + surrogate_escape(draw(st.sampled_from(NON_UTF8_BYTES))) + text[pos:]
 
 
+def _foreign_digits(draw: Draw, digits: str, markup: str) -> tuple[str, str]:
+    """ASCII digits written with another digit set: as characters, or (JSON, XML) as the escape
+    the markup decodes into them; and the same text with a 'Z' for each such digit instead."""
+    zero: int = draw(st.sampled_from(DIGIT_ZEROS))
+    form = draw(st.sampled_from(("raw", "escaped"))) if markup in ("json", "xml") else "raw"
+    out, spoiled = [], []
+    for char in digits:
+        if not char.isdigit():
+            out.append(char)
+            spoiled.append(char)
+            continue
+        code = zero + int(char)
+        spoiled.append("Z")
+        if form == "raw":
+            out.append(chr(code))
+        elif markup == "xml":
+            out.append(f"&#{code};")
+        else:
+            # a JSON string's escape (a UTF-16 surrogate pair outside the BMP)
+            units = chr(code).encode("utf-16-be")
+            out.append("".join(f"\\u{units[i]:02x}{units[i + 1]:02x}" for i in range(0, len(units), 2)))
+    return "".join(out), "".join(spoiled)
+
+
+def _swap_digits(draw: Draw, text: str, markup: str) -> tuple[str, str]:
+    found = list(_NUMBER.finditer(text))
+    if not found:
+        pos = draw(st.integers(0, len(text)))
+        return text[:pos] + chr(draw(st.sampled_from(DIGIT_ZEROS)) + 3) + text[pos:], text[:pos] + "Z" + text[
+            pos:
+        ]
+    match: re.Match[str] = draw(st.sampled_from(found))
+    number = match.group(0)
+    how = draw(st.sampled_from(("one", "every copy", "one digit")))
+    if how == "one digit":
+        at: int = draw(st.sampled_from([i for i, char in enumerate(number) if char.isdigit()]))
+        foreign, spoiled = _foreign_digits(draw, number[at], markup)
+        value, junk = (number[:at] + v + number[at + 1 :] for v in (foreign, spoiled))
+    else:
+        value, junk = _foreign_digits(draw, number, markup)
+    if how == "every copy":
+        copies = re.compile(r"(?<![\w.])" + re.escape(number) + r"(?![\w])")
+        return copies.sub(lambda _: value, text), copies.sub(lambda _: junk, text)
+    before, after = text[: match.start()], text[match.end() :]
+    return before + value + after, before + junk + after
+
+
+def _digits(draw: Draw, text: str, markup: str) -> str:
+    return _swap_digits(draw, text, markup)[0]
+
+
+@st.composite
+def digits_swapped(draw: Draw, text: str, markup: str = "text") -> tuple[str, str]:
+    """``text`` with the ASCII digits of one number written in another digit set (the ``digits``
+    mutation), and the same text with a 'Z' in place of each of those digits: where the parser
+    reads a number, both must be refused; where it reads no number, both may be data."""
+    return _swap_digits(draw, text, markup)
+
+
 MUTATIONS: dict[str, Callable[[Draw, str, str], str]] = {
     "flip": _flip,
     "truncate": _truncate,
@@ -240,6 +308,7 @@ MUTATIONS: dict[str, Callable[[Draw, str, str], str]] = {
     "number": _number,
     "nest": _nest,
     "non_utf8": _non_utf8,
+    "digits": _digits,
 }
 
 

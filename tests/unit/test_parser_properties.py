@@ -37,7 +37,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
 )
 from hypothesis import HealthCheck, given, settings
 
-from tests.unit.mutations import FIXTURES, mutated, read_capture
+from tests.unit.mutations import FIXTURES, digits_swapped, mutated, read_capture
 
 EXAMPLES = 30
 PROPERTY_SETTINGS = settings(
@@ -664,3 +664,43 @@ def test_thermal_sample_nan_temperature_and_garbled_mask_fail_closed() -> None:
         assert damaged != text
         with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi --query-gpu"):
             nvidia_smi.parse_thermal_sample(damaged)
+
+
+# ------------------------------------------------------------------ digits a tool never prints
+
+
+def _digits_refused(case: Case, texts: tuple[str, str]) -> None:
+    """A number in another script's digits is refused wherever the same text with letters there
+    is refused (the parser reads a number at that place): it is never read as the number."""
+    foreign, spoiled = texts
+    outcome = classify(case, foreign)
+    assert outcome in ("data", "error"), outcome
+    if outcome == "data":
+        assert classify(case, spoiled) == "data", "digits outside 0-9 were read where letters are refused"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_digits_outside_ascii_are_never_read_as_numbers(case: Case) -> None:
+    """Arabic-Indic, full-width and other digits (as characters, or as a JSON or XML escape of
+    them) in a number: the tool's parse error, in every parser."""
+
+    @PROPERTY_SETTINGS
+    @given(digits_swapped(_text(case.capture), markup=case.markup))
+    def run(texts: tuple[str, str]) -> None:
+        _digits_refused(case, texts)
+
+    run()
+
+
+@pytest.mark.parametrize(("capture", "fields", "parse"), SAMPLE_CASES)
+def test_sample_digits_outside_ascii_are_never_read_as_numbers(
+    capture: str, fields: tuple[str, ...], parse: Callable[[str], Any]
+) -> None:
+    case = _sample_case(fields, parse)
+
+    @PROPERTY_SETTINGS
+    @given(digits_swapped(_sample_text(capture, fields), markup="text"))
+    def run(texts: tuple[str, str]) -> None:
+        _digits_refused(case, texts)
+
+    run()

@@ -8,6 +8,7 @@ elsewhere, quoted below with their source (search-index id where the repository 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -1045,3 +1046,47 @@ def test_sysfs_file_not_in_kernel_format(
     _put(sysroot, relative, value)
     with pytest.raises(rdma.ParseError):
         reader()
+
+
+# ------------------------------------------------------------------ damaged output (issue 24)
+
+
+def test_a_2_mib_ibdev2netdev_line_is_refused_at_once_quoting_little() -> None:
+    """The -v regex backtracked over every split of a long word (a 2 MiB line ran for minutes)."""
+    for text in ("x" * (2 << 20), ("y" * 1000 + "\n") * 2000, "a (b - c) " * 100 + "\n"):
+        started = time.monotonic()
+        with pytest.raises(rdma.ParseError, match=r"^ibdev2netdev: ") as caught:
+            rdma.parse_ibdev2netdev(text)
+        assert time.monotonic() - started < 1.0
+        assert len(str(caught.value)) < 300
+
+
+VERBOSE = "0000:15:00.0 mlx5_0 (MT4131 - NA)  fw 40.44.1036 port 1 (DOWN  ) ==> ens21np0 (Down)\n"
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        # the capture cut inside its last value: 'Ethernet' read as 'Ether'
+        (rdma.parse_ibstat, "gpud-ibstat.47.0.a100.all.active.0.txt", "link layer 'Ether' is not one of"),
+        (rdma.parse_ibstatus, "gpud-ibstatus.39.0.a100.all.active.0.txt", "link layer 'Infini' is not"),
+        (rdma.parse_ibstat, "gpud-ibstat.47.0.a100.all.active.0.txt", "firmware version '2' is not"),
+        (rdma.parse_ethtool_info, "3fs-doc-ethtool-i-ens4np0-cx7.txt", "firmware version '28.39' is not"),
+        (rdma.parse_ibdev2netdev, VERBOSE, "firmware version '4' is not"),
+    ],
+)
+def test_values_cut_short_are_refused(parse: Callable[[str], Any], text: str, message: str) -> None:
+    original = text if text == VERBOSE else _read(text)
+    parse(original)
+    cut = {
+        "link layer 'Ether'": lambda t: t.replace("Link layer: Ethernet", "Link layer: Ether", 1),
+        "link layer 'Infini'": lambda t: t.replace(
+            "link_layer:      InfiniBand", "link_layer:      Infini", 1
+        ),
+        "firmware version '2'": lambda t: t.replace("Firmware version: 22.35.2302", "Firmware version: 2", 1),
+        "firmware version '28.39'": lambda t: t.replace("28.39.3560", "28.39", 1),
+        "firmware version '4'": lambda t: t.replace("fw 40.44.1036", "fw 4", 1),
+    }[message.split(" is")[0]](original)
+    assert cut != original
+    with pytest.raises(rdma.ParseError, match=message):
+        parse(cut)

@@ -79,7 +79,7 @@ def test_ethtool_with_its_header_and_indent_reads_the_same() -> None:
         ("rx_packets: 12\nrx_bytes: 34", "does not end with a newline"),
         ("rx_packets: -12\n", "not '<counter>"),
         ("rx_packets: 1e3\n", "not '<counter>"),
-        ("rx_packets: \u0661\u0662\n", "not '<counter>"),
+        ("rx_packets: \u0661\u0662\n", "a digit that is not 0-9"),
         ("rx_packets: 12\nrx_packets: 13\n", "printed twice"),
         ("rx_packets: 18446744073709551616\n", "out of range"),
         ("rx_packets: 1\nNIC statistics:\n", "not '<counter>"),
