@@ -594,7 +594,10 @@ def parse_query_csv(text, fields=None):
     a row with the wrong number of values, or no newline after the last row (cut inside a value)
     raises ParseError.
     """
-    rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
+    try:
+        rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
+    except csv.Error as exc:  # not a ValueError: a field over csv's 128 KiB limit
+        raise ParseError("%s: not CSV (%s)" % (_CSV_TOOL, exc)) from None
     if rows and fields is None:
         fields = [_csv_field_name(h) for h in rows.pop(0)]
     elif rows and [_csv_field_name(h) for h in rows[0]] == list(fields):

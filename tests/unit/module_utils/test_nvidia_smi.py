@@ -1038,3 +1038,12 @@ def test_power_sample_reads_the_real_query_columns(read_fixture, capture):
 def test_power_sample_refuses_empty_or_cut_output(text, why):
     with pytest.raises(ParseError, match=why):
         nvidia_smi.parse_power_sample(text)
+
+
+@pytest.mark.parametrize("field", ['"' + "x" * (128 * 1024 + 1) + '"', '"' + "y" * 200_000])
+def test_parse_query_csv_field_csv_cannot_read_is_a_parse_error(field):
+    """csv.Error is not a ValueError: a field over csv's 128 KiB limit (quoted, or an unclosed
+    quote) escaped as a traceback."""
+    text = "name, power.draw [W]\n" + field + ", 10 W\n"
+    with pytest.raises(nvidia_smi.ParseError, match=r"^nvidia-smi --query-gpu --format=csv: "):
+        nvidia_smi.parse_query_csv(text)
