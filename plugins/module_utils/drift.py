@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.node.plugins.module_utils import (
+    drain_state,
     fabric,
     gpu_pinning,
     gpu_power,
@@ -27,7 +28,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     rdma_link,
     rdma_qos,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils import results as results_vocabulary
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import ParseError as SmiParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.plan_node import Commands, PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
@@ -102,23 +102,30 @@ def compare_roles(module, desired):
     return results
 
 
-def left_drained(path):
-    """The failed ``drain.left_drained`` check when the drain role's record is on the node (a run drained
-    it and never returned it to service: interrupted, or a role failed), else None."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            record = " ".join(handle.read().split())
-    except FileNotFoundError:
+def fabric_refusal(results):
+    """The message that stops a node before it is drained when the fabric role's judgement failed a
+    check (its cabling, a leaf's side of a link, a leaf not read), else None: nothing a role changes
+    on the node fixes those, and the fabric role would stop the node after the drain."""
+    fabric_result = results.get("fabric") or {}
+    failed = [c for c in fabric_result.get("checks") or [] if not c["ok"]]
+    if not failed:
         return None
-    except OSError as exc:
-        record = "record unreadable: %s" % exc
-    return results_vocabulary.check(
-        "drain.left_drained",
-        False,
-        record or "drained",
-        "in service",
-        "",
-        "gpufleet took this node out of service (%s, %s) and did not return it: see why the last run stopped "
-        "(its report), then gpufleet drift --fix or the gate returns it"
-        % (record or "no reason recorded", path),
+    shown = "; ".join("%s: %s" % (c["name"], c["message"]) for c in failed[:4])
+    more = " and %d more" % (len(failed) - 4) if len(failed) > 4 else ""
+    return (
+        "fabric: %s%s. Nothing changed on this node fixes its cabling or its leaves (gpufleet switch applies "
+        "a leaf's profile; a leaf that cannot be read must answer first)" % (shown, more)
     )
+
+
+def left_drained(record_path, run_command=None, scheduler=None, get_bin_path=None):
+    """The failed ``drain.left_drained`` check when gpufleet left the node out of service, else None:
+    the drain role's record on the node, or (given ``scheduler`` {method, node_name} with method slurm)
+    Slurm showing the node drained for gpufleet's reason."""
+    found = drain_state.from_record(record_path) if record_path else None
+    if found or not scheduler or scheduler.get("method") != "slurm":
+        return found
+    scontrol = get_bin_path("scontrol")
+    if not scontrol:
+        return None
+    return drain_state.from_slurm(run_command, scontrol, scheduler["node_name"])

@@ -20,11 +20,14 @@ class PlanError(ValueError):
     """The desired state cannot be reached on this node; the message says why and what to do.
 
     ``checks``: the failed readings behind it (a GPU missing from its NVLink domain), for the report.
+    ``input_error``: the inputs ask for what this node cannot have (an NVLink domain it lacks, two
+    instances on one GPU): a configuration error, refused before anything changes.
     """
 
-    def __init__(self, message, checks=()):
+    def __init__(self, message, checks=(), input_error=False):
         super().__init__(message)
         self.checks = list(checks)
+        self.input_error = input_error
 
 
 # What lowers a GPU's enforced power limit below the one software asked for: a limiter outside the
@@ -165,6 +168,8 @@ def pinning_plan(gpus, domains, instances, gpu_count):
     """
     bus_of = dict((g["uuid"], g["pci_bus_id"]) for g in gpus)
     plan, owner, errors, checks = {}, {}, [], []
+    # the errors no repair of the node fixes (the inputs name a domain or a GPU twice): configuration
+    misconfigured = 0
     for instance in instances:
         name = instance["name"]
         needed = instance.get("gpu_count") or gpu_count
@@ -191,6 +196,7 @@ def pinning_plan(gpus, domains, instances, gpu_count):
                     "instance %s: NVLink domain %s does not exist; this node has domains 0-%d"
                     % (name, domain, len(domains) - 1)
                 )
+                misconfigured += 1
                 continue
             members = sorted(domains[domain], key=lambda u: _bus_key(bus_of.get(u, "")))
             if len(members) < needed:
@@ -214,10 +220,11 @@ def pinning_plan(gpus, domains, instances, gpu_count):
         for uuid in wanted:
             if uuid in owner:
                 errors.append("instances %s and %s both claim %s" % (owner[uuid], name, uuid))
+                misconfigured += 1
             owner[uuid] = name
         plan[name] = {"gpus": sorted(wanted, key=lambda u: _bus_key(bus_of[u])), "nvlink_domain": domain}
     if errors:
-        raise PlanError("; ".join(errors) + ". Nothing was written.", checks)
+        raise PlanError("; ".join(errors) + ". Nothing was written.", checks, misconfigured == len(errors))
     return plan
 
 

@@ -79,7 +79,7 @@ def plan(node, params):
     try:
         pins = pinning_plan(gpus, domains, instances, params["gpu_count"])
     except PlanError as exc:
-        node.fail_json(msg="Refusing to pin: %s" % exc, checks=exc.checks)
+        node.fail_json(msg="Refusing to pin: %s" % exc, checks=exc.checks, input_error=exc.input_error)
     for name, entry in pins.items():
         path = os.path.join(params["env_dir"], "%s.env" % name)
         current = _read(path)

@@ -312,8 +312,15 @@ def main():
             insecure_http_reason=params["insecure_http_reason"],
         )
     except RedfishError as exc:
-        # A local configuration error (plain HTTP without a reason, the CA file): nothing was sent.
-        module.fail_json(msg=str(exc), checks=[_bmc_check(baseuri, exc)], hints=[], requests=0)
+        # A local configuration error (plain HTTP without a reason, the CA file): nothing was sent, and
+        # gpufleet refuses the node for its inputs (exit 2).
+        module.fail_json(
+            msg=str(exc),
+            checks=[_bmc_check(baseuri, exc)],
+            hints=[],
+            requests=0,
+            input_error=exc.kind == "config",
+        )
     hints = [client.transport_hint] if client.transport_hint else []
     for line in hints:
         module.warn(line)

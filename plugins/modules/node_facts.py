@@ -62,6 +62,19 @@ options:
         When given and present, the node carries the failed check C(drain.left_drained) - a run drained it
         and did not return it (interrupted, or a role failed) - so the next run names it.
     type: path
+  drain_scheduler:
+    description:
+      - The node in its scheduler, C({method, node_name}). With method V(slurm) and no record on the node,
+        C(scontrol show node <node_name>) runs on the node, and a node Slurm shows drained for a reason that
+        names gpufleet carries C(drain.left_drained) too (a run killed after the drain lost its record).
+    type: dict
+  fabric_stops:
+    description:
+      - A failed fabric check (the cabling, a leaf's side of a link, a leaf that was not read) fails the
+        module, naming them. The gate and C(drift --fix) judge so before the drain, since nothing they
+        change on the node fixes those.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
 attributes:
@@ -130,6 +143,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
     ROLES,
     compare_roles,
+    fabric_refusal,
     left_drained,
     validate_roles,
 )
@@ -139,7 +153,12 @@ def main():
     # each role's options are checked by validate_roles against the role module's own ARGUMENT_SPEC, so
     # that a refused input is a configuration error (input_error), as in provision's preflight
     spec = {role: dict(type="dict") for role in ROLES}
-    spec.update(drain_record=dict(type="path"), report_changes=dict(type="bool", default=True))
+    spec.update(
+        drain_record=dict(type="path"),
+        drain_scheduler=dict(type="dict"),
+        fabric_stops=dict(type="bool", default=False),
+        report_changes=dict(type="bool", default=True),
+    )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
@@ -150,8 +169,19 @@ def main():
     # could not be planned; the roles' own tasks report the rest when they run
     judged = not module.params["report_changes"]
     changes = [] if judged else [c for r in results.values() for c in r["changes"]]
-    checks = [c for r in results.values() if r["error"] or not judged for c in r["checks"]]
-    drained = left_drained(module.params["drain_record"]) if module.params["drain_record"] else None
+    refusal = fabric_refusal(results) if module.params["fabric_stops"] else None
+    checks = [
+        c
+        for role, r in results.items()
+        if r["error"] or not judged or (refusal and role == "fabric")
+        for c in r["checks"]
+    ]
+    drained = left_drained(
+        module.params["drain_record"],
+        module.run_command,
+        module.params["drain_scheduler"],
+        module.get_bin_path,
+    )
     if drained:
         checks.append(drained)
     # each setting once: the per-role view counts them (a 16-GPU node's result halves, ~15 kB, and the
@@ -159,6 +189,8 @@ def main():
     roles = {role: dict(r, changes=len(r["changes"]), checks=len(r["checks"])) for role, r in results.items()}
     output = dict(changed=False, changes=changes, checks=checks, roles=roles)
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if r["error"]]
+    if refusal:
+        errors.append(refusal)
     if errors:
         # a role whose inputs this node cannot meet is a configuration error (gpufleet exits 2)
         input_error = any(r.get("input_error") for r in results.values())

@@ -22,6 +22,9 @@ class Playbook:
     runs_on_leaves: bool = False
     # it changes nothing: what it would change is drift
     read_only: bool = False
+    # the command a run of it holds its nodes as (playbooks/tasks/hold_node.yml, the run lock on the
+    # node); empty when it takes no lock
+    holds_as: str = ""
 
     @property
     def needs_leaf_secrets(self) -> bool:
@@ -31,11 +34,15 @@ class Playbook:
 
 PLAYBOOKS: dict[str, Playbook] = {
     "facts.yml": Playbook("facts", read_only=True),
-    "provision.yml": Playbook("provision", reads_leaves=True),
+    "provision.yml": Playbook("provision", reads_leaves=True, holds_as="gpufleet provision"),
+    # imported by provision.yml and drift_fix.yml, never run alone
+    "provision_roles.yml": Playbook("provision"),
     "drift.yml": Playbook("drift", reads_leaves=True, read_only=True),
-    "drift_fix.yml": Playbook("drift", reads_leaves=True),
-    "post_maintenance.yml": Playbook("gate", reads_leaves=True),
-    "gate_stop.yml": Playbook("gate"),
+    "drift_fix.yml": Playbook("drift", reads_leaves=True, holds_as="gpufleet drift --fix"),
+    "post_maintenance.yml": Playbook("gate", reads_leaves=True, holds_as="gpufleet gate"),
+    "gate_stop.yml": Playbook("gate", holds_as="gpufleet gate"),
+    # the nodes a changing run still held when it ended (a node failed, a second signal): released
+    "release_lock.yml": Playbook("release"),
     "switch_qos.yml": Playbook("switch", runs_on_leaves=True),
     "watch.yml": Playbook("watch", read_only=True),
 }
@@ -56,6 +63,11 @@ COMMANDS: dict[str, str] = {
 def reads_leaves() -> frozenset[str]:
     """The playbooks whose first play reads every leaf switch."""
     return frozenset(name for name, book in PLAYBOOKS.items() if book.reads_leaves)
+
+
+# The play that reads the leaves, as every playbook that reads them names it: a host whose tasks are
+# all in it is a leaf switch (report --from-events, drift --fix).
+LEAF_READ_PLAY = "Read each leaf switch once"
 
 
 def read_only() -> frozenset[str]:

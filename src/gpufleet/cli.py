@@ -62,6 +62,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
+BREAK_LOCK_HELP = (
+    "take the nodes even when another run's lock is on them (the run it names is gone: killed, its "
+    "controller down); without it such a node is refused, naming that run"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpufleet",
@@ -81,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     provision.add_argument("--tags", "-t", help="only these roles (comma-separated role names)")
     provision.add_argument("--check", action="store_true", help="report what would change; change nothing")
     provision.add_argument("--diff", action="store_true", help="show file and setting differences")
+    provision.add_argument("--break-lock", action="store_true", help=BREAK_LOCK_HELP)
 
     # `check` is provision's check mode with diff: the same run, report and exit statuses.
     check = sub.add_parser(
@@ -105,11 +112,13 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument(
         "--burn-in-seconds", type=int, help="burn-in length (default: thermal_gate_burn_in_seconds)"
     )
+    gate.add_argument("--break-lock", action="store_true", help=BREAK_LOCK_HELP)
 
     drift = sub.add_parser("drift", help="compare every role with every node; --fix rolls the roles out")
     _common(drift)
     drift.add_argument("--fix", action="store_true", help="apply the roles to drifted nodes, in batches")
     drift.add_argument("--batch", default="10%", help="nodes per batch with --fix: a count or a percentage")
+    drift.add_argument("--break-lock", action="store_true", help=f"with --fix: {BREAK_LOCK_HELP}")
     drift.add_argument(
         "--max-fail-percent",
         type=float,
@@ -223,6 +232,8 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     )
     if args.command == "gate" or reads_switches or vault is not None:
         preflight.vault_secrets(listed, vault)
+    if catalog.PLAYBOOKS[playbook].reads_leaves:
+        preflight.cabling_leaves(listed)
     if getattr(args, "tags", None):
         preflight.tags("provision.yml", args.tags)
     held = preflight.hosts(listed)
@@ -516,15 +527,25 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
             check=args.check,
             diff=args.diff,
             vault_password_file=vault,
+            break_lock=getattr(args, "break_lock", False),
         )
         return _print_report(commands.provision(options), args.report_dir)
     if args.command == "drift":
         drift_options = drift_mod.DriftOptions(
-            inventory, args.limit, args.report_dir, vault, args.fix, args.batch, args.max_fail_percent
+            inventory,
+            args.limit,
+            args.report_dir,
+            vault,
+            args.fix,
+            args.batch,
+            args.max_fail_percent,
+            break_lock=args.break_lock,
         )
         return _print_report(drift_mod.drift(drift_options, commands.progress), args.report_dir)
     if args.command == "gate":
-        options = commands.CommonOptions(inventory, args.limit, args.report_dir, vault_password_file=vault)
+        options = commands.CommonOptions(
+            inventory, args.limit, args.report_dir, vault_password_file=vault, break_lock=args.break_lock
+        )
         return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
     if args.command == "watch":
         watch_options = watch_mod.WatchOptions(inventory, args.limit, args.report_dir, args.window, vault)

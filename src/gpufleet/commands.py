@@ -20,6 +20,8 @@ class CommonOptions:
     check: bool = False
     diff: bool = False
     vault_password_file: Path | None = None
+    # take the nodes' run locks even from another run's record (that run is gone)
+    break_lock: bool = False
 
 
 # What every command prints while it runs (stderr); the CLI sets its verbosity (--verbose).
@@ -125,6 +127,7 @@ def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
             check=options.check,
             diff=options.diff,
             vault_password_file=options.vault_password_file,
+            break_lock=options.break_lock,
         ),
         options.report_dir,
     )
@@ -154,6 +157,8 @@ def gate_host(result: runner.HostResult) -> HostReport:
             host.message = f"did not pass the post-maintenance gate: {failed_checks} failed"
         if result.drained():
             host.message += "; left drained"
+        elif _refused_before_drain(result):
+            host.message += "; refused before the drain: left as it was, nothing of it stopped"
     # An operator's override of a failed gate is on the record, with its reason.
     for task in result.tasks:
         if task.get("override"):
@@ -163,6 +168,15 @@ def gate_host(result: runner.HostResult) -> HostReport:
     # by (the rack's power budget), a BMC read over plain HTTP with the reason given for it.
     host.message = "; ".join(filter(None, [host.message, *result.hints]))
     return host
+
+
+# The plays of post_maintenance.yml before its drain: a node that fails there is left as it was.
+_BEFORE_DRAIN_PLAYS = (runner.INPUTS_PLAY, "Judge each node before it is drained")
+
+
+def _refused_before_drain(result: runner.HostResult) -> bool:
+    failed = next((t for t in result.tasks if t["outcome"] == "failed" and not t.get("ignored")), {})
+    return str(failed.get("play", "")).startswith(_BEFORE_DRAIN_PLAYS)
 
 
 # The thermal_gate task that marks a node passed (roles/thermal_gate/tasks/verify.yml): a node an
@@ -217,6 +231,7 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
             tags=options.tags,
             extravars=extravars,
             vault_password_file=options.vault_password_file,
+            break_lock=options.break_lock,
         ),
         options.report_dir,
         after_cancel=lambda stopped: _stop_unfinished(options, stopped),

@@ -1,9 +1,13 @@
 """`gpufleet drift [--fix]`: every role compared with every node, and a rolling fix of the drifted ones.
 
 Drift is playbooks/drift.yml: one gpufleet.node.node_facts run per node, nothing written. The fix
-runs playbooks/drift_fix.yml (drain, provision.yml, undrain) on the drifted nodes only, one serial
-batch at a time, and stops the rollout when a batch fails more than the allowed percentage; the
-nodes it did not reach are reported as blocked.
+runs playbooks/drift_fix.yml (judge and hold, drain, every role, undrain) on the drifted nodes and the
+nodes a run left drained, one serial batch at a time, and stops the rollout when a batch fails more
+than the allowed percentage; the nodes it did not reach are reported as blocked.
+
+What the fix would only be refused for is left out of the rollout, never drained, and named with why:
+a node drift already refused (its inputs, a role that cannot be planned, its fabric), and the leaf
+switches (`gpufleet switch` changes them; drift --fix changes nodes only).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import checks, interrupt, runner
+from gpufleet import catalog, checks, interrupt, runner
 from gpufleet.report import HostReport, Report, now, write
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
@@ -28,6 +32,7 @@ class DriftOptions:
     fix: bool = False
     batch: str = "10%"
     max_fail_percent: float = 0.0
+    break_lock: bool = False
 
 
 def batch_size(spec: str, total: int) -> int:
@@ -81,6 +86,11 @@ def drift_host(result: runner.HostResult) -> HostReport:
     return host
 
 
+# The play of drift_fix.yml whose failure leaves the node in service (it was never drained).
+JUDGE_PLAY = "Judge each node of this batch before it is drained"
+LEFT_DRAINED = "drain.left_drained"
+
+
 def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int) -> HostReport:
     host = HostReport(checks=before.checks, changes=before.changes, facts=before.facts)
     if result is None:
@@ -92,16 +102,63 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
         host.message = f"batch {batch}: {result.failure_message()}"
     elif result.failed:
         task = _failed_task(result, "failed")
+        host.configuration_error = result.refused_for_input()
+        host.checks = [*before.checks, *(c for c in result.checks if c not in before.checks)]
+        if str(task.get("play", "")).startswith((runner.INPUTS_PLAY, JUDGE_PLAY)):
+            refused = f"{task.get('task', '?')}: {task.get('msg') or 'failed'}"
+            host.message = f"batch {batch}: refused before the drain, left as it was: {refused}"
+            return host
         host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}"
         if result.drained():
             host.message += "; left drained"
-    else:
+    elif before.changes:
         host.checks = result.checks
         host.message = f"fixed in batch {batch}"
+    else:
+        host.checks = result.checks
+        host.message = (
+            f"returned to service in batch {batch}: a run had left it drained; re-judged, nothing drifted"
+        )
     return host
 
 
+def _leaves(result: runner.RunResult) -> frozenset[str]:
+    """The leaf switches of a drift run: hosts whose every task is the leaves' read."""
+    return frozenset(
+        name
+        for name, host in result.hosts.items()
+        if host.tasks and all(str(t.get("play", "")).startswith(catalog.LEAF_READ_PLAY) for t in host.tasks)
+    )
+
+
+def _left_drained(host: HostReport) -> bool:
+    return any(c["name"] == LEFT_DRAINED and not c["ok"] for c in host.checks)
+
+
+def _not_drained_why(host: HostReport, compared: runner.HostResult | None) -> str | None:
+    """Why drift --fix leaves a node it would target out of the rollout (its batch's judgement before the
+    drain would refuse it the same way), else None."""
+    if host.configuration_error or (compared is not None and compared.failed):
+        return host.message or "drift could not compare it"
+    fabric = [c for c in host.checks if not c["ok"] and c["name"].startswith("fabric.")]
+    if fabric:
+        names = ", ".join(c["name"] for c in fabric[:4]) + (
+            f" and {len(fabric) - 4} more" if len(fabric) > 4 else ""
+        )
+        return (
+            f"its fabric fails {names}: nothing changed on the node fixes its cabling or its leaves "
+            "(gpufleet switch applies a leaf's profile; a leaf that cannot be read must answer first)"
+        )
+    return None
+
+
 def check(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
+    return _compare(options, progress)[0]
+
+
+def _compare(
+    options: DriftOptions, progress: runner.Progress | None = None
+) -> tuple[Report, runner.RunResult]:
     result = runner.run_playbook(
         runner.RunOptions(
             playbook="drift.yml",
@@ -115,19 +172,40 @@ def check(options: DriftOptions, progress: runner.Progress | None = None) -> Rep
     report = Report(command="drift", started=now())
     for name in sorted(result.hosts):
         report.hosts[name] = drift_host(result.hosts[name])
-    return report
+    return report, result
 
 
-def fix(options: DriftOptions, report: Report, progress: runner.Progress | None = None) -> Report:
-    """Rolls the roles out to the drifted nodes of ``report`` in batches; returns the updated report."""
+def fix(
+    options: DriftOptions,
+    report: Report,
+    progress: runner.Progress | None = None,
+    compared: runner.RunResult | None = None,
+) -> Report:
+    """Rolls the roles out to the drifted nodes of ``report`` (and returns the nodes a run left drained)
+    in batches; returns the updated report. ``compared``: drift's own run, which tells the leaves and the
+    nodes it could not compare."""
     report.command = "drift --fix"
-    # Drifted nodes, and nodes that drifted and also fail a check (a link down): the roles are what
-    # fixes the settings, and a node they cannot fix fails its batch instead of being skipped quietly.
-    targets = [
-        name
-        for name in sorted(report.hosts)
-        if report.hosts[name].changes and report.hosts[name].status in ("drifted", "failed")
-    ]
+    hosts = compared.hosts if compared is not None else {}
+    leaves = _leaves(compared) if compared is not None else frozenset()
+    targets = []
+    for name in sorted(report.hosts):
+        host = report.hosts[name]
+        if not (host.changes or _left_drained(host)) or host.status not in ("drifted", "failed"):
+            continue
+        if name in leaves:
+            host.message = (
+                f"not changed: drift --fix changes nodes only; gpufleet switch --limit {name} applies the "
+                "leaf's lossless RoCE profile"
+            )
+            continue
+        why = _not_drained_why(host, hosts.get(name))
+        if why:
+            left = "not returned to service" if _left_drained(host) else "not fixed, left out of the rollout"
+            host.message = f"{left}: {why}"
+            continue
+        # Drifted nodes, nodes left drained, and nodes that also fail a check (a link down): the roles are
+        # what fixes the settings, and a node they cannot fix fails its batch instead of being skipped.
+        targets.append(name)
     size = batch_size(options.batch, len(targets))
     plan = batches(targets, size)
     for number, batch in enumerate(plan, start=1):
@@ -147,6 +225,7 @@ def fix(options: DriftOptions, report: Report, progress: runner.Progress | None 
                     limit=",".join(batch),
                     forks=max(1, len(batch)),
                     vault_password_file=options.vault_password_file,
+                    break_lock=options.break_lock,
                 ),
                 progress=progress,
             )
@@ -187,10 +266,10 @@ def _not_started(report: Report, later: list[list[str]], why: str) -> None:
 
 def drift(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
     started = now()
-    report = check(options, progress)
+    report, compared = _compare(options, progress)
     report.started = started
     if options.fix:
-        report = fix(options, report, progress)
+        report = fix(options, report, progress, compared)
     report.finished = now()
     write(report, options.report_dir)
     return report

@@ -5,6 +5,9 @@ directory while it runs; a second run whose hosts overlap is refused, naming the
 whose process is gone (killed, crashed, the machine rebooted) is stale and is removed by the next
 run, so a lock never outlives its holder. The records are read and written under an flock, so two
 runs starting at the same instant cannot both pass.
+
+This lock sees one controller's runs; the lock every controller sees is on the node itself
+(playbooks/tasks/hold_node.yml, module_utils/run_lock.py), taken by the playbooks.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,12 +50,29 @@ def _alive(record: dict[str, Any]) -> bool:
     return started is not None and started == record.get("pid_start")
 
 
+def _well_formed(record: Any) -> bool:
+    """Whether a record has the shape hold() writes (pid, pid_start, command, started, hosts)."""
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("pid"), int)
+        and isinstance(record.get("hosts"), dict)
+        and all(isinstance(record.get(k), str) for k in ("command", "started"))
+    )
+
+
 def _records(runs: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The records of the runs; one that is not a record hold() wrote (cut short when its writer died,
+    written by hand or by another version) holds nothing: it is removed, and said so on stderr."""
     for path in sorted(runs.glob("*.json")):
         try:
-            yield path, json.loads(path.read_text())
+            record = json.loads(path.read_text())
         except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # a record cut short when its writer died
+            record = None
+        if _well_formed(record):
+            yield path, record
+            continue
+        path.unlink(missing_ok=True)
+        print(f"gpufleet: removed {path}: not a run lock record (it held nothing)", file=sys.stderr)
 
 
 @contextlib.contextmanager

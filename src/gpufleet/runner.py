@@ -5,16 +5,19 @@ The report is built from runner events and stats, never from Ansible's stdout.
 
 from __future__ import annotations
 
+import getpass
 import os
+import socket
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import ansible_runner
 
-from gpufleet import catalog, events, interrupt, procs, workdir
+from gpufleet import catalog, events, interrupt, procs, runlock, workdir
 from gpufleet.events import INPUTS_PLAY as INPUTS_PLAY
 from gpufleet.events import HostResult as HostResult
 from gpufleet.progress import Display
@@ -74,6 +77,8 @@ class RunOptions:
     extravars: dict[str, Any] = field(default_factory=dict)
     forks: int = 32
     vault_password_file: Path | None = None
+    # take the node's run lock even from another run's record (that run is gone): --break-lock
+    break_lock: bool = False
 
 
 @dataclass
@@ -145,7 +150,77 @@ def environment(forks: int) -> dict[str, str]:
     }
 
 
+# The tasks that take and give back a node's run lock (playbooks/tasks/hold_node.yml, release_node.yml).
+HOLD_TASK = "Hold the node for this run"
+RELEASE_TASK = "Release the node held for this run"
+_HOLDER: dict[str, Any] = {}
+
+
+def run_holder(command: str) -> dict[str, Any]:
+    """This gpufleet process as the holder of the nodes' run locks: one id for every playbook it runs
+    (the gate's stop after a second signal holds the gate's nodes again), the user, controller, pid
+    and start that another controller's refusal names."""
+    if not _HOLDER:
+        pid = os.getpid()
+        _HOLDER.update(
+            id=f"{socket.gethostname()}:{pid}:{runlock.process_start(pid)}",
+            user=getpass.getuser(),
+            controller=socket.getfqdn(),
+            pid=pid,
+            started=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        )
+    return {**_HOLDER, "command": command}
+
+
+def still_held(hosts: dict[str, HostResult]) -> list[str]:
+    """The hosts whose run lock this run took and did not give back (it failed on them, or stopped)."""
+
+    def did(host: HostResult, task: str) -> bool:
+        return any(t["task"] == task and t["outcome"] == "ok" for t in host.tasks)
+
+    return sorted(n for n, h in hosts.items() if did(h, HOLD_TASK) and not did(h, RELEASE_TASK))
+
+
 def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunResult:
+    """One playbook; a playbook that holds its nodes (catalog: holds_as) runs as this process's holder,
+    and the nodes it still holds at its end are released (release_lock.yml), after a second signal too."""
+    holds_as = catalog.PLAYBOOKS[options.playbook].holds_as if options.playbook in catalog.PLAYBOOKS else ""
+    if not holds_as or options.check:
+        return _run(options, progress)
+    lock_vars: dict[str, Any] = {"gpufleet_run": run_holder(holds_as)}
+    if options.break_lock:
+        lock_vars["gpufleet_break_lock"] = True
+    options = replace(options, extravars={**options.extravars, **lock_vars})
+    try:
+        result = _run(options, progress)
+    except Canceled as exc:
+        # a fresh signal state: the second signal that stopped the run must not stop this one too
+        with interrupt.installed():
+            _release(options, still_held(exc.hosts), progress)
+        raise
+    _release(options, still_held(result.hosts), progress)
+    return result
+
+
+def _release(options: RunOptions, names: list[str], progress: Progress | None) -> None:
+    if not names:
+        return
+    if progress is not None:
+        progress(f"releasing the run lock of {', '.join(names)}")
+    limit = ",".join(names)
+    release = replace(options, playbook="release_lock.yml", limit=limit, tags=None, break_lock=False)
+    try:
+        result = _run(release, None)
+    except RunnerError as exc:
+        if progress is not None:
+            progress(f"the run lock of {', '.join(names)} may remain: {exc}")
+        return
+    kept = [n for n, h in result.hosts.items() if h.failed or h.unreachable]
+    if kept and progress is not None:
+        progress(f"the run lock of {', '.join(kept)} remains (release failed): the next run names it")
+
+
+def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
     ensure_collection_link()
     playbook = PLAYBOOK_DIR / options.playbook
     if not playbook.exists():

@@ -70,8 +70,14 @@ def changes(report: dict[str, Any], host: str) -> list[tuple[str, Any, Any]]:
     )
 
 
+def updates(fleet: Fleet, name: str) -> list[dict[str, Any]]:
+    """The node's Slurm updates, argv and time (drift reads its state too: scontrol show node)."""
+    found = state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])
+    return [c for c in found if c["argv"][:1] == ["update"]]
+
+
 def calls(fleet: Fleet, name: str) -> list[list[str]]:
-    return [c["argv"] for c in state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])]
+    return [c["argv"] for c in updates(fleet, name)]
 
 
 @pytest.fixture(scope="module")
@@ -187,8 +193,8 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
             ["update", f"nodename={name}", "state=resume"],
         ]
     # batches: [node02, node03], then [node04]
-    first = [state.load(fleet.root / "nodes" / n)["scheduler_calls"] for n in ("node02", "node03")]
-    node04 = state.load(fleet.root / "nodes" / "node04")["scheduler_calls"]
+    first = [updates(fleet, n) for n in ("node02", "node03")]
+    node04 = updates(fleet, "node04")
     assert max(c[1]["time"] for c in first) <= node04[0]["time"], "batch 2 started before batch 1 ended"
 
     assert (fleet.root / "nodes" / "node04" / "etc-upper" / CONF).read_bytes() == written

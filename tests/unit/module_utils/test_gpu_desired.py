@@ -157,20 +157,26 @@ def test_a_short_domain_is_refused(b300: dict, tmp_path: Path) -> None:
         "instance kimik3 needs 8 GPUs on NVLink domain 1, which has 7 (1 missing); a GPU may have fallen off "
         "the bus (nvidia-smi -L, Xid 79 in dmesg). Nothing was written."
     )
+    # a GPU gone is the node's fault, not the inputs'
+    assert raised.value.input_error is False
 
 
 def test_other_refusals(b300: dict) -> None:
     gpus, domains = node_view(b300)
+    # a domain the node lacks and a GPU claimed twice are the inputs' errors (configuration)
     with pytest.raises(
         gpu_desired.PlanError, match="NVLink domain 2 does not exist; this node has domains 0-1"
-    ):
+    ) as domain:
         gpu_desired.pinning_plan(gpus, domains, [{"name": "x", "nvlink_domain": 2}], 8)
-    with pytest.raises(gpu_desired.PlanError, match="instances a and b both claim"):
+    assert domain.value.input_error is True
+    with pytest.raises(gpu_desired.PlanError, match="instances a and b both claim") as twice:
         gpu_desired.pinning_plan(
             gpus, domains, [{"name": "a", "nvlink_domain": 0}, {"name": "b", "nvlink_domain": 0}], 4
         )
-    with pytest.raises(gpu_desired.PlanError, match="GPU-nope is not on this node"):
+    assert twice.value.input_error is True
+    with pytest.raises(gpu_desired.PlanError, match="GPU-nope is not on this node") as absent:
         gpu_desired.pinning_plan(gpus, domains, [{"name": "x", "gpus": ["GPU-nope"]}], 8)
+    assert absent.value.input_error is False
 
 
 def test_named_gpus_and_a_partial_domain(b300: dict) -> None:
