@@ -3,6 +3,15 @@
 Leaf faults (``gpufleet sim fault leaf01 switch-pfc-off``) edit the leaf's applied NVUE tree
 (sim/nvue_state.py), as an operator's ``nv set ... ; nv config apply`` would, so gpufleet's
 switch_qos role can put them back; ``switch-down`` makes the leaf's listener stop answering.
+
+Service faults make the leaf's NVUE API misbehave (the state file's ``misbehave``, read by
+sim/nvue.py on each request): ``switch-patch-400`` refuses every configuration PATCH (as a
+platform without a feature would), ``switch-patch-500`` and ``switch-apply-500`` answer a PATCH or
+the apply request with HTTP 500 (nvued failing), ``switch-slow-patch`` takes a PATCH and then sends
+its answer one byte every ``SLOW_S`` seconds, ``switch-trickle`` sends every answer (status line and
+headers too) that way. Modelled: what the client sees on the wire, and that a revision is left
+pending. Not modelled: nvued's own logs, a 500 that half-merged a PATCH, an apply that a 500 still
+started, TCP-level stalls (a listener that accepts and never answers is ``switch-down``'s cousin).
 Cabling faults (``cable-swapped``, ``lldp-missing``) change what a node's lldpd hears (the NICs'
 ``neighbor``, sim/build.py's cabling) and are node faults (faults.py registers them).
 """
@@ -67,12 +76,31 @@ def _down(flag: bool) -> LeafFn:
     return apply
 
 
+# One byte every SLOW_S seconds: far slower than any deadline a client gives one request.
+SLOW_S = 5.0
+
+
+def _misbehave(how: str, value: Any = True) -> tuple[LeafFn, LeafFn]:
+    def inject(state: Tree) -> None:
+        state.setdefault("misbehave", {})[how] = value
+
+    def clear(state: Tree) -> None:
+        state.setdefault("misbehave", {}).pop(how, None)
+
+    return inject, clear
+
+
 LEAF_FAULTS: dict[str, tuple[LeafFn, LeafFn]] = {
     "switch-pfc-off": (_pfc_off, _pfc_on),
     "switch-ecn-off": (_ecn("disable"), _ecn("enable")),
     "switch-dscp-lossy": (_dscp(LOSSY_PRIORITY), _dscp(nvue_state.ROCE_PRIORITY)),
     "switch-mtu-low": (_mtu(LOW_MTU), _mtu(nvue_state.DEFAULT_MTU)),
     "switch-down": (_down(True), _down(False)),
+    "switch-patch-400": _misbehave("patch-400"),
+    "switch-patch-500": _misbehave("patch-500"),
+    "switch-apply-500": _misbehave("apply-500"),
+    "switch-slow-patch": _misbehave("slow-patch", SLOW_S),
+    "switch-trickle": _misbehave("trickle", SLOW_S),
 }
 
 

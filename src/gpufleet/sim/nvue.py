@@ -16,6 +16,13 @@ Served (paths follow ``nv show``, as NVIDIA's NVUE API page says; shapes and the
 - ``PATCH /nvue_v1/revision/<id>`` with ``{"state": "apply", "auto-prompt": {"ays": "ays_yes"}}``:
   answers ``{"state": "apply", ...}``; the revision reads "applied" once the state file's
   ``apply-delay-s`` has passed (0 by default), and only then is it the applied configuration.
+- ``DELETE /nvue_v1/revision/<id>``: a revision that is not applied and not applying is removed
+  (``nv config detach`` for a pending one); an applied or applying one is 400. Assumed: NVUE's
+  OpenAPI lists DELETE on a revision; no public capture of its answer was found (the sim answers
+  an empty object).
+
+A leaf can also misbehave as a service (sim/faults_switch.py's ``switch-patch-400``, ``-patch-500``,
+``-apply-500``, ``-slow-patch``, ``-trickle``: the state file's ``misbehave``): see ``_misbehaving``.
 
 HTTP basic auth on every request (NVUE's nginx front end; the account's salted hash is in the state
 file and checked on each request, so a password change takes effect at once). Errors are
@@ -125,6 +132,10 @@ class Handler(BaseHTTPRequestHandler):
     # -- responses ------------------------------------------------------------------------
     def _send(self, code: int, payload: Any, content_type: str = "application/json") -> None:
         data = json.dumps(payload, indent=2).encode() if payload is not None else b""
+        trickle = self._misbehaving("trickle")
+        if trickle is not None:
+            self._trickle(code, content_type, data, float(trickle))
+            return
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
@@ -135,6 +146,22 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)
+
+    def _trickle(self, code: int, content_type: str, data: bytes, interval: float) -> None:
+        """The whole answer (status line, headers, body), one byte every ``interval`` seconds: a
+        per-read socket timeout never fires, only a deadline on the whole request ends it."""
+        head = (
+            f"HTTP/1.1 {code} {self.responses.get(code, ('',))[0]}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        self.close_connection = True
+        for byte in head + data:
+            self.wfile.write(bytes((byte,)))
+            time.sleep(interval)
+
+    def _misbehaving(self, how: str) -> Any:
+        """The ``misbehave`` entry ``how`` of the state file (faults_switch.py's service faults), or None."""
+        return (self.server.switch.read().get("misbehave") or {}).get(how)
 
     def _problem(self, code: int, title: str, detail: str) -> None:
         self._send(code, {"status": code, "title": title, "detail": detail}, "application/problem+json")
@@ -211,6 +238,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         parts = [unquote(p) for p in rest.split("/") if p]
         switch = self.server.switch
+        if self._misbehaving("patch-400") is not None:
+            self._problem(400, "Bad Request", f"/{'/'.join(parts)}: the platform does not support this")
+            return
+        if self._misbehaving("patch-500") is not None:
+            self._problem(500, "Internal Server Error", "nvued: unexpected error")
+            return
         try:
             with nvue_state.locked(switch.state_path) as current:
                 if rev not in current.get("revisions", {}):
@@ -221,6 +254,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         except nvue_state.PatchError as exc:
             self._problem(400, "Bad Request", str(exc))
+            return
+        slow = self._misbehaving("slow-patch")
+        if slow is not None:  # merged, then answered too slowly for the client to wait for
+            data = json.dumps(body).encode()
+            self._trickle(200, "application/json", data, float(slow))
             return
         self._send(200, body)
 
@@ -245,8 +283,14 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send(200, nvue_state.revision_body(revision))
             return
+        if self.command == "DELETE":
+            self._delete_revision(rev)
+            return
         if self.command != "PATCH":
             self._problem(405, "Method Not Allowed", "The method is not allowed for the requested URL.")
+            return
+        if self._misbehaving("apply-500") is not None:
+            self._problem(500, "Internal Server Error", "nvued: unexpected error")
             return
         if not isinstance(body, dict) or body.get("state") != "apply":
             self._problem(400, "Bad Request", 'Only {"state": "apply", ...} is supported on a revision.')
@@ -264,6 +308,18 @@ class Handler(BaseHTTPRequestHandler):
             return
         # [API]: the apply request answers "apply"; GET on the revision says when it is applied.
         self._send(200, {"state": "apply", "transition": {"issue": {}, "progress": ""}})
+
+    def _delete_revision(self, rev: str) -> None:
+        try:
+            with nvue_state.locked(self.server.switch.state_path) as current:
+                nvue_state.delete_revision(current, rev)
+        except KeyError:
+            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            return
+        except nvue_state.PatchError as exc:
+            self._problem(400, "Bad Request", str(exc))
+            return
+        self._send(200, {})
 
     do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = do_DELETE = _dispatch
 

@@ -476,6 +476,19 @@ def patch_revision(state: State, rev: str, path_parts: list[str], payload: Tree)
     revision["config"] = merge(revision["config"], wrapped)
 
 
+def delete_revision(state: State, rev: str) -> None:
+    """Remove revision ``rev`` (KeyError if unknown); PatchError when it is applied or applying."""
+    revision = state.get("revisions", {})[rev]
+    if revision["state"] in ("applied", "apply"):
+        raise PatchError(f"revision {rev} is {revision['state']}; only one not applied can be deleted")
+    del state["revisions"][rev]
+
+
+def pending(state: State) -> list[str]:
+    """The revisions not applied and not being applied (what a client left behind)."""
+    return sorted(r for r, v in state.get("revisions", {}).items() if v["state"] not in ("applied", "apply"))
+
+
 def request_apply(state: State, rev: str, body: Tree, now: float) -> None:
     """Start applying ``rev``: "ays_fail" without the auto-prompt answer, else "apply" until settled."""
     revision = state["revisions"][rev]

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 
-from gpufleet.sim import nvue, nvue_state
+from gpufleet.sim import faults_switch, nvue, nvue_state
 
 APPLY = {"state": "apply", "auto-prompt": {"ays": "ays_yes"}}
 
@@ -256,6 +256,77 @@ def test_a_patch_needs_a_pending_revision(leaf: Leaf) -> None:
     assert leaf.request("PATCH", "/nvue_v1/qos/roce?rev=applied", {"mode": "lossy"})[0] == 400
     assert leaf.request("PATCH", "/nvue_v1/qos/roce?rev=changeset%2Fx%2Fy", {"mode": "lossy"})[0] == 404
     assert leaf.request("PATCH", "/nvue_v1/revision/changeset%2Fx%2Fy", APPLY)[0] == 404
+
+
+def test_a_revision_not_applied_can_be_deleted_an_applied_one_cannot(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", {"mode": "lossy"})
+    assert nvue_state.pending(nvue_state.load(leaf.state)) == [rev]
+    assert leaf.request("DELETE", f"/nvue_v1/revision/{q(rev)}")[0] == 200
+    assert rev not in leaf.get("/nvue_v1/revision") and nvue_state.pending(nvue_state.load(leaf.state)) == []
+    assert leaf.request("DELETE", f"/nvue_v1/revision/{q(rev)}")[0] == 404
+    applied = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(applied)}", APPLY)
+    status, _, body = leaf.request("DELETE", f"/nvue_v1/revision/{q(applied)}")
+    assert status == 400 and "is applied" in body["detail"]
+
+
+@pytest.mark.parametrize(("fault", "status"), [("switch-patch-400", 400), ("switch-patch-500", 500)])
+def test_service_faults_refuse_or_fail_a_patch_and_leave_it_pending(
+    leaf: Leaf, fault: str, status: int
+) -> None:
+    assert faults_switch.inject_leaf(leaf.state, fault)
+    rev = leaf.revision()
+    assert leaf.request("PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", {"mode": "lossy"})[0] == status
+    assert leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", APPLY)[0] == 200  # the apply is not faulted
+    faults_switch.clear_leaf(leaf.state, fault)
+    assert leaf.request("PATCH", "/nvue_v1/qos/roce?rev=x", {"mode": "lossy"})[0] == 404
+
+
+def test_the_apply_500_fault_leaves_the_revision_pending(leaf: Leaf) -> None:
+    faults_switch.inject_leaf(leaf.state, "switch-apply-500")
+    rev = leaf.revision()
+    assert leaf.request("PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", {"mode": "lossy"})[0] == 200
+    assert leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", APPLY)[0] == 500
+    assert nvue_state.pending(nvue_state.load(leaf.state)) == [rev]
+
+
+def _first_bytes(leaf: Leaf, method: str, path: str, count: int) -> tuple[bytes, float]:
+    """The first ``count`` bytes of the raw answer and the seconds they took."""
+    context = ssl.create_default_context(cafile=str(leaf.ca))
+    secret = base64.b64encode(f"{nvue_state.USERNAME}:{leaf.password}".encode()).decode()
+    body = b'{"mode": "lossy"}' if method == "PATCH" else b""
+    with (
+        socket.create_connection((leaf.address, leaf.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname=leaf.address) as tls,
+    ):
+        tls.sendall(
+            f"{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {secret}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        started, got = time.monotonic(), b""
+        while len(got) < count:
+            got += tls.recv(count - len(got))
+        return got, time.monotonic() - started
+
+
+def test_the_trickle_fault_sends_every_answer_a_byte_at_a_time(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        faults_switch.LEAF_FAULTS["switch-trickle"][0](current)
+        current["misbehave"]["trickle"] = 0.2  # the fault's 5 s, shortened for the test
+    got, took = _first_bytes(leaf, "GET", "/nvue_v1/qos/roce", 4)
+    assert got == b"HTTP" and 0.6 <= took < 3
+
+
+def test_the_slow_patch_fault_takes_the_patch_then_answers_slowly(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        faults_switch.LEAF_FAULTS["switch-slow-patch"][0](current)
+        current["misbehave"]["slow-patch"] = 0.2
+    rev = leaf.revision()  # not slowed: only a PATCH is
+    got, took = _first_bytes(leaf, "PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", 3)
+    assert got == b"HTTP"[:3] and 0.4 <= took < 3
+    assert nvue_state.load(leaf.state)["revisions"][rev]["config"]["qos"]["roce"]["mode"] == "lossy"
 
 
 # -- the state file: faults and identity -----------------------------------------------------
