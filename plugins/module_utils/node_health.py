@@ -1,0 +1,346 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The hardware faults a maintenance window leaves behind, judged: one judge for the gate and the watch.
+
+Readings (each from one tool run, parsed by its module):
+- ``nvidia-smi -q -x`` -> gpu_health_readings: per GPU its PCIe link, remapped rows, ECC counts;
+- ``nvidia-smi nvlink -s`` -> nvlink.parse_status: per GPU each link active and its speed;
+- ``dmesg`` -> xid.parse_kernel_log: the Xid events since boot.
+
+Checks, one name per condition (results.check), per GPU by UUID:
+- ``health.gpu_count``: the GPUs nvidia-smi lists against the profile's count;
+- ``health.pcie_width[<uuid>]``: the link's current width against its maximum. The generation is
+  judged only under load (``health.pcie_gen[<uuid>]``, the burn-in's samples): a healthy GPU
+  lowers its link to Gen1 at idle to save power;
+- ``health.row_remap_pending[<uuid>]``, ``health.row_remap_failure[<uuid>]``: a remap waiting for a
+  GPU reset, or a bank out of spare rows;
+- ``health.ecc_uncorrectable[<uuid>]``: volatile (since the driver loaded) and, when a limit is
+  set, aggregate (lifetime) uncorrectable ECC errors;
+- ``health.nvlink[<uuid>]``: every NVLink link of the GPU active (a GPU that reports all links
+  inactive fails when the profile expects NVLink);
+- ``health.xid[<bus id>]``: Xid events in the kernel log, per GPU, blocking or warning as
+  xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means.
+
+A check the profile turns off (``off``: {check family: reason}) is returned passing with the reason,
+so the report shows it was not judged and why.
+
+Pure judgement plus a small reader (:func:`read`); runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.gpufleet.node.plugins.module_utils import (
+    gpu_health_readings,
+    nvidia_smi,
+    nvlink,
+    tool_runner,
+    xid,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.results import check
+
+RunCommand = Callable[..., tuple[int, str, str]]
+
+# The check families a profile may turn off, each with a reason the report shows.
+FAMILIES = (
+    "health.gpu_count",
+    "health.pcie_width",
+    "health.pcie_gen",
+    "health.row_remap_pending",
+    "health.row_remap_failure",
+    "health.ecc_uncorrectable",
+    "health.ecc_uncorrectable_aggregate",
+    "health.nvlink",
+    "health.xid",
+)
+
+DEFAULT_LIMITS: dict[str, int | None] = {
+    # Any uncorrectable error since the driver loaded: the GPU's memory returned bad data.
+    "max_volatile_uncorrectable_ecc": 0,
+    # Lifetime errors stay after the row was remapped (NVIDIA: a remapped GPU is healthy): off by default.
+    "max_aggregate_uncorrectable_ecc": None,
+}
+
+
+class ReadError(Exception):
+    """A health tool could not be run or read: the message names the tool."""
+
+
+def _run(run_command: RunCommand, argv: list[str], tool: str) -> str:
+    rc, out, err = tool_runner.read_command(run_command, argv, environ_update=tool_runner.ENV)
+    if rc != 0:
+        raise ReadError("%s failed (rc=%s): %s" % (tool, rc, tool_runner.first_line(err, out)))
+    return out
+
+
+def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: bool) -> dict[str, Any]:
+    """The three readings: ``{gpus, links, xids}`` (``links``/``xids`` None when not read)."""
+    try:
+        gpus = gpu_health_readings.parse_health_xml(_run(run_command, [smi, "-q", "-x"], "nvidia-smi -q -x"))
+        links = None
+        if nvlink_expected:
+            links = nvlink.parse_status(_run(run_command, [smi, "nvlink", "-s"], nvlink.STATUS_TOOL))
+        xids = None if dmesg is None else xid.parse_kernel_log(_run(run_command, [dmesg], "dmesg"))
+    except (nvidia_smi.ParseError, nvlink.ParseError, xid.ParseError) as exc:
+        raise ReadError(str(exc)) from exc
+    return {"gpus": gpus, "links": links, "xids": xids}
+
+
+# ---------------------------------------------------------------- the judgement
+
+
+def _bus(bus_id: Any) -> str:
+    """A PCI bus id as the kernel log prints it (0000:18:00), from nvidia-smi's (00000000:18:00.0)."""
+    text = str(bus_id or "").lower()
+    if text.count(":") == 2:
+        domain, rest = text.split(":", 1)
+        text = "%04x:%s" % (int(domain, 16), rest) if domain.isascii() and domain.isalnum() else text
+    return text.split(".")[0]
+
+
+def gpu_count_check(gpus: list[dict[str, Any]], expected: int | None) -> dict[str, Any]:
+    found = len(gpus)
+    ok = expected is None or found == expected
+    return check(
+        "health.gpu_count",
+        ok,
+        found,
+        expected,
+        "GPUs",
+        "nvidia-smi lists %d GPUs%s" % (found, "" if expected is None else ", the profile %d" % expected)
+        + ("" if ok else ": a GPU fell off the bus or was not seated (see health.xid, Xid 79); reseat it"),
+    )
+
+
+def pcie_checks(gpu: Mapping[str, Any], under_load: bool = False) -> list[dict[str, Any]]:
+    """The link's width (always) and generation (under load only) against their maximum."""
+    uuid, pcie = gpu["uuid"], gpu.get("pcie") or {}
+    out = []
+    width, width_max = pcie.get("width_current"), pcie.get("width_max")
+    if width is not None and width_max is not None:
+        ok = width >= width_max
+        out.append(
+            check(
+                "health.pcie_width[%s]" % uuid,
+                ok,
+                width,
+                width_max,
+                "lanes",
+                "%s (%s) PCIe link x%d of x%d%s"
+                % (
+                    uuid,
+                    gpu.get("pci_bus_id"),
+                    width,
+                    width_max,
+                    ""
+                    if ok
+                    else ": degraded, usually a GPU or riser not fully seated, or a damaged slot; "
+                    "reseat it and check the slot",
+                ),
+            )
+        )
+    gen, gen_max = pcie.get("gen_current"), pcie.get("gen_max")
+    if under_load and gen is not None and gen_max is not None:
+        ok = gen >= gen_max
+        out.append(
+            check(
+                "health.pcie_gen[%s]" % uuid,
+                ok,
+                gen,
+                gen_max,
+                "",
+                "%s (%s) PCIe link at Gen%d of Gen%d under load%s"
+                % (
+                    uuid,
+                    gpu.get("pci_bus_id"),
+                    gen,
+                    gen_max,
+                    "" if ok else ": it did not train up; check the slot, riser and cable signal integrity",
+                ),
+            )
+        )
+    return out
+
+
+def memory_checks(gpu: Mapping[str, Any], limits: Mapping[str, int | None]) -> list[dict[str, Any]]:
+    uuid, out = gpu["uuid"], []
+    rows = gpu.get("remapped_rows") or {}
+    pending = rows.get("pending")
+    if pending is not None:
+        out.append(
+            check(
+                "health.row_remap_pending[%s]" % uuid,
+                not pending,
+                pending,
+                False,
+                "",
+                "%s has a row remap pending%s"
+                % (uuid, ": it takes effect at the next GPU reset; reset the GPU before it serves")
+                if pending
+                else "%s has no row remap pending" % uuid,
+            )
+        )
+    failure = rows.get("failure")
+    if failure is not None:
+        out.append(
+            check(
+                "health.row_remap_failure[%s]" % uuid,
+                not failure,
+                failure,
+                False,
+                "",
+                "%s row remapping failed: a memory bank ran out of spare rows; the GPU needs service" % uuid
+                if failure
+                else "%s row remapping has not failed" % uuid,
+            )
+        )
+    ecc = gpu.get("ecc") or {}
+    for scope, key in (
+        ("volatile", "max_volatile_uncorrectable_ecc"),
+        ("aggregate", "max_aggregate_uncorrectable_ecc"),
+    ):
+        limit = limits.get(key)
+        count = (ecc.get(scope) or {}).get("uncorrectable")
+        if limit is None or count is None:
+            continue
+        ok = count <= limit
+        out.append(
+            check(
+                "health.ecc_uncorrectable[%s]" % uuid
+                if scope == "volatile"
+                else "health.ecc_uncorrectable_aggregate[%s]" % uuid,
+                ok,
+                count,
+                limit,
+                "errors",
+                "%s: %d %s uncorrectable ECC errors, limit %d%s"
+                % (
+                    uuid,
+                    count,
+                    scope,
+                    limit,
+                    ""
+                    if ok
+                    else ": the GPU's memory returned bad data; look for Xid 48/63/94/95 and a pending "
+                    "row remap, reset the GPU, replace it if they come back",
+                ),
+            )
+        )
+    return out
+
+
+def nvlink_checks(gpus: list[dict[str, Any]], links: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Per GPU, every NVLink link active (by UUID; a GPU nvlink -s does not list fails)."""
+    if links is None:
+        return []
+    by_uuid = {g["uuid"]: g for g in links}
+    out = []
+    for gpu in gpus:
+        uuid = gpu["uuid"]
+        entry = by_uuid.get(uuid)
+        if entry is None:
+            out.append(
+                check(
+                    "health.nvlink[%s]" % uuid,
+                    False,
+                    None,
+                    "active",
+                    "",
+                    "%s is not in nvidia-smi nvlink -s" % uuid,
+                )
+            )
+            continue
+        down = [str(link["link"]) for link in entry.get("links") or [] if not link.get("active")]
+        total = len(entry.get("links") or [])
+        ok = not down and not entry.get("all_inactive") and total > 0
+        out.append(
+            check(
+                "health.nvlink[%s]" % uuid,
+                ok,
+                total - len(down),
+                total,
+                "links active",
+                "%s: %d of %d NVLink links active" % (uuid, total - len(down), total)
+                + (
+                    ""
+                    if ok
+                    else "; inactive: %s. Tensor parallel falls back to slower paths; reseat the GPU or its "
+                    "NVLink bridge/tray, check nvidia-smi nvlink -e"
+                    % (", ".join("link %s" % d for d in down) or "all links")
+                ),
+            )
+        )
+    return out
+
+
+def xid_checks(gpus: list[dict[str, Any]], xids: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """One check per GPU with Xid events (by bus id), failing when any of them blocks."""
+    if xids is None:
+        return []
+    uuids = {_bus(g.get("pci_bus_id")): g["uuid"] for g in gpus}
+    by_bus: dict[str, list[dict[str, Any]]] = {}
+    for event in xids:
+        by_bus.setdefault(_bus(event["pci_bus_id"]), []).append(event)
+    out = []
+    for bus, events in sorted(by_bus.items()):
+        blocking = [e for e in events if xid.describe(e["xid"]).severity == "block"]
+        worst = (blocking or events)[0]
+        info = xid.describe(worst["xid"])
+        uuid = uuids.get(bus, "a GPU nvidia-smi no longer lists")
+        numbers = sorted({e["xid"] for e in events})
+        out.append(
+            check(
+                "health.xid[%s]" % bus,
+                not blocking,
+                worst["xid"],
+                "no blocking Xid",
+                "",
+                "GPU %s (%s): Xid %s in the kernel log since boot (%d events); Xid %d: %s. %s%s"
+                % (
+                    bus,
+                    uuid,
+                    ", ".join(str(n) for n in numbers),
+                    len(events),
+                    worst["xid"],
+                    info.meaning,
+                    info.action[:1].upper() + info.action[1:],
+                    "" if blocking else " (a warning: it does not block)",
+                ),
+            )
+        )
+    return out
+
+
+def judge(
+    readings: Mapping[str, Any],
+    expected_gpu_count: int | None = None,
+    limits: Mapping[str, int | None] | None = None,
+    off: Mapping[str, str] | None = None,
+    under_load: bool = False,
+) -> list[dict[str, Any]]:
+    """Every health check of one reading (read()'s), with the profile's families turned off."""
+    merged = dict(DEFAULT_LIMITS)
+    merged.update(limits or {})
+    gpus = readings["gpus"]
+    out = [gpu_count_check(gpus, expected_gpu_count)]
+    for gpu in gpus:
+        out.extend(pcie_checks(gpu, under_load))
+        out.extend(memory_checks(gpu, merged))
+    out.extend(nvlink_checks(gpus, readings.get("links")))
+    out.extend(xid_checks(gpus, readings.get("xids")))
+    return turned_off(out, off or {})
+
+
+def turned_off(checks: list[dict[str, Any]], off: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The checks of a family the profile turned off pass, their message giving its reason."""
+    out = []
+    for c in checks:
+        family = c["name"].split("[")[0]
+        reason = off.get(family)
+        if reason is None or c["ok"]:
+            out.append(c)
+        else:
+            out.append(dict(c, ok=True, message="%s (not judged: %s)" % (c["message"], reason)))
+    return out
