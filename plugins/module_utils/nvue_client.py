@@ -18,6 +18,13 @@ basic auth; URL paths follow ``nv show``: ``/nvue_v1/qos/roce``, ``/nvue_v1/inte
   path, ``PATCH /nvue_v1/revision/<id>`` with ``{"state": "apply", "auto-prompt": {"ays":
   "ays_yes"}}``, then ``GET /nvue_v1/revision/<id>`` until it reads "applied" or a timeout; nothing
   is created when the applied configuration already has every value (idempotent);
+- a revision gpufleet made and did not apply is not left behind: on every failure (a PATCH
+  refused, a 500, a deadline, an interrupt) the revision is read and, unless it is applied or
+  still applying, deleted (``DELETE /nvue_v1/revision/<id>``, as NVUE's ``nv config detach``);
+  the error says what became of it, and ``revision``/``revision_state`` name it;
+- every request has a deadline on all of it (``timeout`` seconds: connect, send, the whole
+  answer, transport_security.bounded_request) and an answer is at most ``max_body`` bytes; a
+  request past its deadline is not sent again (a switch that slow is not read this run);
 - only GETs are retried (connection errors, HTTP 502/503/504); a write is sent once.
 
 The password is never part of a message (and is masked should a switch echo it). Errors are
@@ -38,10 +45,16 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.redfish_client import RedfishError, decode_json
 from ansible_collections.gpufleet.node.plugins.module_utils.results import change
 from ansible_collections.gpufleet.node.plugins.module_utils.transport_security import (
+    MAX_BODY,
+    BodyTooLarge,
+    DeadlineExceeded,
     TransportConfigError,
+    bounded_request,
     check_ca_file,
     request_options,
     require_tls,
+    seconds,
+    size,
     transport_failure,
 )
 
@@ -57,10 +70,18 @@ FAILED_STATES = frozenset(("apply_fail", "ays_fail", "ignore_fail", "invalid", "
 # HTTP statuses of a busy or restarting switch (nginx in front of nvued); a GET is worth another try.
 _RETRY_STATUS = frozenset((502, 503, 504))
 _HEADERS = {"Accept": "application/json"}
-# The settings the messages name (module options; the inventory names come with the role).
-ADDRESS_SETTING = "address"
-HTTP_REASON_SETTING = "insecure_http_reason"
-CA_SETTING = "ca_path"
+# The settings the messages name: the inventory variable the operator sets (roles/switch_qos/vars
+# passes it to the module option named after it).
+ADDRESS_SETTING = "gpufleet_switch_address (the module's address)"
+HTTP_REASON_SETTING = "gpufleet_switch_insecure_http_reason (the module's insecure_http_reason)"
+CA_SETTING = "gpufleet_switch_ca_path (the module's ca_path)"
+# Revision states from which the revision changes nothing more on its own: kept (applied) or
+# deleted (any other). "apply" is in progress and is waited for.
+KEEP_STATES = frozenset(("applied",))
+BUSY_STATES = frozenset(("apply",))
+# How long an interrupted apply is given to end (gpufleet stops a canceled run's workers with
+# SIGTERM and SIGKILLs them 5 s later: procs.stop_marked).
+INTERRUPT_WAIT_S = 4.0
 _MASK = "********"
 
 
@@ -70,15 +91,20 @@ class NvueError(Exception):
     kind is one of: config (plain HTTP without a reason, an unusable CA file: found before any
     request, never retried), usage (no usable address or path), auth (HTTP 401/403), not_found
     (404), tls (certificate verification or handshake), connection (refused, timeout, unreachable,
-    after retries), http (other statuses), refused (HTTP 400: NVUE refused a value), protocol (not
-    JSON, not the NVUE shape), apply (the revision ended in a failed state), timeout (the revision
-    did not reach "applied" in time).
+    after retries), deadline (no whole answer within the request's deadline), too_large (an
+    answer over the size limit), http (other statuses), refused (HTTP 400: NVUE refused a value),
+    protocol (not JSON, not the NVUE shape), apply (the revision ended in a failed state), timeout
+    (the revision did not reach "applied" in time), interrupted (a signal during a change).
+    ``revision`` and ``revision_state`` name the revision a failed change made and what it is now
+    (``deleted``, ``applied``, ``apply``... or ``unknown``), None when it made none.
     """
 
-    def __init__(self, kind, message, status=None):
+    def __init__(self, kind, message, status=None, revision=None, revision_state=None):
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.revision = revision
+        self.revision_state = revision_state
 
 
 def normalize_address(address):
@@ -181,6 +207,7 @@ class NvueClient:
         validate_certs=True,
         ca_path=None,
         timeout=10,
+        max_body=MAX_BODY,
         retries=2,
         retry_delay=1.0,
         use_proxy=False,
@@ -205,6 +232,7 @@ class NvueClient:
         self.validate_certs = validate_certs
         self.ca_path = ca_path
         self.timeout = timeout
+        self.max_body = int(max_body)
         self.retries = max(int(retries), 0)
         self.retry_delay = float(retry_delay)
         self.use_proxy = use_proxy
@@ -216,31 +244,46 @@ class NvueClient:
 
     # -- plumbing
 
-    def _error(self, kind, message, status=None):
+    def _error(self, kind, message, status=None, revision=None, revision_state=None):
         text = str(message)
         if self._password:
             text = text.replace(self._password, _MASK)
-        return NvueError(kind, text, status)
+        return NvueError(kind, text, status, revision, revision_state)
 
     def _url(self, path, rev=None):
         url = self.baseuri + api_path(path)
         return url + ("?rev=" + quote(rev, safe="") if rev else "")
 
-    def _call(self, method, path, rev=None, body=None):
-        """One request (GETs retried); returns the parsed JSON body (None when empty)."""
+    def _call(self, method, path, rev=None, body=None, deadline=None):
+        """One request (GETs retried); returns the parsed JSON body (None when empty).
+
+        ``deadline`` (seconds, default ``timeout``) bounds each attempt on the wall clock."""
         url = self._url(path, rev)
         shown = api_path(path) + ("?rev=%s" % rev if rev else "")
+        deadline = self.timeout if deadline is None else deadline
         # an API answers where it is asked; a redirect is an error, not a new place to send a password
         kwargs = request_options(
-            method, _HEADERS, body, self.timeout, self.validate_certs, self.ca_path, self.use_proxy, "none"
+            method, _HEADERS, body, deadline, self.validate_certs, self.ca_path, self.use_proxy, "none"
         )
         kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
         attempts = 1 + (self.retries if method == "GET" else 0)
         for attempt in range(1, attempts + 1):
             self.requests += 1
             try:
-                resp = self._open(url, **kwargs)
-                raw = resp.read()
+                raw = bounded_request(self._open, url, kwargs, deadline, self.max_body).body
+            except DeadlineExceeded:
+                raise self._error(
+                    "deadline",
+                    "%s did not answer %s %s in full within %ss (the deadline of one request: connect, "
+                    "send and the whole answer; option timeout); a switch this slow is not read, check "
+                    "its load and the management network" % (self.where, method, shown, seconds(deadline)),
+                ) from None
+            except BodyTooLarge as exc:
+                raise self._error(
+                    "too_large",
+                    "%s answered %s %s with more than %s, the most one NVUE answer may hold; nothing of "
+                    "it was used" % (self.where, method, shown, size(exc.limit)),
+                ) from None
             except HTTPError as exc:
                 err = self._http_error(exc, method, shown)
                 if exc.code not in _RETRY_STATUS or attempt >= attempts:
@@ -411,8 +454,8 @@ class NvueClient:
             changes.extend(diff_patch(applied, path, body))
         return changes
 
-    def revision_state(self, rev):
-        doc = self._call("GET", ["revision", rev])
+    def revision_state(self, rev, deadline=None):
+        doc = self._call("GET", ["revision", rev], deadline=deadline)
         if not isinstance(doc, dict) or not isinstance(doc.get("state"), str):
             raise self._error("protocol", "%s answered GET revision %s without a state" % (self.where, rev))
         return doc
@@ -422,7 +465,9 @@ class NvueClient:
 
         Returns ``{changed, changes, revision}``; nothing is sent but reads when the switch already
         has every value. Raises NvueError (apply) when the revision fails, naming its state and the
-        switch's issue, and (timeout) when it is not applied within ``timeout`` seconds.
+        switch's issue, and (timeout) when it is not applied within ``timeout`` seconds. Whatever
+        ends it early (an error, KeyboardInterrupt) leaves no revision of its own pending: see
+        ``_settle``; an interrupt becomes NvueError (interrupted) naming the revision and its state.
         """
         changes = self.plan(patches)
         if not changes:
@@ -434,6 +479,21 @@ class NvueClient:
             )
         rev = next(iter(created))
         self.forget()
+        try:
+            return self._patch_and_apply(rev, patches, changes, timeout, poll)
+        except NvueError as exc:
+            if exc.revision is not None:  # settled already (the revision failed or timed out)
+                raise
+            state, note = self._settle(rev, min(float(self.timeout) * 2, 30.0), poll)
+            raise self._error(exc.kind, "%s; %s" % (exc, note), exc.status, rev, state) from None
+        except KeyboardInterrupt as exc:
+            state, note = self._settle(rev, INTERRUPT_WAIT_S, poll)
+            why = str(exc) or "an interrupt"
+            raise self._error(
+                "interrupted", "%s: %s while changing it; %s" % (self.where, why, note), None, rev, state
+            ) from None
+
+    def _patch_and_apply(self, rev, patches, changes, timeout, poll):
         for path, body in patches.items():
             self._call("PATCH", path, rev, body)
         self._call("PATCH", ["revision", rev], body=APPLY_BODY)
@@ -444,18 +504,63 @@ class NvueClient:
             if state == "applied":
                 return {"changed": True, "changes": changes, "revision": rev}
             if state in FAILED_STATES:
+                state, note = self._settle(rev, float(self.timeout), poll, doc)
                 raise self._error(
                     "apply",
                     "%s did not apply revision %s: it is %s%s; the switch keeps its previous configuration"
-                    % (self.where, rev, state, _issues(doc)),
+                    " (%s)" % (self.where, rev, doc["state"], _issues(doc), note),
+                    None,
+                    rev,
+                    state,
                 )
             if self._clock() >= deadline:
                 raise self._error(
                     "timeout",
-                    "%s did not apply revision %s within %ss (it is %s); see nv config history on the "
-                    "switch" % (self.where, rev, timeout, state),
+                    "%s did not apply revision %s within %ss (it is %s, and may still be applied); see "
+                    "nv config history on the switch" % (self.where, rev, timeout, state),
+                    None,
+                    rev,
+                    state,
                 )
             self._sleep(poll)
+
+    def _settle(self, rev, budget, poll, doc=None):
+        """What became of revision ``rev`` after a change ended early, within ``budget`` seconds:
+        applied (kept), still applying (waited for), anything else deleted. Returns ``(state,
+        note)``; state is the last one read (``deleted`` once deleted, ``unknown`` if unread)."""
+        end = self._clock() + float(budget)
+        state = None
+        try:
+            while True:
+                left = end - self._clock()
+                if doc is None:
+                    if left <= 0:
+                        break
+                    doc = self.revision_state(rev, deadline=min(float(self.timeout), left))
+                state = doc["state"]
+                if state in KEEP_STATES:
+                    return state, "revision %s was applied before it ended" % rev
+                if state not in BUSY_STATES:
+                    left = end - self._clock()
+                    if left <= 0:
+                        break
+                    self._call("DELETE", ["revision", rev], deadline=min(float(self.timeout), left))
+                    return "deleted", "revision %s (%s) was deleted: nothing of it applied" % (rev, state)
+                if end - self._clock() <= poll:
+                    break
+                self._sleep(poll)
+                doc = None
+        except NvueError as exc:
+            return (
+                state or "unknown",
+                "revision %s is left %s on the switch (%s); delete it there with nv "
+                "config detach or see nv config history" % (rev, state or "in an unknown state", exc),
+            )
+        return state or "unknown", "revision %s is left %s on the switch after %ss; see nv config history" % (
+            rev,
+            state or "in an unknown state",
+            seconds(budget),
+        )
 
 
 def _issues(doc):

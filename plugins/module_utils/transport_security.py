@@ -12,23 +12,136 @@ One place for two rules every such client follows before it sends anything:
 
 Both raise TransportConfigError naming the setting to fix. And what every such client sends and how
 it tells a failure below HTTP: ``request_options`` (open_url's arguments: never ~/.netrc, JSON
-bodies) and ``transport_failure`` (untrusted certificate, TLS handshake, or no connection, and why).
-Runs on the controller; stdlib only.
+bodies), ``bounded_request`` (one request under a wall-clock deadline on all of it and a cap on the
+answer's size) and ``transport_failure`` (untrusted certificate, TLS handshake, or no connection,
+and why). Runs on the controller; stdlib only.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
 import ssl
+import threading
+from urllib.error import HTTPError
 from urllib.parse import urlsplit
 
 from ansible_collections.gpufleet.node.plugins.module_utils.results import hint
 
+# The most one answer may hold. A management API's largest document (a 64-port leaf's whole
+# interface tree, operational state included) is well under this; more is a device gone wrong.
+MAX_BODY = 8 * 1024 * 1024
+# What an error answer's body is read for: its detail, a few hundred bytes.
+_ERROR_BODY = 64 * 1024
+_CHUNK = 64 * 1024
+
 
 class TransportConfigError(ValueError):
     """A local configuration error of the transport (address scheme, CA file); never retried."""
+
+
+class DeadlineExceeded(Exception):
+    """The request (connect, send, the whole answer) did not end within ``deadline`` seconds."""
+
+    def __init__(self, deadline):
+        super().__init__("no complete answer within %ss" % seconds(deadline))
+        self.deadline = deadline
+
+
+class BodyTooLarge(Exception):
+    """The answer's body is longer than ``limit`` bytes."""
+
+    def __init__(self, limit):
+        super().__init__("an answer longer than %s" % size(limit))
+        self.limit = limit
+
+
+class Answer:
+    """A whole answer: ``status``, ``headers`` (names in lower case) and the ``body`` bytes."""
+
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+def seconds(value):
+    return "%g" % float(value)
+
+
+def size(limit):
+    if limit >= 1024 * 1024 and limit % (1024 * 1024) == 0:
+        return "%d MiB" % (limit // (1024 * 1024))
+    return "%d bytes" % limit
+
+
+def read_capped(resp, limit):
+    """Every byte of ``resp``'s body, raising BodyTooLarge past ``limit`` (never more is held)."""
+    chunks, total = [], 0
+    while True:
+        chunk = resp.read(min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        if total > limit:
+            raise BodyTooLarge(limit)
+        chunks.append(chunk)
+
+
+def _error_with_body(exc, limit):
+    """``exc`` (HTTPError) again, its body read now (the start of it only: it is read for a detail)."""
+    try:
+        body = read_capped(exc, min(limit, _ERROR_BODY))
+    except BodyTooLarge:
+        body = b""
+    except (OSError, ValueError, AttributeError):
+        body = b""
+    finally:
+        exc.close()
+    return HTTPError(exc.url, exc.code, exc.msg, exc.hdrs, io.BytesIO(body))
+
+
+def bounded_request(opener, url, options, deadline, limit=MAX_BODY):
+    """One request, ``opener(url, **options)`` (open_url's signature), bounded in time and size.
+
+    ``deadline`` (seconds) bounds all of it on the wall clock: connecting, sending, and reading
+    the whole answer. A socket timeout bounds each read only, so a device that trickles a byte
+    every few seconds would hold the caller for as long as it likes; here the request runs in a
+    thread the caller stops waiting for at the deadline (that thread ends at its own socket
+    timeout, or with the process). ``limit`` caps the body's bytes.
+
+    Returns an Answer; raises DeadlineExceeded, BodyTooLarge, HTTPError (its body already read,
+    at most 64 KiB) or what the opener raised.
+    """
+    outcome = {}
+
+    def work():
+        try:
+            resp = opener(url, **dict(options, timeout=deadline))
+            try:
+                headers = getattr(resp, "headers", None) or {}
+                outcome["answer"] = Answer(
+                    getattr(resp, "status", 200),
+                    {str(k).lower(): v for k, v in headers.items()},
+                    read_capped(resp, limit),
+                )
+            finally:
+                resp.close()
+        except HTTPError as exc:
+            outcome["error"] = _error_with_body(exc, limit)
+        except BaseException as exc:  # handed to the caller's thread as it is
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name="gpufleet-request", daemon=True)
+    worker.start()
+    worker.join(float(deadline))
+    if worker.is_alive():
+        raise DeadlineExceeded(deadline)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["answer"]
 
 
 def require_tls(address, device, setting, reason_setting, reason=None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 from urllib.error import HTTPError
@@ -14,7 +15,7 @@ import pytest
 from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils import nvue_client as nc
 
-from gpufleet.sim import nvue, nvue_state
+from gpufleet.sim import faults_switch, nvue, nvue_state
 from tests.unit.module_utils.conftest import Leaf
 
 
@@ -163,7 +164,8 @@ def test_apply_waits_for_the_revision_and_gives_up_at_the_timeout(leaf: Leaf) ->
     switch = client(leaf, sleep=sleep, clock=lambda: now[0])
     with pytest.raises(nc.NvueError) as caught:
         switch.apply({"qos/roce": {"mode": "lossy"}}, timeout=5, poll=1)
-    assert caught.value.kind == "timeout" and "within 5s (it is apply)" in str(caught.value)
+    assert caught.value.kind == "timeout" and "within 5s (it is apply," in str(caught.value)
+    assert caught.value.revision_state == "apply"  # applying: not deleted, named
     assert "leaf01" in str(caught.value) and now[0] >= 5
 
 
@@ -183,6 +185,7 @@ def test_a_failed_revision_names_its_state_and_issue() -> None:
             {},
             {"state": "apply"},
             {"state": "apply_fail", "transition": {"issue": {"0": {"message": "switchd reload failed"}}}},
+            {},  # DELETE of the failed revision
         ]
     )
 
@@ -194,6 +197,121 @@ def test_a_failed_revision_names_its_state_and_issue() -> None:
         switch.apply({"qos": {"roce": {"enable": "on"}}})
     assert caught.value.kind == "apply"
     assert "is apply_fail (switchd reload failed)" in str(caught.value)
+    assert "revision changeset/u/x (apply_fail) was deleted" in str(caught.value)
+    assert (caught.value.revision, caught.value.revision_state) == ("changeset/u/x", "deleted")
+
+
+# -- no revision left behind, no request without an end --------------------------------------
+def left_behind(leaf: Leaf) -> list[str]:
+    """The revisions on the leaf that are neither applied nor applying."""
+    return nvue_state.pending(nvue_state.load(leaf.state))
+
+
+def applied_mtu(leaf: Leaf) -> int:
+    mtu: int = nvue_state.load(leaf.state)["applied"]["interface"]["swp1"]["link"]["mtu"]
+    return mtu
+
+
+def test_a_patch_the_switch_refuses_leaves_no_revision(leaf: Leaf) -> None:
+    with pytest.raises(nc.NvueError) as caught:
+        client(leaf).apply({"interface/swp999/link": {"mtu": 9216}})
+    assert caught.value.kind == "refused" and caught.value.status == 400
+    assert "swp999 does not exist" in str(caught.value)
+    assert caught.value.revision_state == "deleted" and "was deleted: nothing of it applied" in str(
+        caught.value
+    )
+    assert left_behind(leaf) == [] and nvue_state.load(leaf.state)["revisions"] == {}
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind", "status"),
+    [
+        ("switch-patch-400", "refused", 400),
+        ("switch-patch-500", "http", 500),
+        ("switch-apply-500", "http", 500),
+        ("switch-slow-patch", "deadline", None),
+    ],
+)
+def test_a_failed_change_leaves_no_pending_revision(leaf: Leaf, fault: str, kind: str, status: Any) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        current["applied"]["interface"]["swp1"]["link"]["mtu"] = 1500
+    assert faults_switch.inject_leaf(leaf.state, fault)
+    with pytest.raises(nc.NvueError) as caught:
+        client(leaf, timeout=2).apply({"interface/swp1/link": {"mtu": 9216}})
+    assert (caught.value.kind, caught.value.status) == (kind, status), caught.value
+    assert caught.value.revision and caught.value.revision_state == "deleted", caught.value
+    assert f"revision {caught.value.revision} (pending) was deleted" in str(caught.value)
+    assert left_behind(leaf) == [] and applied_mtu(leaf) == 1500
+
+
+def test_a_trickling_switch_is_given_up_at_the_deadline(leaf: Leaf) -> None:
+    """One byte every 5 s (status line and headers too): a per-read timeout of 3 s never fires."""
+    assert faults_switch.inject_leaf(leaf.state, "switch-trickle")
+    switch = client(leaf, timeout=3)
+    started = time.monotonic()
+    with pytest.raises(nc.NvueError) as caught:
+        switch.read_qos()
+    took = time.monotonic() - started
+    assert caught.value.kind == "deadline" and 3 <= took < 3.5, took
+    message = str(caught.value)
+    assert "switch leaf01" in message and "GET /nvue_v1/qos?rev=operational" in message
+    assert "within 3s" in message and switch.requests == 1  # a deadline is not tried again
+
+
+def test_an_answer_over_the_size_limit_is_refused_naming_the_limit(leaf: Leaf) -> None:
+    with pytest.raises(nc.NvueError) as caught:
+        client(leaf, max_body=1000).read_interfaces()
+    message = str(caught.value)
+    assert caught.value.kind == "too_large" and "switch leaf01" in message
+    assert "GET /nvue_v1/interface?rev=operational" in message and "more than 1000 bytes" in message
+
+
+class Interrupting:
+    """open_url, raising KeyboardInterrupt (what a signal handler raises) before the ``nth`` request
+    whose method and path match."""
+
+    def __init__(self, method: str, fragment: str, nth: int = 1) -> None:
+        self.method, self.fragment, self.left = method, fragment, nth
+
+    def __call__(self, url: str, **kwargs: Any) -> Any:
+        if kwargs.get("method") == self.method and self.fragment in url:
+            self.left -= 1
+            if self.left == 0:
+                raise KeyboardInterrupt("SIGTERM")
+        return open_url(url, **kwargs)
+
+
+def test_an_interrupt_before_the_apply_deletes_the_revision_and_names_it(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        current["applied"]["interface"]["swp1"]["link"]["mtu"] = 1500
+    switch = client(leaf, Interrupting("PATCH", "/revision/"))
+    with pytest.raises(nc.NvueError) as caught:
+        switch.apply({"interface/swp1/link": {"mtu": 9216}})
+    rev = caught.value.revision
+    assert caught.value.kind == "interrupted" and caught.value.revision_state == "deleted"
+    assert f"SIGTERM while changing it; revision {rev} (pending) was deleted" in str(caught.value)
+    assert left_behind(leaf) == [] and applied_mtu(leaf) == 1500
+
+
+@pytest.mark.parametrize(("delay", "state"), [(0.3, "applied"), (3600.0, "apply")])
+def test_an_interrupt_during_the_apply_waits_for_it_then_names_its_state(
+    leaf: Leaf, monkeypatch: pytest.MonkeyPatch, delay: float, state: str
+) -> None:
+    monkeypatch.setattr(nc, "INTERRUPT_WAIT_S", 1.0)
+    with nvue_state.locked(leaf.state) as current:
+        current["applied"]["interface"]["swp1"]["link"]["mtu"] = 1500
+        current["apply-delay-s"] = delay
+    switch = client(leaf, Interrupting("GET", "/revision/"), sleep=time.sleep)
+    started = time.monotonic()
+    with pytest.raises(nc.NvueError) as caught:
+        switch.apply({"interface/swp1/link": {"mtu": 9216}}, poll=0.1)
+    assert time.monotonic() - started < 2.5  # bounded by INTERRUPT_WAIT_S and one request
+    assert caught.value.kind == "interrupted" and caught.value.revision_state == state
+    if state == "applied":
+        assert "was applied before it ended" in str(caught.value) and applied_mtu(leaf) == 9216
+    else:
+        assert f"revision {caught.value.revision} is left apply on the switch after 1s" in str(caught.value)
+        assert applied_mtu(leaf) == 1500
 
 
 # -- failing closed --------------------------------------------------------------------------
@@ -259,7 +377,9 @@ def test_plain_http_is_refused_unless_a_reason_is_given() -> None:
     with pytest.raises(nc.NvueError) as caught:
         nc.NvueClient("http://127.0.0.1:8765", "cumulus", "pw", name="leaf01")
     assert caught.value.kind == "config"
-    assert "plain HTTP" in str(caught.value) and "insecure_http_reason" in str(caught.value)
+    # the inventory variables the operator sets, not only the module's options
+    assert "plain HTTP" in str(caught.value) and "set gpufleet_switch_address" in str(caught.value)
+    assert "set gpufleet_switch_insecure_http_reason" in str(caught.value)
     allowed = nc.NvueClient(
         "http://127.0.0.1:8765", "cumulus", "pw", insecure_http_reason="lab switch, no TLS"
     )
