@@ -120,12 +120,26 @@ def _unread(name, reading):
     )
 
 
+def _cabled_ports_exist(cabling, ports):
+    """Every device the cabling plan names is a RoCE port of this node: a plan for a port the node
+    lacks (a typo, another node's plan) is a configuration error, not a link left unjudged."""
+    have = [ibdev for ibdev, _netdev, _active in ports]
+    missing = sorted(set(cabling) - set(have))
+    if missing:
+        raise RoleFailed(
+            "fabric_cabling names %s, which this node does not have as a RoCE port (its RoCE ports: %s)"
+            % (", ".join(missing), ", ".join(have) or "none"),
+            input_error=True,
+        )
+
+
 def plan(node, params):
     """Read the node's RoCE ports and LLDP once and judge every link; writes nothing.
 
     Returns ``{changes: [], checks, hints}``."""
     cabling, switches, host = params["cabling"], params["switches"], params["host"]
     ports = roce_ports()
+    _cabled_ports_exist(cabling, ports)
     if not ports or not (cabling or switches):
         return {"changes": [], "checks": [], "hints": []}
     heard = read_neighbours(node)

@@ -158,6 +158,32 @@ def run_on(listed: dict[str, Any], playbook: str, inventory: Path, limit: str | 
     )
 
 
+def cabling_leaves(listed: dict[str, Any]) -> None:
+    """Every leaf a node's fabric_cabling names is a leaf of the inventory (a plan naming another
+    is a configuration error, found before any node is changed, not a swapped cable after it).
+    Values a template computes, or of another form, are left to the fabric role's own check."""
+    leaves = group_members(listed, runner.SWITCH_GROUP)
+    problems = []
+    for host, variables in sorted((listed.get("_meta") or {}).get("hostvars", {}).items()):
+        plan = variables.get("fabric_cabling") if isinstance(variables, dict) else None
+        if not isinstance(plan, dict):
+            continue
+        for ibdev, value in sorted(plan.items(), key=lambda item: str(item[0])):
+            if not isinstance(value, str) or "{" in value or value.count(":") != 1:
+                continue
+            leaf = value.split(":", 1)[0]
+            if leaf and leaf not in leaves:
+                problems.append(
+                    f"{host}: fabric_cabling[{ibdev}] is {value}, and {leaf} is not in {runner.SWITCH_GROUP}"
+                )
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise ConfigError(
+            f"{shown} (its leaves: {', '.join(sorted(leaves)) or 'none'}): correct the cabling plan or add "
+            "the leaf to the inventory"
+        )
+
+
 def _reason(stderr: str) -> str:
     """The lines of ansible-inventory's error that say why (not its banners)."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]

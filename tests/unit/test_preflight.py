@@ -286,3 +286,38 @@ def test_a_directory_given_as_the_vault_file_is_named_a_directory(
     assert cli.main([*argv, "--vault-password-file", str(tmp_path / "missing")]) == 2
     assert f"--vault-password-file {tmp_path / 'missing'} does not exist" in capsys.readouterr().err
     assert no_run == []
+
+
+CABLED = """
+all:
+  children:
+    gpu_nodes:
+      hosts:
+        node01:
+          fabric_cabling: {mlx5_0: "leaf01:swp1", mlx5_1: "leaf09:swp1", mlx5_2: "{{ x }}:swp2"}
+        node02:
+          fabric_cabling: {mlx5_0: "leaf01:swp2"}
+    leaf_switches:
+      hosts:
+        leaf01: {gpufleet_switch_address: 10.0.1.1}
+"""
+
+
+@pytest.mark.parametrize("command", ["provision", "drift", "gate"])
+def test_a_cabling_plan_naming_a_leaf_outside_the_inventory_is_exit_2_before_any_run(
+    command: str, tmp_path: Path, no_run: list[runner.RunOptions], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(CABLED)
+    argv = [command, "--inventory", str(inventory), "--report-dir", str(tmp_path / "r"), "--limit", "node01"]
+    assert cli.main(argv) == 2
+    assert no_run == []
+    err = capsys.readouterr().err
+    assert "node01: fabric_cabling[mlx5_1] is leaf09:swp1, and leaf09 is not in leaf_switches" in err
+    assert "its leaves: leaf01" in err and "node02" not in err
+
+
+def test_a_cabling_plan_of_the_inventory_s_leaves_passes(tmp_path: Path) -> None:
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(CABLED.replace("leaf09", "leaf01"))
+    preflight.cabling_leaves(preflight.read_inventory(inventory))

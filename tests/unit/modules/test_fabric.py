@@ -154,3 +154,16 @@ def test_a_port_without_link_is_left_to_rdma_link(node: rdmanode.RdmaNode) -> No
     assert failed(result) == {}
     assert not any("mlx5_7" in c["name"] for c in result["checks"])
     assert result["hints"] == ["mlx5_7: link down, cabling and leaf not judged until it is up"]
+
+
+def test_a_cabling_plan_for_a_device_the_node_lacks_is_a_configuration_error(node: rdmanode.RdmaNode) -> None:
+    plan = {**cabling(node), "mlx5_99": "leaf01:swp99"}
+    outcome = harness.run_module(
+        fabric.main,
+        {"node": "node01", "host": HOST, "cabling": plan, "switches": {"leaf01": reading("leaf01")}},
+    )
+    assert outcome.result.get("failed") and outcome.result["input_error"] is True
+    assert outcome.result["msg"].startswith(
+        "fabric_cabling names mlx5_99, which this node does not have as a RoCE port (its RoCE ports: mlx5_0, "
+    )
+    assert node.calls == []  # refused before LLDP was read
