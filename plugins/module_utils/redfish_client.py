@@ -12,7 +12,10 @@ The client follows links from the service root (``/redfish/v1``) to
 public-liquid-cooled-server and public-cooling-unit mockups shape them. It authenticates with
 a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
 HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
-exponential backoff. Credentials and the session token never appear in its messages.
+exponential backoff. Every request has a wall-clock deadline on all of it (``timeout``: connect,
+send, the whole answer) and an answer is at most ``max_body`` bytes (transport_security's
+bounded_request, as the NVUE client's). Credentials and the session token never appear in its
+messages.
 
 It fails closed and raises only RedfishError: a plain-HTTP address (without a stated reason) or
 an unusable CA file is refused before any request (transport_security, the rule every management
@@ -36,10 +39,16 @@ from urllib.parse import urlsplit, urlunsplit
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.transport_security import (
+    MAX_BODY,
+    BodyTooLarge,
+    DeadlineExceeded,
     TransportConfigError,
+    bounded_request,
     check_ca_file,
     request_options,
     require_tls,
+    seconds,
+    size,
     transport_failure,
 )
 
@@ -71,7 +80,9 @@ class RedfishError(Exception):
     """A request failed in a way the operator must fix; ``kind`` says which way.
 
     kind is one of: auth (HTTP 401/403), not_found (404), connection (refused, timeout,
-    unreachable, after retries), tls (certificate verification), http (other statuses, 503
+    unreachable, after retries), deadline (no whole answer within the request's deadline, never
+    retried), too_large (an answer over the size limit), tls (certificate verification), http
+    (other statuses, 503
     after retries), protocol (not JSON, nested too deeply, not Redfish), reading (a reading that
     is not finite or outside its physical range), config (a plain-HTTP address without a reason,
     an unusable CA file: found before any request, never retried), usage (no usable address).
@@ -341,6 +352,7 @@ class RedfishClient:
         validate_certs=True,
         ca_path=None,
         timeout=10,
+        max_body=MAX_BODY,
         retries=3,
         retry_delay=1.0,
         use_proxy=False,
@@ -365,6 +377,7 @@ class RedfishClient:
         self.validate_certs = validate_certs
         self.ca_path = ca_path
         self.timeout = timeout
+        self.max_body = int(max_body)
         self.retries = max(int(retries), 0)
         self.retry_delay = float(retry_delay)
         self.use_proxy = use_proxy
@@ -407,10 +420,21 @@ class RedfishClient:
             self.requests += 1
             delay = self.retry_delay * (2 ** (attempt - 1))
             try:
-                resp = self._open(url, **kwargs)
-                raw = resp.read()
-                info = {k.lower(): v for k, v in resp.headers.items()}
-                return resp.status, info, self._json(raw, method, path, self.baseuri)
+                answer = bounded_request(self._open, url, kwargs, self.timeout, self.max_body)
+                return answer.status, answer.headers, self._json(answer.body, method, path, self.baseuri)
+            except DeadlineExceeded:
+                raise RedfishError(
+                    "deadline",
+                    "BMC %s did not answer %s %s in full within %ss (the deadline of one request: connect, "
+                    "send and the whole answer; option timeout); a BMC this slow is not read"
+                    % (self.baseuri, method, path, seconds(self.timeout)),
+                ) from None
+            except BodyTooLarge as exc:
+                raise RedfishError(
+                    "too_large",
+                    "BMC %s answered %s %s with more than %s, the most one Redfish answer may hold"
+                    % (self.baseuri, method, path, size(exc.limit)),
+                ) from None
             except HTTPError as exc:
                 err = self._http_error(exc, method, path)
                 if exc.code not in _RETRY_STATUS or attempt > self.retries:

@@ -119,7 +119,9 @@ def bounded_request(opener, url, options, deadline, limit=MAX_BODY):
 
     def work():
         try:
-            resp = opener(url, **dict(options, timeout=deadline))
+            # each socket operation may take a little longer than the whole: the deadline, never a
+            # socket timeout, is what ends a request that is too slow
+            resp = opener(url, **dict(options, timeout=float(deadline) + 1.0))
             try:
                 headers = getattr(resp, "headers", None) or {}
                 outcome["answer"] = Answer(
@@ -128,7 +130,9 @@ def bounded_request(opener, url, options, deadline, limit=MAX_BODY):
                     read_capped(resp, limit),
                 )
             finally:
-                resp.close()
+                close = getattr(resp, "close", None)
+                if close is not None:
+                    close()
         except HTTPError as exc:
             outcome["error"] = _error_with_body(exc, limit)
         except BaseException as exc:  # handed to the caller's thread as it is

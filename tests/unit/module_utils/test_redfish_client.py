@@ -156,6 +156,11 @@ class FakeBmc:
                 if fault == "hang":
                     time.sleep(2.5)
                     return self._send(200, {})
+                if fault == "trickle":
+                    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}":
+                        self.wfile.write(bytes((byte,)))
+                        time.sleep(0.4)
+                    return None
                 if isinstance(fault, int):
                     return self._send(
                         fault, {"error": {"code": "Base.1.0.GeneralError"}}, {"Retry-After": "0"}
@@ -552,13 +557,37 @@ def test_tls_is_verified_by_default(bmc: FakeBmc) -> None:
         assert len(rc.read_coolant(cdus=False)["connectors"]) == 2
 
 
-def test_timeout_is_a_connection_error(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+def test_a_bmc_that_does_not_answer_in_time_is_given_up_at_the_deadline(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
     bmc.faults["/redfish/v1"] = ["hang"]
-    rc, _ = client(bmc, tls[0], timeout=1, retries=0)
+    rc, _ = client(bmc, tls[0], timeout=1, retries=3)
+    started = time.monotonic()
     with pytest.raises(rf.RedfishError) as err:
         rc.read_coolant()
-    assert err.value.kind == "connection"
-    assert "timed out after 1s" in str(err.value)
+    assert err.value.kind == "deadline" and 1 <= time.monotonic() - started < 1.5
+    assert "did not answer GET /redfish/v1 in full within 1s" in str(err.value)
+    assert rc.requests == 1  # a deadline is not tried again
+
+
+def test_a_bmc_that_trickles_is_given_up_at_the_deadline(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """A byte every 0.4 s: a per-read socket timeout of 1 s would never fire."""
+    bmc.faults["/redfish/v1"] = ["trickle"]
+    rc, _ = client(bmc, tls[0], timeout=1, retries=0)
+    started = time.monotonic()
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert err.value.kind == "deadline" and time.monotonic() - started < 1.5
+
+
+def test_an_answer_over_the_size_limit_is_refused(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    rc, _ = client(bmc, tls[0], max_body=100)
+    with pytest.raises(rf.RedfishError) as err:
+        rc.read_coolant()
+    assert err.value.kind == "too_large"
+    assert "answered GET /redfish/v1 with more than 100 bytes" in str(err.value)
 
 
 def test_sessions_not_supported_suggests_basic(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:

@@ -12,6 +12,7 @@ NaN) or raise RedfishError naming the BMC.
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import math
 from collections.abc import Callable
@@ -35,14 +36,11 @@ PROPERTY = settings(
 )
 
 
-class _Response:
+class _Response(io.BytesIO):
     def __init__(self, body: bytes) -> None:
+        super().__init__(body)
         self.status = 200
         self.headers = {"Content-Type": "application/json"}
-        self._body = body
-
-    def read(self) -> bytes:
-        return self._body
 
 
 def memory_bmc(bodies: dict[str, bytes]) -> Callable[..., _Response]:
