@@ -64,6 +64,26 @@ DEFAULT_LIMITS: dict[str, int | None] = {
 }
 
 
+def input_errors(p: Mapping[str, Any], prefix: str) -> list[str]:
+    """Every bad health option, named with its role input (``<prefix><option>``) and its range."""
+    errors = []
+    count = p["expected_gpu_count"]
+    if count is not None and not 1 <= count <= 64:
+        errors.append("expected_gpu_count (%sexpected_gpu_count) must be 1..64, got %s" % (prefix, count))
+    for key in ("max_volatile_uncorrectable_ecc", "max_aggregate_uncorrectable_ecc"):
+        if p[key] is not None and p[key] < 0:
+            errors.append("%s (%s%s) must be 0 or more, got %s" % (key, prefix, key, p[key]))
+    for family, reason in (p["turned_off"] or {}).items():
+        if family not in FAMILIES:
+            errors.append(
+                "turned_off (%sturned_off): %s is not a health check (known: %s)"
+                % (prefix, family, ", ".join(FAMILIES))
+            )
+        elif not isinstance(reason, str) or not reason.strip():
+            errors.append("turned_off (%sturned_off): %s needs a reason the report shows" % (prefix, family))
+    return errors
+
+
 class ReadError(Exception):
     """A health tool could not be run or read: the message names the tool."""
 
@@ -86,6 +106,76 @@ def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: 
     except (nvidia_smi.ParseError, nvlink.ParseError, xid.ParseError) as exc:
         raise ReadError(str(exc)) from exc
     return {"gpus": gpus, "links": links, "xids": xids}
+
+
+# The PCIe link under load, one cheap CSV query (the burn-in takes it while its load runs).
+PCIE_FIELDS = (
+    "uuid",
+    "pci.bus_id",
+    "pcie.link.gen.gpucurrent",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+)
+
+
+def pcie_query(smi: str) -> list[str]:
+    return [smi, "--query-gpu=" + ",".join(PCIE_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def _count(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 0:
+        raise nvidia_smi.ParseError("nvidia-smi --query-gpu: %r is not a PCIe generation or width" % (value,))
+    return int(value)
+
+
+def parse_pcie_sample(text: str) -> list[dict[str, Any]]:
+    """``pcie_query``'s output -> ``[{uuid, pci_bus_id, pcie: {gen_current, gen_max, width_current,
+    width_max}}]``, the shape pcie_checks takes. Raises nvidia_smi.ParseError."""
+    out = []
+    for row in nvidia_smi.parse_query_csv(text, fields=list(PCIE_FIELDS)):
+        out.append(
+            {
+                "uuid": row["uuid"],
+                "pci_bus_id": row["pci.bus_id"],
+                "pcie": {
+                    "gen_current": _count(row["pcie.link.gen.gpucurrent"]),
+                    "gen_max": _count(row["pcie.link.gen.max"]),
+                    "width_current": _count(row["pcie.link.width.current"]),
+                    "width_max": _count(row["pcie.link.width.max"]),
+                },
+            }
+        )
+    return out
+
+
+def read_pcie(run_command: RunCommand, smi: str) -> list[dict[str, Any]]:
+    """One PCIe sample of every GPU (parse_pcie_sample). Raises ReadError naming the query."""
+    try:
+        return parse_pcie_sample(_run(run_command, pcie_query(smi), "nvidia-smi --query-gpu (PCIe)"))
+    except nvidia_smi.ParseError as exc:
+        raise ReadError(str(exc)) from exc
+
+
+def under_load_checks(sample: list[dict[str, Any]] | None, error: str | None) -> list[dict[str, Any]]:
+    """The burn-in's PCIe checks: each GPU's link generation and width while the load ran."""
+    if error is not None:
+        return [
+            check(
+                "health.pcie_gen",
+                False,
+                error,
+                None,
+                "",
+                "the PCIe link under load could not be read: %s" % error,
+            )
+        ]
+    out: list[dict[str, Any]] = []
+    for gpu in sample or []:
+        out.extend(pcie_checks(gpu, under_load=True))
+    return out
 
 
 # ---------------------------------------------------------------- the judgement
@@ -344,3 +434,37 @@ def turned_off(checks: list[dict[str, Any]], off: Mapping[str, str]) -> list[dic
         else:
             out.append(dict(c, ok=True, message="%s (not judged: %s)" % (c["message"], reason)))
     return out
+
+
+def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
+    """The readings as the watch publishes them (gpufleet_watch's ``health``; gpufleet.prom's series):
+    the GPU count, per GPU its PCIe width, pending remap, uncorrectable ECC and active NVLink links,
+    and per GPU and Xid the events since boot."""
+    links = {g["uuid"]: g.get("links") or [] for g in readings.get("links") or []}
+    gpus = []
+    for gpu in readings["gpus"]:
+        pcie, ecc = gpu.get("pcie") or {}, gpu.get("ecc") or {}
+        entry = {
+            "uuid": gpu["uuid"],
+            "index": gpu.get("index"),
+            "pcie_width": pcie.get("width_current"),
+            "pcie_width_max": pcie.get("width_max"),
+            "row_remap_pending": (gpu.get("remapped_rows") or {}).get("pending"),
+            "ecc_uncorrectable_volatile": (ecc.get("volatile") or {}).get("uncorrectable"),
+            "ecc_uncorrectable_aggregate": (ecc.get("aggregate") or {}).get("uncorrectable"),
+            "nvlink_active": None,
+        }
+        if readings.get("links") is not None:
+            entry["nvlink_active"] = sum(1 for link in links.get(gpu["uuid"], []) if link.get("active"))
+        gpus.append(entry)
+    xids: dict[tuple[str, int], int] = {}
+    for event in readings.get("xids") or []:
+        key = (_bus(event["pci_bus_id"]), int(event["xid"]))
+        xids[key] = xids.get(key, 0) + 1
+    return {
+        "gpu_count": len(readings["gpus"]),
+        "gpus": gpus,
+        "xids": [
+            {"pci_bus_id": bus, "xid": number, "events": n} for (bus, number), n in sorted(xids.items())
+        ],
+    }

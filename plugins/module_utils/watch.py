@@ -11,6 +11,8 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
   and the clock event reason counters, so a reason that came and went between samples still is;
 - the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
   each link's state, rate and flaps, each port's share of the traffic);
+- the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
+  uncorrectable ECC, NVLink links, Xid events since boot;
 - each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
   queries served in between, as the gate judges it, and what the instance served).
 
@@ -26,7 +28,12 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi, roce_reading, tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils import (
+    node_health,
+    nvidia_smi,
+    roce_reading,
+    tool_runner,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_desired import POWER_BUDGET_CAUSE, watts_arg
 from ansible_collections.gpufleet.node.plugins.module_utils.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_counters import (
@@ -328,7 +335,10 @@ class Watch:
         sleep=time.sleep,
         root=None,
         peers=None,
+        health=None,
     ):
+        # health: node_health's options ({expected_gpu_count, dmesg, nvlink, limits, turned_off}), or None
+        self.health = health
         self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
         self.instances = instances
         self.clock, self.sleep = clock, sleep
@@ -350,6 +360,18 @@ class Watch:
             samples.append(read_gpus(self.run_command, self.smi))
         except GpuReadError as exc:
             errors.append(str(exc))
+
+    def _health(self):
+        """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
+        the bus, a row remap pending, uncorrectable ECC, an NVLink link down, Xid events since boot."""
+        h = self.health
+        try:
+            readings = node_health.read(self.run_command, self.smi, h.get("dmesg"), h.get("nvlink", True))
+        except node_health.ReadError as exc:
+            why = "the node's health could not be read: %s (fail closed)" % exc
+            return [check("watch.health", False, str(exc), None, "", why)], None
+        found = node_health.judge(readings, h.get("expected_gpu_count"), h.get("limits"), h.get("turned_off"))
+        return found, node_health.fact(readings)
 
     def run(self):
         samples, errors = [], []
@@ -384,6 +406,9 @@ class Watch:
             checks.extend(gpu_checks(gpus, self.limits))
             fact["gpus"] = [gpu_fact(g) for g in gpus]
         checks.extend(self.roce.checks())
+        if self.health is not None:
+            found, fact["health"] = self._health()
+            checks.extend(found)
         for instance in self.instances:
             found, entry = instance.stop(seconds)
             checks.extend(found)

@@ -114,28 +114,12 @@ changes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
-    FAMILIES,
     ReadError,
+    input_errors,
     judge,
     read,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
-
-
-def _input_errors(p):
-    errors = []
-    count = p["expected_gpu_count"]
-    if count is not None and not 1 <= count <= 64:
-        errors.append("expected_gpu_count (gpufleet_expected_gpu_count) must be 1..64, got %s" % count)
-    for key in ("max_volatile_uncorrectable_ecc", "max_aggregate_uncorrectable_ecc"):
-        if p[key] is not None and p[key] < 0:
-            errors.append("%s must be 0 or more, got %s" % (key, p[key]))
-    for family, reason in p["turned_off"].items():
-        if family not in FAMILIES:
-            errors.append("turned_off: %s is not a health check (known: %s)" % (family, ", ".join(FAMILIES)))
-        elif not isinstance(reason, str) or not reason.strip():
-            errors.append("turned_off: %s needs a reason the report shows" % family)
-    return errors
 
 
 def main():
@@ -152,7 +136,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    errors = _input_errors(p)
+    errors = input_errors(p, "thermal_gate_health_")
     if errors:
         module.fail_json(msg="Refusing to judge the node's health: %s." % "; ".join(errors), input_error=True)
     result = dict(changed=False, checks=[], gpus=[], xids=None, changes=[])

@@ -68,6 +68,15 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpufleet_rdma_cnp_sent_per_second": ("gauge", "DCQCN congestion notifications sent per second."),
     "gpufleet_rdma_ecn_marked_per_second": ("gauge", "ECN-marked packets received per second."),
+    "gpufleet_gpus": ("gauge", "GPUs nvidia-smi lists on the node (watch)."),
+    "gpufleet_gpu_pcie_link_width": ("gauge", "The GPU's PCIe link width in lanes (current, max)."),
+    "gpufleet_gpu_row_remap_pending": ("gauge", "1 while the GPU has a row remap waiting for a GPU reset."),
+    "gpufleet_gpu_ecc_uncorrectable_errors": (
+        "gauge",
+        "Uncorrectable ECC errors of the GPU (volatile: since the driver loaded; aggregate: lifetime).",
+    ),
+    "gpufleet_gpu_nvlink_links_active": ("gauge", "The GPU's active NVLink links."),
+    "gpufleet_gpu_xid_events": ("gauge", "Xid events of a GPU (by PCI bus id) in the kernel log since boot."),
     "gpufleet_rdma_link_up": ("gauge", "1 when the RoCE port's link was up at the end of the watch window."),
     "gpufleet_rdma_link_speed_bytes": ("gauge", "The RoCE port's link rate in bytes per second, while up."),
     "gpufleet_rdma_link_down_events": ("gauge", "Link-down events of the RoCE port in the watch window."),
@@ -193,6 +202,27 @@ _VLLM_GAUGES = (
 )
 
 
+def _health_series(out: Samples, base: dict[str, str], health: dict[str, Any]) -> None:
+    """The watch's hardware health reading (node_health.fact)."""
+    if not health:
+        return
+    out.add("gpufleet_gpus", base, health.get("gpu_count"))
+    for i, gpu in enumerate(_list(health.get("gpus"))):
+        gpu = _dict(gpu)
+        labels = _gpu_labels(base, gpu, i)
+        out.add("gpufleet_gpu_pcie_link_width", {**labels, "kind": "current"}, gpu.get("pcie_width"))
+        out.add("gpufleet_gpu_pcie_link_width", {**labels, "kind": "max"}, gpu.get("pcie_width_max"))
+        out.add("gpufleet_gpu_row_remap_pending", labels, gpu.get("row_remap_pending"))
+        for scope in ("volatile", "aggregate"):
+            errors = gpu.get(f"ecc_uncorrectable_{scope}")
+            out.add("gpufleet_gpu_ecc_uncorrectable_errors", {**labels, "scope": scope}, errors)
+        out.add("gpufleet_gpu_nvlink_links_active", labels, gpu.get("nvlink_active"))
+    for event in _list(health.get("xids")):
+        event = _dict(event)
+        labels = {**base, "pci_bus_id": event.get("pci_bus_id") or "", "xid": event.get("xid")}
+        out.add("gpufleet_gpu_xid_events", labels, event.get("events"))
+
+
 def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> None:
     for port in _list(watch.get("ports")):
         port = _dict(port)
@@ -205,6 +235,7 @@ def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> 
         out.add("gpufleet_rdma_link_down_events", labels, port.get("link_down_events"))
         for priority, share in sorted(_dict(port.get("pause_seconds_per_second")).items()):
             out.add("gpufleet_rdma_pause_seconds_per_second", {**labels, "priority": priority}, share)
+    _health_series(out, base, _dict(watch.get("health")))
     for instance in _list(watch.get("instances")):
         instance = _dict(instance)
         # Not "instance": Prometheus gives that label to the scrape target (node_exporter).
