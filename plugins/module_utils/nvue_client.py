@@ -544,7 +544,13 @@ class NvueClient:
                     left = end - self._clock()
                     if left <= 0:
                         break
-                    self._call("DELETE", ["revision", rev], deadline=min(float(self.timeout), left))
+                    try:
+                        self._call("DELETE", ["revision", rev], deadline=min(float(self.timeout), left))
+                    except NvueError as exc:
+                        if exc.kind != "refused":
+                            raise
+                        doc = None  # it moved on since it was read (an apply request in flight): again
+                        continue
                     return "deleted", "revision %s (%s) was deleted: nothing of it applied" % (rev, state)
                 if end - self._clock() <= poll:
                     break

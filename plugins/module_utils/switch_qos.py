@@ -191,17 +191,42 @@ def reading_check(reading):
     )
 
 
+def unknown_ports(params, interfaces, name):
+    """The input errors of ``ports`` against the leaf's interface tree: a port it does not have
+    would be refused by NVUE (HTTP 400) after a revision was made, so it is refused here first."""
+    missing = [p for p in params["ports"] if p not in interfaces]
+    if not missing:
+        return []
+    have = _front_panel(interfaces)
+    shown = ", ".join(have[:4]) + (" ... %s" % have[-1] if len(have) > 4 else "")
+    return [
+        "ports (switch_qos_ports) names %s, which %s does not have; its %d front-panel ports are %s"
+        % (", ".join(missing), name, len(have), shown or "none")
+    ]
+
+
 def plan(nvue, params, name):
     """Read the switch once, compare the profile with its applied configuration; writes nothing.
 
-    Returns ``{reading, changes, patches, checks}``; a switch that cannot be read has no changes
-    and a failed ``switch.nvue`` check."""
+    Returns ``{reading, changes, patches, checks, errors}``; a switch that cannot be read has no
+    changes and a failed ``switch.nvue`` check; ``errors`` are input errors found against what
+    was read (a port the switch does not have), and with them nothing is planned."""
     reading = read(nvue, name)
-    result = {"reading": reading, "changes": [], "patches": {}, "checks": [reading_check(reading)]}
+    result = {
+        "reading": reading,
+        "changes": [],
+        "patches": {},
+        "checks": [reading_check(reading)],
+        "errors": [],
+    }
     if not reading["read"]:
         return result
     try:
-        ports = params["ports"] or _front_panel(nvue.read_interfaces("applied"))
+        interfaces = nvue.read_interfaces("applied")
+        result["errors"] = unknown_ports(params, interfaces, name)
+        if result["errors"]:
+            return result
+        ports = params["ports"] or _front_panel(interfaces)
         wanted = patches(params, ports)
         result["changes"] = nvue.plan(wanted)
     except NvueError as exc:

@@ -26,6 +26,14 @@ description:
     O(insecure_http_reason) says why; a missing or non-PEM O(ca_path) is refused naming the file; a
     certificate the CA did not sign fails and is never retried. The password never appears in the
     result or a message.
+  - B(Leaves nothing behind.) A revision it made and did not apply (a PATCH the switch refused or failed,
+    a request past its deadline, a failed apply, SIGINT or SIGTERM during the change) is deleted; an
+    apply under way when a signal comes is waited for (4 s at most) and its revision and state are
+    named in the failure. Every request has a deadline on all of it (O(timeout)) and an answer is at
+    most 8 MiB. The action plugin sends the arguments (the password) to the module on a pipe, never in
+    a file under C(~/.ansible/tmp).
+  - A port in O(ports) that the switch does not have is an input error, found in the plan's read,
+    before a revision is made.
   - A switch that cannot be read is not a module failure in check mode (drift, the gate's read); the
     result has a failed C(switch.nvue[<name>]) check and C(reading.read=false), so every node cabled to
     the switch names it. When applying, it fails the task.
@@ -56,7 +64,8 @@ options:
     description: Why this switch may be reached over plain C(http://) (reported as a hint). Unset refuses C(http://).
     type: str
   timeout:
-    description: Seconds to wait for each request, 1 to 600.
+    description: Seconds each request may take in all (connect, send, the whole answer), 1 to 600; a switch
+      that has not answered in full by then is not read (not asked again).
     type: int
     default: 10
   roce_dscp:
@@ -143,8 +152,15 @@ reading:
   returned: always
   type: dict
 revision:
-  description: The NVUE revision that applied the changes; null when nothing was applied.
+  description: The NVUE revision that applied the changes; null when nothing was applied. On a failed or
+    interrupted change, the revision it made (see RV(revision_state)).
   returned: always
+  type: str
+revision_state:
+  description: What became of the revision of a change that failed or was interrupted (SIGINT, SIGTERM), one of
+    C(deleted) (nothing of it applied), C(applied), C(apply) (still applying when the module gave up
+    waiting) or C(unknown).
+  returned: failure
   type: str
 hints:
   description: A plain-HTTP reason given for this switch, to report.
@@ -153,9 +169,32 @@ hints:
   elements: str
 """
 
+import contextlib
+import signal
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import switch_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.nvue_client import NvueError
+
+
+@contextlib.contextmanager
+def _signals_interrupt():
+    """SIGTERM (how gpufleet stops a canceled run's workers, SIGKILL 5 s later) and SIGINT raise
+    KeyboardInterrupt naming the signal, once: the client then settles the revision it made
+    (nvue_client.apply) instead of dying with it pending; a second signal is not let cut that short."""
+    raised = []
+
+    def interrupt(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _diff(changes, name):
@@ -176,10 +215,16 @@ def main():
     name = nvue.name
     planned = role.plan(nvue, module.params, name)
     result = dict(revision=None, hints=[nvue.transport_hint] if nvue.transport_hint else [])
+    if planned["errors"]:
+        module.fail_json(
+            msg="; ".join(planned["errors"]), input_error=True, checks=planned["checks"], **result
+        )
     if not module.check_mode and planned["reading"]["read"]:
         try:
-            planned = role.apply(nvue, module.params, name, planned)
+            with _signals_interrupt():
+                planned = role.apply(nvue, module.params, name, planned)
         except NvueError as exc:
+            result.update(revision=exc.revision, revision_state=exc.revision_state)
             module.fail_json(msg=str(exc), changes=planned["changes"], checks=planned["checks"], **result)
         result["revision"] = planned["revision"]
         if planned["left"]:
