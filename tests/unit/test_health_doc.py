@@ -1,0 +1,16 @@
+"""docs/health-checks.md's Xid table is XID_CATALOG: every Xid, and whether it blocks, as the code has it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ansible_collections.gpufleet.node.plugins.module_utils import xid
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "health-checks.md"
+
+
+def test_the_xid_table_is_the_catalog() -> None:
+    rows = re.findall(r"^\| (\d+) \| (yes|no) \|", DOC.read_text(), flags=re.MULTILINE)
+    documented = {int(number): blocks == "yes" for number, blocks in rows}
+    assert documented == {n: info.severity == "block" for n, info in xid.XID_CATALOG.items()}
