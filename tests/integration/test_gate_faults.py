@@ -5,8 +5,9 @@ simulator fault, node16 is a site whose idle gate lets a weak loop through (a lo
 health rollup it does not trust) with its coolant flow low, so the burn-in under load must catch it.
 The nodes the gate must block served before it (their units installed and pinned by the gate's own
 steps, then started with both /run/gpufleet markers, as a passed gate leaves them).
-One gate runs. A node it did not admit ends with no vLLM unit active and no marker left, whatever
-step blocked it, drained and never resumed, and carries a failed check with value and limit, its
+One gate runs. A node it did not admit after its drain ends with no vLLM unit active and no marker
+left, whatever step blocked it, drained and never resumed (one whose BMC cannot be read is refused
+before the drain and left serving as it was), and carries a failed check with value and limit, its
 message naming the step; an admitted node was drained first, resumed only after passing, and serves.
 The RDMA faults are re-asserted (pfc-off, ecn-off, roce-v1) or block the node (link-down), and the
 topology is never rewritten around a dead port.
@@ -44,6 +45,9 @@ NODES = {f"node{i + 2:02d}": name for i, name in enumerate(FAULTS)}
 # a weak loop the idle gate is told to let through (its inventory): the burn-in must block it
 WEAK_LOOP = f"node{len(NODES) + 2:02d}"
 WEAK_LOOP_VARS = "thermal_gate_min_flow_lpm: 4\nthermal_gate_allowed_health: [OK, Warning, Critical]\n"
+# faults the gate finds before its drain (the BMC read with the node's CA and credentials): refused
+# while the node still serves, never drained, nothing of it stopped
+BEFORE_DRAIN = {"bmc-down", "bmc-bad-credentials"}
 # faults the gate cannot or must not fix: the node must not be admitted
 BLOCKING = {
     "gpu-missing",
@@ -152,7 +156,14 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
     assert set(blocked) == {_node(f) for f in BLOCKING} | {WEAK_LOOP}, {
         h: report["hosts"][h]["message"] for h in blocked
     }
-    for name in blocked:
+    refused = {_node(f) for f in BEFORE_DRAIN}
+    for name in sorted(refused):
+        # refused before the drain: left as it was (serving), never drained
+        assert _active(fleet, name) == [True, True], name
+        assert sorted(_markers(fleet, name)) == sorted(MARKERS), name
+        assert _scheduler_calls(fleet, name) == [], name
+        assert "refused before the drain: left as it was" in report["hosts"][name]["message"], name
+    for name in sorted(set(blocked) - refused):
         assert _active(fleet, name) == [False, False], f"{name} ({NODES.get(name)}) still serves"
         assert _markers(fleet, name) == [], f"{name} ({NODES.get(name)}) keeps a marker"
         # drained, never resumed
