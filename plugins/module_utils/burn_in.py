@@ -124,6 +124,10 @@ class Watch:
                 "min_tlimit_c": None,
                 "max_utilization_pct": None,
                 "reasons_seen": [],
+                # per reason, how many samples showed it (the report words allowed ones too)
+                "reason_samples": {},
+                "samples": 0,
+                "max_power_w": None,
                 "missing": {"gpu_c": 0, "memory_c": 0, "tlimit_c": 0, "reasons": 0, "gpu": 0},
             },
         )
@@ -159,9 +163,12 @@ class Watch:
             for key in ("gpu_c", "memory_c", "tlimit_c", "reasons"):
                 if gpu[key] is None:
                     acc["missing"][key] += 1
+            acc["samples"] += 1
+            acc["max_power_w"] = self._extreme(acc["max_power_w"], gpu.get("power_w"), max)
             for reason in gpu["reasons"] or []:
                 if reason not in acc["reasons_seen"]:
                     acc["reasons_seen"].append(reason)
+                acc["reason_samples"][reason] = acc["reason_samples"].get(reason, 0) + 1
             problems = violations(gpu, self.limits)
             if problems:
                 bad = True
@@ -314,13 +321,16 @@ def run(
     clock=time.monotonic,
     sleep=time.sleep,
     counters=None,
+    under_load=None,
 ):
     """Load on, sample every ``interval`` s for ``seconds`` s, load off.
 
     ``sample()`` returns parse_sample()'s list or raises SampleError. ``counters`` (a
     roce_reading.Window, or None) is read just before the load starts and just before it stops.
-    Returns ``{duration_s, stopped_early, samples, first_bad_sample, requests, roce}`` (``roce``:
-    the window's summary, None without one).
+    ``under_load()`` (or None) is called once just before the load stops, while it still runs
+    (the PCIe links' sample: a link trains up only under load); its result is returned as is.
+    Returns ``{duration_s, stopped_early, samples, first_bad_sample, requests, roce, under_load}``
+    (``roce``: the window's summary, None without one).
     """
     if counters is not None:
         counters.start()
@@ -347,6 +357,7 @@ def run(
             if delay > 0:
                 sleep(delay)
     finally:
+        loaded = None if under_load is None else under_load()
         if counters is not None:
             counters.stop()
         requests = load.stop()
@@ -357,6 +368,7 @@ def run(
         "first_bad_sample": watch.first_bad,
         "requests": requests,
         "roce": None if counters is None else counters.summary(),
+        "under_load": loaded,
     }
 
 
@@ -370,6 +382,9 @@ def _readings(summary):
             "memory_c": acc["max_memory_c"],
             "tlimit_c": acc["min_tlimit_c"],
             "reasons": acc["reasons_seen"],
+            "reason_samples": acc.get("reason_samples"),
+            "samples": acc.get("samples"),
+            "max_power_w": acc.get("max_power_w"),
             "missing": acc["missing"],
         }
         for uuid, acc in summary["gpus"].items()

@@ -256,8 +256,39 @@ def _reasons_check(name, label, gpu, limits, missing=0, under_load=False):
             )
         return check(name, False, active, [], "", "%s clocks held back by %s" % (label, ", ".join(active)))
     if under_load:
-        return check(name, True, [], [], "", "%s did not throttle under load" % label)
+        return check(
+            name,
+            True,
+            [],
+            [],
+            "",
+            "%s: no forbidden clock event reason under load%s" % (label, _allowed(gpu)),
+        )
     return check(name, True, [], [], "", "%s: no forbidden clock event reason active" % label)
+
+
+# An allowed reason is still a fact worth saying (a GPU on its power limit all through a burn-in runs
+# its SM clocks well below their maximum): how the burn-in words the ones it saw.
+_ALLOWED_WORDS = {
+    "sw_power_cap": "power-capped at its power limit",
+    "sync_boost": "clocks synced with its peers",
+}
+
+
+def _allowed(gpu):
+    """'; power-capped at its power limit in 44 of 45 samples, drawing up to 699 W (allowed)', or ''."""
+    counts, samples = gpu.get("reason_samples") or {}, gpu.get("samples")
+    said = []
+    for reason, n in counts.items():
+        if reason == "gpu_idle" or not n:
+            continue
+        words = _ALLOWED_WORDS.get(reason, reason)
+        said.append("%s in %d of %s samples" % (words, n, samples) if samples else words)
+    if not said:
+        return "; no clock event reason held its clocks back"
+    power = gpu.get("max_power_w")
+    drawing = ", drawing up to %g W" % power if power is not None and "sw_power_cap" in counts else ""
+    return "; %s%s (allowed)" % ("; ".join(said), drawing)
 
 
 def _health_check(name, what, health, allowed):

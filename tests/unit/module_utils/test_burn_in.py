@@ -588,3 +588,40 @@ def test_run_without_counters_returns_no_roce() -> None:
         lambda: [reading()], NoLoad(), 2, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
     )
     assert result["roce"] is None
+
+
+def test_an_allowed_reason_is_still_said_with_how_often() -> None:
+    """The real H200 under full load: sw_power_cap in 44 of 45 samples at its 700 W limit. Allowed, so
+    the check passes, but the report says so instead of "did not throttle"."""
+    clock = FakeClock()
+    samples = iter(
+        [[reading(reasons=[], power_w=310.0)]]
+        + [[reading(reasons=["sw_power_cap"], power_w=699.0 - (n % 3))] for n in range(44)]
+    )
+    result = bi.run(
+        lambda: next(samples), NoLoad(), 45, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
+    )
+    reasons = next(
+        c for c in bi.checks(result, bi.DEFAULT_LIMITS) if c["name"] == "thermal.clocks_event_reasons[GPU-1]"
+    )
+    assert reasons["ok"] is True
+    assert reasons["message"] == (
+        "GPU GPU-1: no forbidden clock event reason under load; power-capped at its power limit in 44 of 45 "
+        "samples, drawing up to 699 W (allowed)"
+    )
+    # a forbidden reason still fails
+    clock = FakeClock()
+    result = bi.run(
+        lambda: [reading(reasons=["hw_thermal_slowdown"])],
+        NoLoad(),
+        3,
+        1.0,
+        bi.Watch(bi.DEFAULT_LIMITS),
+        stop_on_bad=False,
+        clock=clock,
+        sleep=clock.sleep,
+    )
+    failed = next(
+        c for c in bi.checks(result, bi.DEFAULT_LIMITS) if c["name"] == "thermal.clocks_event_reasons[GPU-1]"
+    )
+    assert failed["ok"] is False and failed["value"] == ["hw_thermal_slowdown"]
