@@ -98,7 +98,8 @@ def provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
         checks=result.checks,
         changes=result.changes,
         changed=bool(result.changed),
-        check_mode=check_mode,
+        # a leaf only read (provision reads the leaves, gpufleet switch changes them): what differs is drift
+        check_mode=check_mode or result.only_read_leaf(),
     )
     host.message = "; ".join(n for n in notes if n)
     host.configuration_error = result.refused_for_input()

@@ -91,13 +91,18 @@ JUDGE_PLAY = "Judge each node of this batch before it is drained"
 LEFT_DRAINED = "drain.left_drained"
 
 
+def fixed_status(result: runner.HostResult) -> str:
+    """A node's status after its batch: changed (fixed) when the roles ran through without failing
+    (the report's, and the console's line for it)."""
+    return checks.host_status(unreachable=result.unreachable, failed=result.failed, changed=True)
+
+
 def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int) -> HostReport:
     host = HostReport(checks=before.checks, changes=before.changes, facts=before.facts)
     if result is None:
         host.status, host.message = "failed", f"batch {batch}: not in the run's results"
         return host
-    # The fix run's verdict: a node the roles ran through without failing is changed (fixed).
-    host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed, changed=True)
+    host.status = fixed_status(result)
     if result.unreachable:
         host.message = f"batch {batch}: {result.failure_message()}"
     elif result.failed:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet import checks
+from gpufleet import catalog, checks
 
 # ansible-runner's task result events and what gpufleet calls them.
 OUTCOMES = {
@@ -32,6 +32,8 @@ INPUTS_PLAY = "Check every role's inputs"
 
 # How a role's task is named in a host's tasks (as Ansible's own Task.get_name() names it).
 _DRAIN_ROLE_TASK = "gpufleet.node.drain : "
+# The drain role's tasks that return the node (roles/drain/tasks/undrain.yml): they undo a drain.
+_UNDRAIN_FILE = "/drain/tasks/undrain.yml"
 
 
 def task_name(data: dict[str, Any]) -> str:
@@ -69,6 +71,9 @@ def task_entry(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         entry["diff"] = diffs
     if kind == "runner_on_failed" and data.get("ignore_errors"):
         entry["ignored"] = True
+    if data.get("task_path"):
+        # the task's file (ansible-runner's task_path less its line): the drain role drains and undrains
+        entry["file"] = str(data["task_path"]).rsplit(":", 1)[0]
     return entry
 
 
@@ -125,12 +130,40 @@ class HostResult:
             return False
         return bool(failed.get("input_error")) or str(failed.get("play", "")).startswith(INPUTS_PLAY)
 
-    def drained(self) -> bool:
-        """Whether the drain role took the node out of its scheduler in this run (method none changes
-        nothing; a node refused before the drain play was never drained)."""
-        return any(
-            t["outcome"] == "ok" and t.get("changed") and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
+    def drain_task(self) -> str | None:
+        """The drain role's last task that changed the node in this run (its record, then the drain in
+        the scheduler), None when none did (method none changes nothing; a node refused before the
+        drain play was never drained)."""
+        done = [
+            str(t["task"])
             for t in self.tasks
+            if t["outcome"] == "ok"
+            and t.get("changed")
+            and str(t.get("task", "")).startswith(_DRAIN_ROLE_TASK)
+            and not str(t.get("file", "")).endswith(_UNDRAIN_FILE)
+        ]
+        return done[-1] if done else None
+
+    def drained(self) -> bool:
+        """Whether the drain role took the node out of its scheduler in this run."""
+        return self.drain_task() is not None
+
+    def where_stopped(self) -> str:
+        """Where a run stopped before its end left the host, as far as its events tell: the last task
+        that finished, and the drain task that took it out of service (named), or that none had."""
+        if not self.tasks:
+            return "no task of it had finished: it may be drained if the drain was under way"
+        stopped = f"stopped at '{self.tasks[-1]['task']}'"
+        drain = self.drain_task()
+        if drain is not None:
+            return f"{stopped}; left drained by '{drain}'"
+        return f"{stopped}; no drain task of it had finished: in service unless the drain was under way"
+
+    def only_read_leaf(self) -> bool:
+        """Whether all this host did is the leaf switches' read (a leaf in a run on the nodes: it
+        changed nothing, so what differs from its profile is drift)."""
+        return bool(self.tasks) and all(
+            str(t.get("play", "")).startswith(catalog.LEAF_READ_PLAY) for t in self.tasks
         )
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from gpufleet import events
+from gpufleet import catalog, checks, events
 
 _CLEAR = "\r\x1b[K"
 # the live line is redrawn at most this often (a 1,000-host run sends thousands of events a second)
@@ -38,26 +39,57 @@ def tally(res: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def host_outcome(host: events.HostResult, read_only: bool = False) -> str:
-    """A host's run in a word: unreachable, failed, changed, drifted (settings differ, none changed), ok."""
-    if host.unreachable:
-        return "unreachable"
-    if host.failed:
-        return "failed"
-    if host.changed and not read_only:
-        return "changed"
-    # what a read-only run (drift, check mode) would change drifted; it changed nothing
-    return "drifted" if host.changes or host.changed else "ok"
+# A host's status from its run's results.
+StatusOf = Callable[[events.HostResult], str]
 
 
-def host_line(host: events.HostResult, read_only: bool = False) -> str:
-    """One host's result on one line: its outcome, what stopped it, or what its modules found."""
-    outcome = host_outcome(host, read_only)
-    if outcome in ("failed", "unreachable"):
+def _generic_status(read_only: bool) -> StatusOf:
+    """For a run no report judges (none here yet: a Display fed events by hand): checks.host_status."""
+
+    def status(host: events.HostResult) -> str:
+        return checks.host_status(
+            unreachable=host.unreachable,
+            failed=host.failed,
+            checks=host.checks,
+            changes=host.changes,
+            changed=bool(host.changed),
+            check_mode=read_only or host.only_read_leaf(),
+        )
+
+    return status
+
+
+def report_status(playbook: str, read_only: bool = False) -> StatusOf:
+    """The status a host of this playbook's run gets in its command's report: the command's own host
+    judge (from_events.JUDGES, the one report --from-events uses; drift --fix's for its batches), so
+    the console never says what the report does not."""
+    # imported here: the commands import this module (their Display)
+    from gpufleet import drift, from_events
+
+    checked = read_only and playbook in from_events.CHECK_MODE
+    judges = from_events.CHECK_MODE if checked else from_events.JUDGES
+    judge = judges.get(playbook)
+    if judge is not None:
+        return lambda host: judge(host).status
+    if playbook == "drift_fix.yml":
+        # a batch's nodes as the fix reports them; the leaves it reads keep drift's verdict of them
+        return lambda host: (
+            drift.drift_host(host).status if host.only_read_leaf() else drift.fixed_status(host)
+        )
+    if playbook == "gate_stop.yml":
+        # what a stopped gate reached: the report says interrupted (and what this run did about it)
+        return lambda host: "interrupted"
+    return _generic_status(read_only)
+
+
+def host_line(host: events.HostResult, status: str) -> str:
+    """One host's result on one line: its status (the report's), what stopped it, or what its modules
+    found."""
+    if host.failed or host.unreachable:
         detail = host.failure_message()
     else:
         detail = tally({"changes": host.changes, "checks": host.checks})
-    return f"{host.name:<16} {outcome:<11} {detail}".rstrip()
+    return f"{host.name:<16} {status:<11} {detail}".rstrip()
 
 
 class Display:
@@ -90,6 +122,9 @@ class Display:
         self._drawn = 0.0
         self._shown = ""
         self._hosts: dict[str, events.HostResult] = {}
+        self._status_of: StatusOf = _generic_status(False)
+        # each host's status and how many task results it was judged on (judged again only after more)
+        self._judged: dict[str, tuple[int, str]] = {}
 
     def terminal(self) -> bool:
         isatty = getattr(self.stream, "isatty", None)
@@ -116,6 +151,7 @@ class Display:
         change is counted as drifted."""
         self._reset(playbook)
         self.read_only = read_only
+        self._status_of = report_status(playbook, read_only)
         self.live = self.terminal() and not self.verbose
 
     def event(
@@ -147,7 +183,7 @@ class Display:
         ):
             # a host that fails is done: its line now, once (a gate's rescue still runs, its report says all)
             self.printed.add(name)
-            self._above(host_line(hosts[name], self.read_only))
+            self._above(self._line(hosts[name]))
         self._draw(hosts)
 
     def _task_line(self, name: str, entry: dict[str, Any], data: dict[str, Any]) -> None:
@@ -155,10 +191,12 @@ class Display:
             return
         res = data.get("res") or {}
         label = entry["outcome"]
-        if label == "ok" and entry["changed"]:
+        # a read-only comparison (a read-only run, a leaf's read) that found settings differ changed nothing
+        reading = self.read_only or str(entry.get("play", "")).startswith(catalog.LEAF_READ_PLAY)
+        if label == "ok" and entry["changed"] and not reading:
             label = "changed"
-        elif label == "ok" and res.get("changes"):
-            label = "drifted"  # a read-only comparison found settings that differ: it changed nothing
+        elif label == "ok" and (res.get("changes") or entry["changed"]):
+            label = "drifted"
         message = entry["msg"] if label in ("failed", "unreachable") else tally(res)
         self._above(f"{name:<16} {label:<11} {data.get('task', '')}" + (f": {message}" if message else ""))
 
@@ -176,13 +214,28 @@ class Display:
         return " | ".join(parts)
 
     def counts(self, hosts: dict[str, events.HostResult]) -> dict[str, int]:
-        """How many hosts are ok, changed (drifted in a read-only run), failed, unreachable so far."""
+        """How many hosts have each status so far: ok, changed (drifted in a read-only run), failed and
+        unreachable always, then any other status a host has (blocked, drifted, interrupted)."""
         changed = "drifted" if self.read_only else "changed"
         counts = dict.fromkeys(("ok", changed, "failed", "unreachable"), 0)
-        for host in hosts.values():
-            outcome = host_outcome(host, self.read_only)
-            counts[outcome if outcome in counts else "ok"] += 1
+        found = [self.host_status(host) for host in hosts.values()]
+        for status in checks.STATUSES:
+            if status not in counts and status in found:
+                counts[status] = 0
+        for status in found:
+            counts[status] += 1
         return counts
+
+    def host_status(self, host: events.HostResult) -> str:
+        """The host's status as its command's report will give it (report_status)."""
+        judged = self._judged.get(host.name)
+        if judged is None or judged[0] != len(host.tasks):
+            judged = (len(host.tasks), self._status_of(host))
+            self._judged[host.name] = judged
+        return judged[1]
+
+    def _line(self, host: events.HostResult) -> str:
+        return host_line(host, self.host_status(host))
 
     def _draw(self, hosts: dict[str, events.HostResult], force: bool = False) -> None:
         if not self.live:
@@ -209,6 +262,6 @@ class Display:
             for name in sorted(hosts):
                 if name not in self.printed:
                     self.printed.add(name)
-                    self._write(host_line(hosts[name], self.read_only) + "\n")
+                    self._write(self._line(hosts[name]) + "\n")
         self.live = False
         self.total = None

@@ -35,8 +35,9 @@ def _result(
 
 def _run(display: Display) -> events.Collector:
     """A drift of six nodes through runner's event handler: node02 drifts, node03 fails, node04 is
-    lost, node05 changes (a fix), node01 and node06 are clean; a skipped task on each first."""
-    handler = runner._Events(display, "drift.yml")
+    lost, node05 says it changed (a read-only drift changed nothing: drifted, as its report says),
+    node01 and node06 are clean; a skipped task on each first."""
+    handler = runner._Events(display, "drift.yml", read_only=True)
     handler({"event": "playbook_on_start", "event_data": {}})
     handler({"event": "playbook_on_play_start", "event_data": {"play": "Compare every role"}})
     handler({"event": "playbook_on_task_start", "event_data": {"task": "Skip", "task_uuid": "t1"}})
@@ -66,7 +67,7 @@ def test_without_a_terminal_each_host_result_is_one_line() -> None:
     assert by_host["node02"].split()[1:] == ["drifted", "3", "settings"]
     assert by_host["node03"].split(None, 2)[1:] == ["failed", "Compare: rdma_qos: no port"]
     assert "became unreachable at 'Compare': Failed to connect" in by_host["node04"]
-    assert by_host["node05"].split()[1] == "changed" and by_host["node01"].split()[1:] == ["ok"]
+    assert by_host["node05"].split()[1] == "drifted" and by_host["node01"].split()[1:] == ["ok"]
     # the hosts that failed come first, as they fail; the rest when the run ends
     assert [line.split()[0] for line in lines[:2]] == ["node03", "node04"]
     assert "\r" not in out.getvalue()
@@ -82,7 +83,7 @@ def test_on_a_terminal_a_live_line_and_only_the_failing_hosts() -> None:
     hosts_named = [line.split()[0] for line in printed[:-1]]
     assert hosts_named == ["node03", "node04"]  # the failing hosts, each once; no per-task or ok host line
     assert re.fullmatch(
-        r"drift.yml: 6 hosts in 0:\d\d: 3 ok, 1 changed, 1 failed, 1 unreachable", printed[-1]
+        r"drift.yml: 6 hosts in 0:\d\d: 2 ok, 2 drifted, 1 failed, 1 unreachable", printed[-1]
     )
     # the live line: the play, hosts through its task of the total, the counts so far
     assert re.search(
