@@ -1,0 +1,183 @@
+#!/usr/bin/python
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nccl_allreduce
+short_description: Measure the node's NCCL all-reduce bus bandwidth over all its GPUs against a floor
+version_added: "0.1.0"
+description:
+  - Runs nccl-tests' C(all_reduce_perf) over every GPU of the node in one process (C(-g <gpus>)), from
+    O(min_bytes) to O(max_bytes) doubling, with element checking on (C(-c 1)), under C(timeout) so a
+    collective that hangs ends after O(timeout_s).
+  - Judges the run's average bus bandwidth against O(min_busbw_gbps) (C(health.nccl_busbw)), the GPUs it
+    used (C(health.nccl_gpus)) and the elements it checked (C(health.nccl_correct)). On a node whose
+    baseboards talk over RoCE, a low figure names the checks that usually explain it (RoCE links, the
+    leaves' PFC and ECN, NVLink).
+  - Fails when a check fails; a binary that is missing, fails or prints something that is not its report
+    fails the module naming it (fail closed).
+  - Changes nothing, but loads every GPU for the run's length - run it while the node is drained and
+    before its instances start.
+options:
+  binary:
+    description: Path of nccl-tests' C(all_reduce_perf) on the node (a profile setting).
+    type: path
+    required: true
+  gpus:
+    description: GPUs the run uses (the node's count).
+    type: int
+    required: true
+  min_busbw_gbps:
+    description: The profile's floor for the run's average bus bandwidth, in GB/s.
+    type: float
+    required: true
+  min_bytes:
+    description: Smallest message size, as all_reduce_perf takes it (C(8M), C(1G)).
+    type: str
+    default: 64M
+  max_bytes:
+    description: Largest message size.
+    type: str
+    default: 1G
+  timeout_s:
+    description: Seconds the run may take before it is stopped (a hung collective fails, named).
+    type: int
+    default: 300
+extends_documentation_fragment:
+  - gpufleet.node.attributes.read_only
+attributes:
+  check_mode:
+    details: Not run in check mode (it loads the GPUs); the module returns skipped.
+notes:
+  - Needs C(timeout) (coreutils) and an C(all_reduce_perf) built for the node's CUDA and NCCL.
+seealso:
+  - module: gpufleet.node.node_health
+  - name: nccl-tests
+    description: NVIDIA's NCCL performance tests.
+    link: https://github.com/NVIDIA/nccl-tests
+author:
+  - gpufleet developers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Measure the all-reduce over the node's 16 GPUs
+  gpufleet.node.nccl_allreduce:
+    binary: /opt/nccl-tests/build/all_reduce_perf
+    gpus: 16
+    min_busbw_gbps: 300
+"""
+
+RETURN = r"""
+checks:
+  description: C(health.nccl_gpus), C(health.nccl_correct) and C(health.nccl_busbw).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {"name": "health.nccl_busbw", "ok": false, "value": 82.4, "limit": 300.0, "unit": "GB/s",
+       "message": "all_reduce over 16 GPUs (67108864 to 1073741824 bytes): average bus bandwidth 82.4 GB/s,
+       floor 300 GB/s. ..."}
+all_reduce:
+  description: The parsed run (rows, avg_busbw_gbps, max_busbw_gbps, devices, wrong_rows, nccl_version).
+  returned: when the run finished
+  type: dict
+changes:
+  description: Always empty; the module changes nothing.
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+"""
+
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import nccl_tests
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl_bandwidth import argv, judge
+from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import ENV, first_line, tool_path
+
+_SIZE = re.compile(r"^[0-9]{1,12}[KMG]?$")
+
+
+def _input_errors(p):
+    errors = []
+    if not 1 <= p["gpus"] <= 64:
+        errors.append("gpus (thermal_gate_nccl_gpus) must be 1..64, got %s" % p["gpus"])
+    if not p["min_busbw_gbps"] > 0:
+        errors.append(
+            "min_busbw_gbps (thermal_gate_nccl_min_busbw_gbps) must be above 0, got %s" % p["min_busbw_gbps"]
+        )
+    for key in ("min_bytes", "max_bytes"):
+        if not _SIZE.match(p[key]):
+            errors.append(
+                "%s (thermal_gate_nccl_%s) must be a size such as 64M or 1G, got %r" % (key, key, p[key])
+            )
+    if not 10 <= p["timeout_s"] <= 3600:
+        errors.append(
+            "timeout_s (thermal_gate_nccl_timeout_s) must be 10..3600 seconds, got %s" % p["timeout_s"]
+        )
+    return errors
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            binary=dict(type="path", required=True),
+            gpus=dict(type="int", required=True),
+            min_busbw_gbps=dict(type="float", required=True),
+            min_bytes=dict(type="str", default="64M"),
+            max_bytes=dict(type="str", default="1G"),
+            timeout_s=dict(type="int", default=300),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    errors = _input_errors(p)
+    if errors:
+        module.fail_json(msg="Refusing to run the all-reduce: %s." % "; ".join(errors), input_error=True)
+    result = dict(changed=False, checks=[], changes=[])
+    if module.check_mode:
+        module.exit_json(skipped=True, msg="check mode: the all-reduce loads every GPU; not run", **result)
+    if not (os.path.isfile(p["binary"]) and os.access(p["binary"], os.X_OK)):
+        module.fail_json(
+            msg="%s is not an executable all_reduce_perf on this node (thermal_gate_nccl_tests_path); "
+            "install nccl-tests or fix the path (fail closed)" % p["binary"],
+            **result,
+        )
+    cmd = argv(
+        p["binary"], p["gpus"], p["min_bytes"], p["max_bytes"], p["timeout_s"], tool_path(module, "timeout")
+    )
+    rc, out, err = module.run_command(cmd, environ_update=ENV)
+    if rc == 124:
+        module.fail_json(
+            msg="all_reduce_perf did not finish in %d s: a collective hung (fail closed)" % p["timeout_s"],
+            cmd=cmd,
+            rc=rc,
+            **result,
+        )
+    if rc != 0:
+        module.fail_json(
+            msg="all_reduce_perf failed (rc=%d): %s" % (rc, first_line(err, out)),
+            cmd=cmd,
+            rc=rc,
+            stderr=err,
+            **result,
+        )
+    try:
+        parsed = nccl_tests.parse_all_reduce(out)
+    except nccl_tests.ParseError as exc:
+        module.fail_json(msg="%s (fail closed)" % exc, cmd=cmd, stdout=out[-4000:], **result)
+    checks = judge(parsed, p["gpus"], p["min_busbw_gbps"])
+    result.update(checks=checks, all_reduce=parsed)
+    failed = [c for c in checks if not c["ok"]]
+    if failed:
+        module.fail_json(msg="; ".join(c["message"] for c in failed), **result)
+    module.exit_json(msg=next(c["message"] for c in checks if c["name"] == "health.nccl_busbw"), **result)
+
+
+if __name__ == "__main__":
+    main()
