@@ -1,12 +1,13 @@
 """What a reboot does to a simulated node: settings that live only in the driver or the
-kernel are lost, pending firmware settings take effect, and physical faults stay."""
+kernel are lost (and its kernel log and volatile ECC counts start again), pending firmware settings
+and row remaps take effect, and physical faults stay."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from gpufleet.sim import faults, sysfs_rdma, thermal
+from gpufleet.sim import faults, kernel_log, sysfs_rdma, thermal
 from gpufleet.sim.state import State
 
 # What the driver and kernel come up with, before any boot unit runs.
@@ -23,7 +24,10 @@ def _write(path: Path, value: object) -> None:
 
 def power_cycle(state: State, sys_root: Path) -> None:
     # Every process went down with the host: no load, no GPU memory held, no service running.
-    thermal.clear_load(state, time.time())
+    now = time.time()
+    thermal.clear_load(state, now)
+    # A new kernel log (the Xid lines of the last boot are gone).
+    kernel_log.boot(state, now)
     for unit in state.get("units", {}).values():
         for key in ("pid", "pid_start", "stopping", "sub"):
             unit.pop(key, None)
@@ -34,6 +38,13 @@ def power_cycle(state: State, sys_root: Path) -> None:
         power["enforced_limit_w"] = power["default_limit_w"]
         gpu["persistence_mode"] = False
         gpu["clocks_event_reasons"] = ["gpu_idle"]
+        # The driver counts volatile ECC errors from its load; a GPU reset applies a pending row
+        # remap (the remapped uncorrectable row then counts as remapped).
+        gpu["ecc"]["volatile_uncorrected"] = 0
+        rows = gpu["remapped_rows"]
+        if rows["pending"]:
+            rows["pending"] = False
+            rows["uncorrectable"] = int(rows["uncorrectable"]) + 1
     for nic in state["nics"]:
         if nic.get("pending_link_type"):
             nic["link_type"], nic["pending_link_type"] = nic["pending_link_type"], None

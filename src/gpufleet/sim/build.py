@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from gpufleet.sim import thermal
+from gpufleet.sim import kernel_log, thermal
 from gpufleet.sim.state import State, sysfs_bdf
 
 PROFILES = ("b300-16", "h100-8")
@@ -108,6 +108,8 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
                     "compute_cap": gpu_p["compute_cap"],
                     "nvlink_count": gpu_p["nvlink_count"],
                     "nvlink_speed_gbps": gpu_p["nvlink_speed_gbps"],
+                    # every link active, no error counted (sim/tools/nvsmi_nvlink.py)
+                    "nvlink": {"inactive": [], "errors": {}},
                     "pcie": dict(gpu_p["pcie"]),
                     "utilization_pct": 0,
                     "power": {
@@ -182,6 +184,7 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
         )
     _cooling(state, profile)
     _cabling(state, index)
+    kernel_log.boot(state, time.time())
     return state
 
 

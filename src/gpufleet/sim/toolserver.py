@@ -41,6 +41,7 @@ SERVED = (
     "kubectl",
     "systemctl",
     "lldpctl",
+    "dmesg",
 )
 # the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
 LOCAL = b"local"

@@ -29,6 +29,7 @@ TOOLS = {
     "scontrol": "scontrol",
     "kubectl": "kubectl",
     "lldpctl": "lldpctl",
+    "dmesg": "dmesg",
 }
 
 

@@ -1,7 +1,8 @@
 """The fake `nvidia-smi`: reads and changes a simulated node's GPUs through its state.json.
 
 Supported: -L; -q [-x] [-d TYPES]; --query-gpu=F --format=csv[,noheader][,nounits]; -pm 0|1;
--pl WATTS; topo -m; --version; -i ID[,ID] with all but topo/--version. Everything goes to stdout,
+-pl WATTS; topo -m; nvlink -s|--status|-e|--errorcounters [-i ID] [-l LINK] (nvsmi_nvlink); --version;
+-i ID[,ID] with all but topo/--version. Everything goes to stdout,
 errors included, as the real tool does (sources of each error text are noted where it is printed).
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from gpufleet.sim import state as sim_state
 from gpufleet.sim.tools import nvsmi_common as c
-from gpufleet.sim.tools import nvsmi_csv, nvsmi_text, nvsmi_topo, nvsmi_xml
+from gpufleet.sim.tools import nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
 
 HELP_HINT = "Please run 'nvidia-smi -h' for help."
 
@@ -98,6 +99,8 @@ def run(argv: list[str], node_dir: Path) -> str:
             raise invalid_combination()
         state = c.load_live(node_dir)
         return nvsmi_topo.render(state, [gpu for _, gpu in c.select_gpus(state, None)])
+    if argv[:1] == ["nvlink"]:
+        return nvsmi_nvlink.run(argv[1:], node_dir)
     args = parse(argv)
     actions = [a for a in _ACTIONS if a in args.flags or a in args.values]
     if len(actions) != 1:

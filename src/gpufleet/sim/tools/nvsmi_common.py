@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -203,6 +204,42 @@ def remap_banks(gpu: Gpu) -> int:
     """Bank remap histogram "Max": 512 banks per HBM stack (H100 2560, H200 3072)."""
     total = int(gpu["memory_total_mib"])
     return 2560 if total < 100_000 else 3072 if total < 200_000 else 4096
+
+
+# A GPU lowers its PCIe link to Gen1 when idle to save power and trains back to its maximum under
+# load (the 590-driver Blackwell capture: current Gen 1 of max 4 at idle, x16 of x16); the width
+# stays at its maximum. "Busy" is any utilisation the thermal model reports (it decays after a load).
+IDLE_LINK_GEN = 1
+BUSY_UTILIZATION_PCT = 1.0
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    gen_current: int
+    gen_max: int  # what the link can reach: the lower of the GPU's and the host's maximum
+    gen_device_max: int
+    gen_host_max: int
+    width_current: int
+    width_max: int
+
+
+def pcie_link(gpu: Gpu) -> PcieLink:
+    """The GPU's PCIe link now. State: ``pcie.gen``/``pcie.width`` are the GPU's maxima (profile);
+    a degraded link (the pcie-degraded fault) sets ``width_current`` and ``gen_limit``, the highest
+    generation it trains to under load."""
+    pcie = gpu["pcie"]
+    device_max, width_max = int(pcie["gen"]), int(pcie["width"])
+    host_max = int(pcie.get("host_gen", device_max))
+    reachable = min(device_max, host_max, int(pcie.get("gen_limit", device_max)))
+    busy = float(gpu.get("utilization_pct", 0)) >= BUSY_UTILIZATION_PCT
+    return PcieLink(
+        gen_current=reachable if busy else min(IDLE_LINK_GEN, reachable),
+        gen_max=min(device_max, host_max),
+        gen_device_max=device_max,
+        gen_host_max=host_max,
+        width_current=int(pcie.get("width_current", width_max)),
+        width_max=width_max,
+    )
 
 
 def pcie_throughput_kbs(gpu: Gpu) -> tuple[int, int]:

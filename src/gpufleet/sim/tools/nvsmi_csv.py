@@ -66,6 +66,10 @@ def _counter(name: str) -> Field:
     )
 
 
+def _pcie(name: str) -> Callable[[Row], str]:
+    return lambda row: str(getattr(c.pcie_link(row.gpu), name))
+
+
 def _bus(part: int, digits: int) -> Callable[[Row], str]:
     return lambda row: f"0x{c.bus_parts(str(row.gpu['pci_bus_id']))[part]:0{digits}X}"
 
@@ -83,13 +87,13 @@ FIELDS: list[Field] = [
     Field(("pci.device",), "", _bus(2, 2)),
     Field(("pci.device_id",), "", lambda row: "0x" + c.hex_id(str(row.gpu["pci_device_id"]))),
     Field(("pci.sub_device_id",), "", lambda row: "0x" + c.hex_id(str(row.gpu["pci_subsystem_id"]))),
-    Field(("pcie.link.gen.current",), "", _g("pcie", "gen")),
-    Field(("pcie.link.gen.gpucurrent",), "", _g("pcie", "gen")),
-    Field(("pcie.link.gen.max",), "", _g("pcie", "gen")),
-    Field(("pcie.link.gen.gpumax",), "", _g("pcie", "gen")),
-    Field(("pcie.link.gen.hostmax",), "", _g("pcie", "gen")),
-    Field(("pcie.link.width.current",), "", _g("pcie", "width")),
-    Field(("pcie.link.width.max",), "", _g("pcie", "width")),
+    Field(("pcie.link.gen.current",), "", _pcie("gen_current")),
+    Field(("pcie.link.gen.gpucurrent",), "", _pcie("gen_current")),
+    Field(("pcie.link.gen.max",), "", _pcie("gen_max")),
+    Field(("pcie.link.gen.gpumax",), "", _pcie("gen_device_max")),
+    Field(("pcie.link.gen.hostmax",), "", _pcie("gen_host_max")),
+    Field(("pcie.link.width.current",), "", _pcie("width_current")),
+    Field(("pcie.link.width.max",), "", _pcie("width_max")),
     Field(("index",), "", lambda row: str(row.index)),
     Field(("display_mode",), "", _const(c.DEPRECATED)),
     Field(("display_active",), "", _const("Disabled")),

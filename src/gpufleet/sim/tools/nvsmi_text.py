@@ -195,15 +195,19 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
     ]
 
 
+_GEN_LABELS = ("Max", "Current", "Device Current", "Device Max", "Host Max")
+
+
 def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[TNode]:
-    gen, width = str(gpu["pcie"]["gen"]), f"{gpu['pcie']['width']}x"
+    pcie = c.pcie_link(gpu)
     tx, rx = c.pcie_throughput_kbs(gpu)
+    gens = (pcie.gen_max, pcie.gen_current, pcie.gen_current, pcie.gen_device_max, pcie.gen_host_max)
     link: list[TNode] = [
         (
             "PCIe Generation",
-            [("Max", gen), ("Current", gen), ("Device Current", gen), ("Device Max", gen), ("Host Max", gen)],
+            [(label, str(gen)) for label, gen in zip(_GEN_LABELS, gens, strict=True)],
         ),
-        ("Link Width", [("Max", width), ("Current", width)]),
+        ("Link Width", [("Max", f"{pcie.width_max}x"), ("Current", f"{pcie.width_current}x")]),
     ]
     return [
         ("Bus", f"0x{bus:02X}"),

@@ -144,20 +144,23 @@ def _platform(gpu: c.Gpu) -> list[XNode | str]:
 
 
 def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[XNode | str]:
-    gen, width = str(gpu["pcie"]["gen"]), f"{gpu['pcie']['width']}x"
+    pcie = c.pcie_link(gpu)
     tx, rx = c.pcie_throughput_kbs(gpu)
     link: list[XNode | str] = [
         (
             "pcie_gen",
             [
-                ("max_link_gen", gen),
-                ("current_link_gen", gen),
-                ("device_current_link_gen", gen),
-                ("max_device_link_gen", gen),
-                ("max_host_link_gen", gen),
+                ("max_link_gen", str(pcie.gen_max)),
+                ("current_link_gen", str(pcie.gen_current)),
+                ("device_current_link_gen", str(pcie.gen_current)),
+                ("max_device_link_gen", str(pcie.gen_device_max)),
+                ("max_host_link_gen", str(pcie.gen_host_max)),
             ],
         ),
-        ("link_widths", [("max_link_width", width), ("current_link_width", width)]),
+        (
+            "link_widths",
+            [("max_link_width", f"{pcie.width_max}x"), ("current_link_width", f"{pcie.width_current}x")],
+        ),
     ]
     return [
         ("pci_bus", f"{bus:02X}"),
