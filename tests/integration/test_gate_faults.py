@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from gpufleet import runner
-from gpufleet.sim import control, faults, faults_switch, state, tools
+from gpufleet.sim import control, faults, faults_health, faults_switch, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration.conftest import node_hosts, node_ssh, run_on
@@ -39,7 +39,11 @@ MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
 # reads a capped or an uncapped phase is chance, so its verdict here would be too; watch judges it
 # (tests/integration/test_watch.py), and power-capped is the gate's cap (re-asserted, admitted).
 IN_SERVICE = ("pdu-cap-in-service",)
-FAULTS = tuple(f for f in faults.FAULTS if f not in faults_switch.FAULTS and f not in IN_SERVICE)
+# The hardware-health faults (issue 25): judged in tests/integration/test_node_health.py.
+HEALTH = tuple(faults_health.FAULTS)
+FAULTS = tuple(
+    f for f in faults.FAULTS if f not in faults_switch.FAULTS and f not in IN_SERVICE and f not in HEALTH
+)
 # node01 stays clean; node02.. get the faults in the simulator's order
 NODES = {f"node{i + 2:02d}": name for i, name in enumerate(FAULTS)}
 # a weak loop the idle gate is told to let through (its inventory): the burn-in must block it

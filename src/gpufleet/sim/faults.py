@@ -11,7 +11,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sim import faults_gpu, faults_rdma, faults_switch, faults_thermal, faults_topo, state
+from gpufleet.sim import (
+    faults_gpu,
+    faults_health,
+    faults_rdma,
+    faults_switch,
+    faults_thermal,
+    faults_topo,
+    state,
+)
 
 FaultFn = Callable[[state.State, Path], None]
 
@@ -21,6 +29,7 @@ FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {
     **faults_topo.FAULTS,
     **faults_thermal.FAULTS,
     **faults_switch.FAULTS,
+    **faults_health.FAULTS,
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.sim import sysfs, thermal
-from gpufleet.sim.state import State, present_gpus
+from gpufleet.sim.state import State
 
 # What a PDU protection did to the reference node: every GPU capped ~300 W below its request.
 POWER_CAP_DROP_W = 300.0
@@ -83,17 +83,31 @@ def bus_order_swapped(state: State, sys_root: Path) -> None:
         first[key], second[key] = second[key], first[key]
 
 
-def gpu_missing(state: State, sys_root: Path) -> None:
-    gpu = present_gpus(state)[-1]
+def take_off_bus(state: State, sys_root: Path, gpu: dict[str, Any]) -> None:
+    """The GPU no longer answers on PCIe: gone from nvidia-smi and from sysfs."""
     gpu["present"] = False
     sysfs.remove_gpu(sys_root, state, gpu)
 
 
+def put_on_bus(state: State, sys_root: Path, gpu: dict[str, Any]) -> None:
+    if not gpu.get("present", True):
+        gpu["present"] = True
+        sysfs.render_gpu(sys_root, state, gpu)
+
+
+def _last_on_bus(state: State) -> dict[str, Any]:
+    # The last GPU in bus order, present or not: a reboot re-applies gpu-missing (boot.py) and must
+    # not take a second GPU off the bus; its clear leaves a GPU another fault took off (xid-79).
+    gpu: dict[str, Any] = max(state["gpus"], key=lambda g: str(g["pci_bus_id"]).lower())
+    return gpu
+
+
+def gpu_missing(state: State, sys_root: Path) -> None:
+    take_off_bus(state, sys_root, _last_on_bus(state))
+
+
 def gpu_missing_clear(state: State, sys_root: Path) -> None:
-    for gpu in state["gpus"]:
-        if not gpu.get("present", True):
-            gpu["present"] = True
-            sysfs.render_gpu(sys_root, state, gpu)
+    put_on_bus(state, sys_root, _last_on_bus(state))
 
 
 FAULTS = {

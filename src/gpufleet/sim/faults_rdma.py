@@ -45,7 +45,7 @@ def roce_v2(state: State, sys_root: Path) -> None:
         sysfs_rdma.write_roce_mode(sys_root, nic, sysfs_rdma.ROCE_V2)
 
 
-def _last_nic(state: State) -> dict[str, Any]:
+def last_nic(state: State) -> dict[str, Any]:
     # The highest slot (mlx5_7 on b300-16): a single cross-board link, as a pulled cable takes down.
     nic: dict[str, Any] = max(state["nics"], key=lambda n: int(n["slot"]))
     return nic
@@ -61,11 +61,11 @@ def set_port_link(
 
 
 def link_down(state: State, sys_root: Path) -> None:
-    set_port_link(state, sys_root, _last_nic(state), up=False)
+    set_port_link(state, sys_root, last_nic(state), up=False)
 
 
 def link_up(state: State, sys_root: Path) -> None:
-    set_port_link(state, sys_root, _last_nic(state), up=True)
+    set_port_link(state, sys_root, last_nic(state), up=True)
 
 
 FAULTS = {

@@ -1,0 +1,237 @@
+"""Hardware-health faults a maintenance window leaves behind (issue 25): each on one GPU or port.
+
+GPU numbers are nvidia-smi indices (bus order) of the GPUs present when the fault is injected (the
+last GPU when the node has fewer); the GPU hit is remembered by UUID, so the clear undoes exactly
+what the inject did (``state["fault_saved"][<fault>]``). Each shows on the next read of the tool
+that reports it, serving or not (the fake tools read the state on every call).
+
+What a reboot does (sim/boot.py): the kernel log starts again (the Xid lines are gone), volatile
+ECC counts reset, a pending row remap is applied; a degraded link, a dead NVLink, a GPU off the bus
+and flashed firmware stay.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from gpufleet.sim import faults_gpu, faults_rdma, kernel_log, sysfs, sysfs_rdma
+from gpufleet.sim.state import State, present_gpus, sysfs_bdf
+
+Gpu = dict[str, Any]
+
+PCIE_DEGRADED_GPU = 3
+PCIE_DEGRADED_WIDTH = 8
+PCIE_DEGRADED_GEN = 1
+NVLINK_DOWN_GPU, NVLINK_DOWN_LINK = 5, 7
+ROW_REMAP_GPU = 2
+ECC_GPU, ECC_UNCORRECTABLE = 1, 2
+XID_79_GPU = 6
+XID_94_GPU = 4
+
+
+def _gpu(state: State, index: int) -> Gpu:
+    gpus = present_gpus(state)
+    return gpus[min(index, len(gpus) - 1)]
+
+
+def _by_uuid(state: State, uuid: str) -> Gpu:
+    gpu: Gpu = next(g for g in state["gpus"] if g["uuid"] == uuid)
+    return gpu
+
+
+def _save(state: State, fault: str, record: dict[str, Any]) -> None:
+    state.setdefault("fault_saved", {})[fault] = record
+
+
+def _saved(state: State, fault: str) -> dict[str, Any] | None:
+    record: dict[str, Any] | None = state.get("fault_saved", {}).pop(fault, None)
+    return record
+
+
+def _write_link_width(sys_root: Path, state: State, gpu: Gpu, width: int) -> None:
+    devdir = sysfs.endpoint_dir(sys_root, state, sysfs_bdf(str(gpu["pci_bus_id"])))
+    if devdir.is_dir():
+        (devdir / "current_link_width").write_text(f"{width}\n", encoding="utf-8")
+
+
+# -- pcie-degraded: GPU 3 trained at x8 of x16 and stuck at Gen1 under load (a GPU or riser not fully
+# seated). nvidia-smi -q/-q -x/--query-gpu and sysfs current_link_width show it.
+def pcie_degraded(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, PCIE_DEGRADED_GPU)
+    pcie = gpu["pcie"]
+    _save(state, "pcie-degraded", {"uuid": gpu["uuid"]})
+    pcie["width_current"] = PCIE_DEGRADED_WIDTH
+    pcie["gen_limit"] = PCIE_DEGRADED_GEN
+    _write_link_width(sys_root, state, gpu, PCIE_DEGRADED_WIDTH)
+
+
+def pcie_degraded_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "pcie-degraded")
+    if record is None:
+        return
+    gpu = _by_uuid(state, record["uuid"])
+    gpu["pcie"].pop("width_current", None)
+    gpu["pcie"].pop("gen_limit", None)
+    _write_link_width(sys_root, state, gpu, int(gpu["pcie"]["width"]))
+
+
+# -- nvlink-down: GPU 5's NVLink link 7 inactive (nvidia-smi nvlink -s prints <inactive>).
+def nvlink_down(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, NVLINK_DOWN_GPU)
+    _save(state, "nvlink-down", {"uuid": gpu["uuid"]})
+    inactive = gpu.setdefault("nvlink", {"inactive": [], "errors": {}}).setdefault("inactive", [])
+    if NVLINK_DOWN_LINK not in inactive:
+        inactive.append(NVLINK_DOWN_LINK)
+
+
+def nvlink_down_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "nvlink-down")
+    if record is None:
+        return
+    nvlink = _by_uuid(state, record["uuid"]).get("nvlink", {})
+    nvlink["inactive"] = [n for n in nvlink.get("inactive", []) if n != NVLINK_DOWN_LINK]
+
+
+# -- row-remap-pending: GPU 2 has a row marked for remapping, applied at its next reset
+# (-q -x remapped_row_pending Yes; --query-gpu remapped_rows.pending Yes).
+def row_remap_pending(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, ROW_REMAP_GPU)
+    _save(state, "row-remap-pending", {"uuid": gpu["uuid"], "remapped_rows": dict(gpu["remapped_rows"])})
+    gpu["remapped_rows"]["pending"] = True
+
+
+def row_remap_pending_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "row-remap-pending")
+    if record is not None:
+        _by_uuid(state, record["uuid"])["remapped_rows"] = record["remapped_rows"]
+
+
+# -- ecc-uncorrectable: GPU 1 counted 2 uncorrectable DRAM ECC errors since the driver loaded, and as
+# many over its life (-q -x ecc_errors volatile/aggregate dram_uncorrectable 2).
+def _save_ecc(state: State, fault: str, gpu: Gpu) -> None:
+    _save(state, fault, {"uuid": gpu["uuid"], "ecc": dict(gpu["ecc"])})
+
+
+def _restore_ecc(state: State, fault: str) -> Gpu | None:
+    record = _saved(state, fault)
+    if record is None:
+        return None
+    gpu = _by_uuid(state, record["uuid"])
+    gpu["ecc"] = record["ecc"]
+    return gpu
+
+
+def ecc_uncorrectable(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, ECC_GPU)
+    _save_ecc(state, "ecc-uncorrectable", gpu)
+    gpu["ecc"]["volatile_uncorrected"] = int(gpu["ecc"]["volatile_uncorrected"]) + ECC_UNCORRECTABLE
+    gpu["ecc"]["aggregate_uncorrected"] = int(gpu["ecc"]["aggregate_uncorrected"]) + ECC_UNCORRECTABLE
+
+
+def ecc_uncorrectable_clear(state: State, sys_root: Path) -> None:
+    _restore_ecc(state, "ecc-uncorrectable")
+
+
+# -- xid-79: GPU 6 fell off the bus: gone from nvidia-smi and sysfs (as gpu-missing), and the driver's
+# Xid 79 lines, naming its PCI bus id, in the kernel log (dmesg).
+def xid_79(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, XID_79_GPU)
+    _save(state, "xid-79", {"uuid": gpu["uuid"]})
+    kernel_log.append(state, time.time(), kernel_log.xid_79(gpu))
+    faults_gpu.take_off_bus(state, sys_root, gpu)
+
+
+def xid_79_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "xid-79")
+    if record is not None:
+        faults_gpu.put_on_bus(state, sys_root, _by_uuid(state, record["uuid"]))
+
+
+# -- xid-94: GPU 4 hit a contained uncorrectable ECC error: an Xid 94 line in the kernel log, the GPU
+# still present, its volatile (and aggregate) uncorrectable DRAM count 1.
+def xid_94(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, XID_94_GPU)
+    _save_ecc(state, "xid-94", gpu)
+    kernel_log.append(state, time.time(), kernel_log.xid_94(gpu))
+    gpu["ecc"]["volatile_uncorrected"] = int(gpu["ecc"]["volatile_uncorrected"]) + 1
+    gpu["ecc"]["aggregate_uncorrected"] = int(gpu["ecc"]["aggregate_uncorrected"]) + 1
+
+
+def xid_94_clear(state: State, sys_root: Path) -> None:
+    """The counts go back; the log line stays (a kernel log is history: a reboot clears it)."""
+    _restore_ecc(state, "xid-94")
+
+
+# -- nic-link-flap: the last RoCE port (the highest slot, as link-down) goes down and comes back up
+# once: its link_down_events_phy (ethtool -S) and carrier_down_count (sysfs) grow by one, the link
+# ends up, mlx5_core logs "Link down" then "Link up".
+def nic_link_flap(state: State, sys_root: Path) -> None:
+    nic = faults_rdma.last_nic(state)
+    now = time.time()
+    faults_rdma.set_port_link(state, sys_root, nic, up=False, now=now)
+    faults_rdma.set_port_link(state, sys_root, nic, up=True, now=now)
+    kernel_log.append(state, now, [*kernel_log.link_change(nic, False), *kernel_log.link_change(nic, True)])
+
+
+def nic_link_flap_clear(state: State, sys_root: Path) -> None:
+    """Nothing to undo: the link is up, and a flap's counts stay counted, as on a real port."""
+
+
+# -- firmware-mismatch: every GPU of the node reports a different VBIOS and every NIC a different
+# firmware than its profile's (-q -x vbios_version, --query-gpu vbios_version; sysfs fw_ver,
+# mlxlink, ibdev2netdev -v, the kernel log's mlx5_core line).
+def previous_version(version: str) -> str:
+    """A different (older-looking) version of the same line: the last field one lower, in its base and
+    width (97.10.4A.00.02 -> 97.10.4A.00.01, 28.39.3560 -> 28.39.3559; a 0 becomes 1)."""
+    head, _, last = version.rpartition(".")
+    base = 16 if any(ch in "ABCDEFabcdef" for ch in version) else 10
+    number = int(last, base)
+    number = number - 1 if number > 0 else 1
+    text = f"{number:0{len(last)}X}" if base == 16 else f"{number:0{len(last)}d}"
+    return f"{head}.{text}" if head else text
+
+
+def firmware_mismatch(state: State, sys_root: Path) -> None:
+    _save(
+        state,
+        "firmware-mismatch",
+        {
+            "vbios": {g["uuid"]: g["vbios_version"] for g in state["gpus"]},
+            "nic_fw": {n["ibdev"]: n["fw_version"] for n in state["nics"]},
+        },
+    )
+    for gpu in state["gpus"]:
+        gpu["vbios_version"] = previous_version(str(gpu["vbios_version"]))
+    for nic in state["nics"]:
+        _set_nic_fw(sys_root, nic, previous_version(str(nic["fw_version"])))
+
+
+def firmware_mismatch_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "firmware-mismatch")
+    if record is None:
+        return
+    for gpu in state["gpus"]:
+        gpu["vbios_version"] = record["vbios"].get(gpu["uuid"], gpu["vbios_version"])
+    for nic in state["nics"]:
+        _set_nic_fw(sys_root, nic, record["nic_fw"].get(nic["ibdev"], nic["fw_version"]))
+
+
+def _set_nic_fw(sys_root: Path, nic: dict[str, Any], version: str) -> None:
+    nic["fw_version"] = version
+    ib = sysfs_rdma.ibdev_dir(sys_root, nic)
+    if ib.exists():
+        (ib / "fw_ver").write_text(f"{version}\n", encoding="utf-8")
+
+
+FAULTS = {
+    "pcie-degraded": (pcie_degraded, pcie_degraded_clear),
+    "nvlink-down": (nvlink_down, nvlink_down_clear),
+    "row-remap-pending": (row_remap_pending, row_remap_pending_clear),
+    "ecc-uncorrectable": (ecc_uncorrectable, ecc_uncorrectable_clear),
+    "xid-79": (xid_79, xid_79_clear),
+    "xid-94": (xid_94, xid_94_clear),
+    "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
+    "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
+}
