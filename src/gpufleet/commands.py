@@ -55,10 +55,8 @@ def run_reported(
     except runner.Canceled as exc:
         notes = after_cancel(exc) if after_cancel else {}
         for name, result in exc.hosts.items():
-            last = result.tasks[-1]["task"] if result.tasks else "its first task"
-            host = HostReport(status="interrupted", message=f"{exc}: stopped at '{last}'")
-            if result.drained():
-                host.message += "; left drained"
+            # the task it was on, and the drain task that drained it (named)
+            host = HostReport(status="interrupted", message=f"{exc}: {result.where_stopped()}")
             if notes.get(name):
                 host.message += f"; {notes[name]}"
             report.hosts[name] = host

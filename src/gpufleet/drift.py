@@ -238,8 +238,10 @@ def fix(
             for name in batch:
                 host = report.hosts[name]
                 host.status = "interrupted"
+                # where its events left it: the task it was on, the drain task that drained it (named)
+                stopped = exc.hosts.get(name) or runner.HostResult(name=name)
                 host.message = (
-                    f"batch {number}: {exc}: the node may be drained and half-provisioned; "
+                    f"batch {number}: {exc}: {stopped.where_stopped()}; it may be half-provisioned: "
                     "run gpufleet drift to see where it stands, then drift --fix again"
                 )
             _not_started(report, plan[number:], f"gpufleet was stopped during batch {number}")

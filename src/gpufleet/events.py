@@ -154,6 +154,8 @@ class HostResult:
         if not self.tasks:
             return "no task of it had finished: it may be drained if the drain was under way"
         stopped = f"stopped at '{self.tasks[-1]['task']}'"
+        if self.only_read_leaf():
+            return stopped  # a leaf read: nothing of it drains
         drain = self.drain_task()
         if drain is not None:
             return f"{stopped}; left drained by '{drain}'"

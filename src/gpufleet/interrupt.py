@@ -46,6 +46,20 @@ class Interrupt:
         """ansible-runner's cancel callback: True once a second signal came."""
         return self.now
 
+    def described(self) -> str:
+        """What the operator asked, for the run's report ('' when no signal came)."""
+        if self.signal_name is None:
+            return ""
+        if self.now:
+            return (
+                f"asked to stop by {self.signal_name}, twice: the playbook under way was stopped "
+                "before its end (each host it reached says where it stood)"
+            )
+        return (
+            f"asked to stop by {self.signal_name}: the work under way was finished and nothing new "
+            "was started"
+        )
+
 
 # The run's interrupt state; :func:`installed` gives each command a fresh one.
 STATE = Interrupt()
@@ -53,8 +67,11 @@ STATE = Interrupt()
 
 @contextlib.contextmanager
 def installed() -> Iterator[Interrupt]:
-    """SIGINT and SIGTERM go to a fresh :data:`STATE` while the block runs; the previous handlers after."""
+    """SIGINT and SIGTERM go to a fresh :data:`STATE` while the block runs; the previous handlers and
+    state after (a run made after a signal, the gate's stop, leaves the command's own state as it was:
+    its report still says what was asked)."""
     global STATE
+    outer = STATE
     STATE = Interrupt()
     previous = {s: signal.signal(s, STATE.handle) for s in SIGNALS}
     try:
@@ -62,3 +79,4 @@ def installed() -> Iterator[Interrupt]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        STATE = outer

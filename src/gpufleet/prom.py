@@ -41,6 +41,10 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpufleet_last_run_timestamp_seconds": ("gauge", "When the command's last run finished (Unix time)."),
     "gpufleet_last_run_hosts": ("gauge", "Hosts of the command's last run per status."),
+    "gpufleet_last_run_interrupted": (
+        "gauge",
+        "1 when the command's last run was asked to stop (SIGINT, SIGTERM) while it ran, else 0.",
+    ),
     "gpufleet_gpu_power_limit_watts": (
         "gauge",
         'GPU power limit: kind="requested" is what was asked for, kind="enforced" what holds '
@@ -263,6 +267,7 @@ def collect(report: Report) -> Samples:
     summary = report.summary()
     for status in STATUSES:
         out.add("gpufleet_last_run_hosts", {"command": command, "status": status}, summary[status])
+    out.add("gpufleet_last_run_interrupted", {"command": command}, bool(report.interrupted))
     return out
 
 

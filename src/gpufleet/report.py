@@ -3,6 +3,7 @@ node_exporter textfile (gpufleet.prom)."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet import interrupt
 from gpufleet.checks import STATUSES, is_good
 
 # 2: a gate's hosts carry the burn-in's samples (facts.gpufleet_burn_in). Every version this gpufleet
@@ -60,6 +62,9 @@ class Report:
     started: str
     hosts: dict[str, HostReport] = field(default_factory=dict)
     finished: str = ""
+    # A signal came during the run: what was asked and what was done about it (interrupt.py); a run
+    # that finished all its work after one says so too, so no signal is ever absorbed silently.
+    interrupted: str = ""
 
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
@@ -76,19 +81,29 @@ class Report:
         return any(h.configuration_error for h in self.hosts.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "gpufleet_report": SCHEMA_VERSION,
             "command": self.command,
             "started": self.started,
             "finished": self.finished,
-            "hosts": {name: self.hosts[name].as_dict() for name in sorted(self.hosts)},
-            "summary": self.summary(),
         }
+        if self.interrupted:
+            data["interrupted"] = self.interrupted
+        data["hosts"] = {name: self.hosts[name].as_dict() for name in sorted(self.hosts)}
+        data["summary"] = self.summary()
+        return data
+
+
+def _md_text(value: Any) -> str:
+    """A value as report.md text on one line: HTML escaped (a renderer would run a host name's
+    <script>), line breaks as spaces (one would end a table row or a heading)."""
+    text = "" if value is None else (json.dumps(value) if isinstance(value, list | dict) else str(value))
+    return " ".join(html.escape(text, quote=False).split())
 
 
 def _md_cell(value: Any) -> str:
-    text = "" if value is None else (json.dumps(value) if isinstance(value, list | dict) else str(value))
-    return text.replace("|", "\\|")
+    """A value in a report.md table cell: _md_text, a '|' kept from ending the cell."""
+    return _md_text(value).replace("|", "\\|")
 
 
 def _drift_tables(report: Report) -> list[str]:
@@ -113,19 +128,23 @@ def _drift_tables(report: Report) -> list[str]:
             f"{_md_cell(by_setting[s]['from'])} → {_md_cell(by_setting[s]['to'])}" if s in by_setting else ""
             for s in settings
         ]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {_md_cell(name)} | " + " | ".join(cells) + " |")
     return lines
 
 
 def render_markdown(report: Report) -> str:
     summary = report.summary()
     lines = [
-        f"# gpufleet {report.command}",
+        f"# gpufleet {_md_text(report.command)}",
         "",
-        f"Started {report.started}, finished {report.finished}. "
+        f"Started {_md_text(report.started)}, finished {_md_text(report.finished)}. "
         + ", ".join(f"{summary[s]} {s}" for s in STATUSES if summary[s])
         + f" of {summary['hosts']} hosts.",
         "",
+    ]
+    if report.interrupted:
+        lines += [f"**Interrupted:** {_md_text(report.interrupted)}", ""]
+    lines += [
         "| host | status | GPUs | failed checks | changes |",
         "|---|---|---|---|---|",
     ]
@@ -135,7 +154,7 @@ def render_markdown(report: Report) -> str:
         gpus = host.facts.get("gpufleet_gpus")
         count = "-" if gpus is None else str(len(gpus))
         checked = f"{len(failed)} of {len(host.checks)}"
-        lines.append(f"| {name} | {host.status} | {count} | {checked} | {len(host.changes)} |")
+        lines.append(f"| {_md_cell(name)} | {host.status} | {count} | {checked} | {len(host.changes)} |")
     if report.command.startswith("drift"):
         lines += _drift_tables(report)
     for name in sorted(report.hosts):
@@ -143,9 +162,9 @@ def render_markdown(report: Report) -> str:
         failed = [c for c in host.checks if not c["ok"]]
         if not (failed or host.changes or host.message):
             continue
-        lines += ["", f"## {name}: {host.status}", ""]
+        lines += ["", f"## {_md_text(name)}: {host.status}", ""]
         if host.message:
-            lines += [host.message, ""]
+            lines += [_md_text(host.message), ""]
         if failed:
             lines += ["| check | value | limit | message |", "|---|---|---|---|"]
             for c in failed:
@@ -192,7 +211,10 @@ def render(report: Report, kind: str) -> str:
 
 
 def write(report: Report, directory: Path, kinds: tuple[str, ...] = FORMATS) -> dict[str, Path]:
-    """Writes the files atomically (a textfile collector must never read half a file)."""
+    """Writes the files atomically (a textfile collector must never read half a file). A signal this
+    run got is recorded first (every command's report is written here)."""
+    if not report.interrupted:
+        report.interrupted = interrupt.STATE.described()
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}
     for path, text in outputs.values():
@@ -260,9 +282,15 @@ def from_dict(data: Any, where: str = "report") -> Report:
     )
     for key in ("command", "started", "finished"):
         _require(isinstance(data.get(key), str), f"{where}: {key}", "missing or not a string")
+    _require(isinstance(data.get("interrupted", ""), str), f"{where}: interrupted", "not a string")
     hosts = data.get("hosts")
     _require(isinstance(hosts, dict), f"{where}: hosts", "missing or not an object")
-    report = Report(command=data["command"], started=data["started"], finished=data["finished"])
+    report = Report(
+        command=data["command"],
+        started=data["started"],
+        finished=data["finished"],
+        interrupted=data.get("interrupted", ""),
+    )
     for name, host in hosts.items():
         report.hosts[name] = _host_from_dict(host, f"{where}: hosts.{name}")
     return report

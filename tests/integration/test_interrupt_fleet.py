@@ -114,7 +114,9 @@ def test_a_second_sigint_stops_the_gate_and_the_next_run_finds_the_nodes_left_dr
     assert code == 1, output[-2000:]
     for number, name in enumerate(("node01", "node02"), start=2):
         assert hosts[name]["status"] == "interrupted"
-        assert "; left drained; instances stopped, markers withdrawn" in hosts[name]["message"], hosts[name]
+        # the drain task the events name, then what the gate's stop did
+        drained = "; left drained by 'gpufleet.node.drain : Drain the node in Slurm'; instances stopped"
+        assert drained + ", markers withdrawn" in hosts[name]["message"], hosts[name]
         # what the stopped gate had started is stopped: nothing serves on a node it did not admit
         units = state.load(fleet.root / "nodes" / name).get("units", {})
         assert [bool(units.get(f"vllm-{i}.service", {}).get("active")) for i in ("glm52", "kimik3")] == [

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gpufleet import checks
-from gpufleet.report import HostReport, Report, ReportError, load, render_prometheus, write
+from gpufleet.report import HostReport, Report, ReportError, load, render_markdown, render_prometheus, write
 
 
 def _gpu(uuid: str, enforced: float, reasons: list[str] | None = None) -> dict[str, object]:
@@ -165,3 +165,36 @@ def test_an_older_report_is_read_and_a_newer_one_refused_naming_the_versions(tmp
     path.write_text(json.dumps(data))
     with pytest.raises(ReportError, match=r"gpufleet_report is 3, this gpufleet reads 1, 2"):
         load(path)
+
+
+def test_markdown_escapes_what_a_host_name_or_message_carries(tmp_path: Path) -> None:
+    """A host name (or a module's message) with HTML, a '|' and line breaks neither injects HTML nor
+    breaks a table row or a heading of report.md."""
+    hostile = "<script>alert(1)</script>|evil\nnode99\r\n| x | y |"
+    failed = checks.check("gpu.count", False, 7, 8, "GPUs", "7 of 8 <b>GPUs</b>\nvisible | now")
+    report = Report(command="drift", started="t0", finished="t1")
+    report.hosts[hostile] = HostReport(
+        status="failed",
+        checks=[failed],
+        changes=[{"setting": "a|b\nc", "from": "<i>1</i>", "to": 2}],
+        message="line one\n<img src=x onerror=alert(1)>",
+    )
+    report.hosts["node01"] = HostReport(status="ok")
+    text = render_markdown(report)
+    assert "<script>" not in text and "<img" not in text and "<b>" not in text and "<i>" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    lines = text.splitlines()
+
+    def cells(row: str) -> list[str]:
+        return re.split(r"(?<!\\)\|", row)[1:-1]
+
+    # each row keeps its table's cells: no '|' or line break of the name split one
+    drift_row = next(line for line in lines if line.startswith("| &lt;script") and "→" in line)
+    assert len(cells(drift_row)) == 2, drift_row
+    hosts_row = next(line for line in lines if line.endswith("| failed | - | 1 of 1 | 1 |"))
+    assert len(cells(hosts_row)) == 5
+    assert hosts_row.startswith("| &lt;script&gt;alert(1)&lt;/script&gt;\\|evil node99 \\| x \\| y \\| |")
+    assert "## &lt;script&gt;alert(1)&lt;/script&gt;|evil node99 | x | y |: failed" in lines
+    assert "line one &lt;img src=x onerror=alert(1)&gt;" in lines
+    # nothing of the name begins a line of its own
+    assert not any(line.startswith(("node99", "| x | y |")) for line in lines)

@@ -1,0 +1,62 @@
+"""One SIGTERM during `gpufleet gate` on a real (simulated) node: the gate under way finishes (the node
+passes, exit 0), and every report file says the run was asked to stop and what was done about it. A
+signal is never absorbed silently."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpufleet.sim.fleet import Fleet
+
+GPUFLEET = Path(sys.executable).parent / "gpufleet"
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_factory) -> Fleet:
+    started: Fleet = fleet_factory(nodes=1, subnet="127.0.67")
+    return started
+
+
+def test_one_sigterm_lets_the_gate_finish_and_its_report_says_it_was_asked_to_stop(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    report_dir = tmp_path / "gate"
+    # --verbose: the per-task lines tell when the node serves (the burn-in is next)
+    argv = [
+        str(GPUFLEET),
+        "gate",
+        "--verbose",
+        "--burn-in-seconds",
+        "5",
+        "--inventory",
+        str(fleet.inventory_path),
+    ]
+    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
+    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    seen, sent = [], False
+    for line in proc.stdout:
+        seen.append(line)
+        if not sent and "Wait until each instance is healthy" in line:
+            proc.send_signal(signal.SIGTERM)
+            sent = True
+    output = "".join(seen)
+    code = proc.wait(timeout=120)
+    assert sent, output[-2000:]
+    assert "SIGTERM: finishing the work under way and starting nothing new" in output
+    assert code == 0, output[-2000:]
+    report = json.loads((report_dir / "report.json").read_text())
+    assert report["hosts"]["node01"]["status"] == "ok", report["hosts"]["node01"]
+    said = "asked to stop by SIGTERM: the work under way was finished and nothing new was started"
+    assert report["interrupted"] == said
+    assert f"**Interrupted:** {said}" in (report_dir / "report.md").read_text()
+    assert f"<strong>Interrupted:</strong> {said}" in (report_dir / "report.html").read_text()
+    assert 'gpufleet_last_run_interrupted{command="gate"} 1' in (report_dir / "gpufleet.prom").read_text()
