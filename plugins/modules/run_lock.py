@@ -13,8 +13,8 @@ description:
   - The run lock every changing playbook (provision, the gate, drift --fix) takes on the node before its
     first change and releases after its last. It lives on the node, so two controllers, two accounts or
     AWX beside a laptop see the same lock.
-  - V(held) puts the holder's record in O(path) atomically with link(2), so of two runs racing one gets it. The
-    run that holds it may take it again. Another run's record fails the module, naming its holder
+  - V(held) puts the holder's record in O(path) atomically with link(2), so of two runs racing one gets
+    it. The run that holds it may take it again. Another run's record fails the module, naming its holder
     (command, user, controller, pid, start), unless O(break_lock) is set.
   - A file at O(path) that is not a holder's record is moved aside, named in a warning, and the lock taken.
   - V(released) removes the record when O(holder.id) holds it, and leaves another run's record alone.
