@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.sim import build, state, sysfs, toolclient, toolserver
-from gpufleet.sim.tools import TOOLS
+from gpufleet.sim.tools import INSTALL_DIRS, TOOLS
 
 SRC_DIR = Path(__file__).resolve().parents[2]
 # The fake tools run on the node's own interpreter, as a real node's would.
@@ -83,10 +83,20 @@ def _sshd_config(spec: NodeSpec) -> str:
     )
 
 
+def tool_path(node_dir: Path, command: str) -> Path:
+    """Where the node's ``command`` lives in its directory: bin/ (its /usr/local/sbin), or under
+    opt-upper/ (its /opt) for a tool installed by path (tools.INSTALL_DIRS)."""
+    install = INSTALL_DIRS.get(command)
+    if install is None:
+        return node_dir / "bin" / command
+    return node_dir / "opt-upper" / Path(install).relative_to("/opt") / command
+
+
 def _install_tool(spec: NodeSpec, command: str, client: bytes | None) -> None:
-    """The tool on the node's PATH: the native client of its tool server when there is one (and a
-    compiled client), else the Python wrapper."""
-    tool = spec.directory / "bin" / command
+    """The tool on the node's PATH (or at its install path): the native client of its tool server when
+    there is one (and a compiled client), else the Python wrapper."""
+    tool = tool_path(spec.directory, command)
+    tool.parent.mkdir(parents=True, exist_ok=True)
     source = _tool_wrapper(command, spec.directory)
     if client is not None and command in toolserver.SERVED:
         fallback = spec.directory / "tools-py" / command
@@ -112,6 +122,8 @@ def prepare(spec: NodeSpec, authorized_key: str, client: bytes | None = None) ->
         "etc-work",
         "var-lib-upper",
         "var-lib-work",
+        "opt-upper",
+        "opt-work",
         "ssh",
         "units",
         "tools-py",
@@ -145,6 +157,10 @@ def launch_argv(spec: NodeSpec) -> list[str]:
             # the node's own /var/lib (state that survives its reboots, e.g. a drain record)
             f"mount -t overlay overlay -o lowerdir=/var/lib,upperdir={d}/var-lib-upper,"
             f"workdir={d}/var-lib-work /var/lib",
+            # the node's own /opt over the host's: tools installed by path (nccl-tests' build)
+            # (a host without /opt: those tools are missing on its nodes, as on a node without them)
+            "if [ -d /opt ]; then mount -t overlay overlay -o "
+            f"lowerdir=/opt,upperdir={d}/opt-upper,workdir={d}/opt-work /opt; fi",
             "mount -t tmpfs -o mode=755 tmpfs /run",
             "mkdir -p /run/sshd",
             f"mount --bind {d}/root /root",

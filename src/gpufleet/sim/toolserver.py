@@ -42,6 +42,7 @@ SERVED = (
     "systemctl",
     "lldpctl",
     "dmesg",
+    "all_reduce_perf",
 )
 # the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
 LOCAL = b"local"

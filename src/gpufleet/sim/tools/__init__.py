@@ -30,7 +30,11 @@ TOOLS = {
     "kubectl": "kubectl",
     "lldpctl": "lldpctl",
     "dmesg": "dmesg",
+    "all_reduce_perf": "all_reduce_perf",
 }
+# Where a tool is installed on the node when not on the PATH (/usr/local/sbin): nccl-tests is built,
+# not packaged, and run by its path (sim/node.py mounts the node's own /opt over the host's).
+INSTALL_DIRS = {"all_reduce_perf": "/opt/nccl-tests/build"}
 
 
 # Every call of a fake tool, one JSON line each ({"t", "argv"}), in the node's directory: what the
