@@ -43,6 +43,7 @@ SERVED = (
     "lldpctl",
     "dmesg",
     "all_reduce_perf",
+    "dcgmi",
 )
 # the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
 LOCAL = b"local"

@@ -31,6 +31,7 @@ TOOLS = {
     "lldpctl": "lldpctl",
     "dmesg": "dmesg",
     "all_reduce_perf": "all_reduce_perf",
+    "dcgmi": "dcgmi",
 }
 # Where a tool is installed on the node when not on the PATH (/usr/local/sbin): nccl-tests is built,
 # not packaged, and run by its path (sim/node.py mounts the node's own /opt over the host's).
