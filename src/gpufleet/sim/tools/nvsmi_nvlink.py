@@ -20,6 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpufleet.sim import state as sim_state
 from gpufleet.sim.tools import nvsmi_common as c
 
 ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inactive"
@@ -38,7 +39,7 @@ def links(gpu: c.Gpu) -> dict[str, Any]:
 
 def run(argv: list[str], node_dir: Path) -> str:
     mode, ids, link = _parse(argv)
-    state = c.load_live(node_dir)
+    state = sim_state.load(node_dir)  # links do not depend on the thermal model: no need to run it
     selected = c.select_gpus(state, ids)
     if link is not None and any(link >= int(gpu["nvlink_count"]) for _, gpu in selected):
         raise _invalid()
