@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import faults_gpu, faults_rdma, kernel_log, sysfs, sysfs_rdma
+from gpufleet.sim import faults_gpu, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
 from gpufleet.sim.state import State, present_gpus, sysfs_bdf
 
 Gpu = dict[str, Any]
@@ -164,19 +164,31 @@ def xid_94_clear(state: State, sys_root: Path) -> None:
     _restore_ecc(state, "xid-94")
 
 
-# -- nic-link-flap: the last RoCE port (the highest slot, as link-down) goes down and comes back up
-# once: its link_down_events_phy (ethtool -S) and carrier_down_count (sysfs) grow by one, the link
-# ends up, mlx5_core logs "Link down" then "Link up".
+# -- nic-link-flap: the last RoCE port (the highest slot, as link-down) flaps while the fault holds:
+# down and back up at the inject and every link_flap.FLAP_PERIOD_S after, counted at each read of its
+# counters (link_down_events_phy in ethtool -S, carrier_down_count/carrier_up_count in sysfs, mlx5_core's
+# "Link down"/"Link up" lines); the link reads up. The clear stops it; the counts stay, as on a real port.
 def nic_link_flap(state: State, sys_root: Path) -> None:
-    nic = faults_rdma.last_nic(state)
-    now = time.time()
-    faults_rdma.set_port_link(state, sys_root, nic, up=False, now=now)
-    faults_rdma.set_port_link(state, sys_root, nic, up=True, now=now)
-    kernel_log.append(state, now, [*kernel_log.link_change(nic, False), *kernel_log.link_change(nic, True)])
+    link_flap.start(state, sys_root, faults_rdma.last_nic(state), time.time())
 
 
 def nic_link_flap_clear(state: State, sys_root: Path) -> None:
-    """Nothing to undo: the link is up, and a flap's counts stay counted, as on a real port."""
+    for nic in state["nics"]:
+        if nic.get("flap"):
+            link_flap.stop(state, sys_root, nic, time.time())
+
+
+# -- nccl-slow: NCCL's all-reduce runs at a quarter of its healthy bus bandwidth and nothing else on the
+# node looks wrong (as ACS left on in the PCIe switches, or a bad NCCL setting, does): only
+# all_reduce_perf shows it (sim/nccl_model.py reads the fault from the state's fault list).
+def nccl_slow(state: State, sys_root: Path) -> None:
+    """Nothing to set: the fault's name in ``state["faults"]`` is the condition."""
+
+
+# -- dcgm-diag-fail: GPU 2 fails DCGM's memory test (dcgmi diag -r 2 and above) with faulty memory
+# elements that no other reading shows (sim/dcgm_diag.py reads the fault from the fault list).
+def dcgm_diag_fail(state: State, sys_root: Path) -> None:
+    """Nothing to set: the fault's name in ``state["faults"]`` is the condition."""
 
 
 # -- firmware-mismatch: every GPU of the node reports a different VBIOS and every NIC a different
@@ -234,4 +246,6 @@ FAULTS = {
     "xid-94": (xid_94, xid_94_clear),
     "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
+    "nccl-slow": (nccl_slow, nccl_slow),
+    "dcgm-diag-fail": (dcgm_diag_fail, dcgm_diag_fail),
 }

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import nvue_state, sysfs_rdma, thermal
+from gpufleet.sim import link_flap, nvue_state, sysfs_rdma, thermal
 from gpufleet.sim.state import State, locked, present_gpus
 
 Tree = dict[str, Any]
@@ -392,12 +392,15 @@ def hw_counters(values: Mapping[str, float]) -> dict[str, int]:
 
 
 def read(node_dir: Path, netdev: str, now: float) -> str | None:
-    """``ethtool -S <netdev>`` at ``now``: advances that NIC's counters, writes its hw_counters
-    files, returns the text (None when no NIC has that netdev)."""
+    """``ethtool -S <netdev>`` at ``now``: advances that NIC's counters (and a flapping port's flaps,
+    sim/link_flap.py), writes its hw_counters and carrier count files, returns the text (None when no
+    NIC has that netdev)."""
     with locked(node_dir) as state:
         nic = next((n for n in state["nics"] if n["netdev"] == netdev), None)
         if nic is None:
             return None
+        # a flapping port's flaps since the last read: link_down_events_phy and the carrier counts
+        link_flap.advance(state, node_dir / "sys", nic, now)
         values = advance(node_dir, state, nic, now)
         sysfs_rdma.write_hw_counters(node_dir / "sys", nic, hw_counters(values))
         return render_ethtool(nic, values)

@@ -21,7 +21,18 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     xid,
 )
 
-from gpufleet.sim import boot, build, faults, faults_health, kernel_log, state, sysfs, thermal
+from gpufleet.sim import (
+    boot,
+    build,
+    faults,
+    faults_health,
+    kernel_log,
+    link_flap,
+    roce_traffic,
+    state,
+    sysfs,
+    thermal,
+)
 from gpufleet.sim.tools import dmesg, ethtool
 from gpufleet.sim.tools import nvidia_smi as fake_smi
 
@@ -365,21 +376,38 @@ def test_ecc_uncorrectable_is_2_on_gpu_1_volatile_and_aggregate(h100: Path) -> N
 # ------------------------------------------------------------------ NIC and firmware
 
 
-def test_nic_link_flap_counts_one_down_event_on_the_last_port_and_ends_up(b300: Path) -> None:
+def test_nic_link_flap_flaps_the_last_port_every_period_while_it_reads_up(b300: Path) -> None:
     last = max(state.load(b300)["nics"], key=lambda n: n["slot"])
     net = b300 / "sys" / "class" / "net" / last["netdev"]
-    before = roce_counters.parse_ethtool_stats(run(ethtool, b300, "-S", last["netdev"])[1])
+
+    def read(at: float) -> tuple[int, int, int]:
+        stats = roce_counters.parse_ethtool_stats(roce_traffic.read(b300, last["netdev"], at) or "")
+        down, up = ((net / name).read_text() for name in ("carrier_down_count", "carrier_up_count"))
+        assert (net / "operstate").read_text() == "up\n" and (net / "carrier").read_text() == "1\n"
+        return stats["link_down_events_phy"], int(down), int(up)
+
     inject(b300, "nic-link-flap")
-    after = roce_counters.parse_ethtool_stats(run(ethtool, b300, "-S", last["netdev"])[1])
-    assert after["link_down_events_phy"] - before["link_down_events_phy"] == 1
-    assert (net / "carrier_down_count").read_text() == "1\n"
-    assert (net / "operstate").read_text() == "up\n"
+    since = float(next(n for n in state.load(b300)["nics"] if n["slot"] == last["slot"])["flap"]["since"])
+    period = link_flap.FLAP_PERIOD_S
+    assert read(since + 0.1) == (1, 1, 1)  # the inject's own flap
+    assert read(since + period - 0.1) == (1, 1, 1)
+    assert read(since + period + 0.1) == (2, 2, 2)
+    # any 5 s window sees at least one flap
+    start = read(since + 2 * period + 0.05)[0]
+    assert read(since + 2 * period + 5.05)[0] - start == 1
+    assert read(since + 10 * period + 0.1) == (11, 11, 11)
+    # ethtool -S itself reads the same counters now (no flap is due before since + 11 periods)
+    stats = roce_counters.parse_ethtool_stats(run(ethtool, b300, "-S", last["netdev"])[1])
+    assert stats["link_down_events_phy"] == 11
     others = [n for n in state.load(b300)["nics"] if n["slot"] != last["slot"]]
     assert all(int(n.get("carrier_down_count", 0)) == 0 for n in others)
     _, log, _ = run(dmesg, b300)
-    assert log.splitlines()[-2:][0].endswith(f"{last['netdev']}: Link down")
+    assert log.splitlines()[-2].endswith(f"{last['netdev']}: Link down")
+    assert log.splitlines()[-1].endswith(f"{last['netdev']}: Link up")
     assert faults.clear(b300, "nic-link-flap") == ["nic-link-flap"]
-    assert (net / "operstate").read_text() == "up\n"
+    # the flapping stopped; what it counted stays
+    assert read(since + 100 * period) == (11, 11, 11)
+    assert "flap" not in next(n for n in state.load(b300)["nics"] if n["slot"] == last["slot"])
 
 
 def test_firmware_mismatch_changes_every_vbios_and_nic_firmware_and_clears(h100: Path) -> None:
@@ -419,6 +447,8 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "xid-94",
         "nic-link-flap",
         "firmware-mismatch",
+        "nccl-slow",
+        "dcgm-diag-fail",
     }
     before = (health(b300), smi(b300, "nvlink", "-s"), smi(b300, "-L"), pcie(b300))
     for name in faults_health.FAULTS:
