@@ -157,7 +157,7 @@ revision:
   returned: always
   type: str
 revision_state:
-  description: What became of the revision of a change that failed or was interrupted (SIGINT, SIGTERM), one of
+  description: What became of the revision of a change that failed or was interrupted (a signal), one of
     C(deleted) (nothing of it applied), C(applied), C(apply) (still applying when the module gave up
     waiting) or C(unknown).
   returned: failure
