@@ -6,8 +6,8 @@ what the inject did (``state["fault_saved"][<fault>]``). Each shows on the next 
 that reports it, serving or not (the fake tools read the state on every call).
 
 What a reboot does (sim/boot.py): the kernel log starts again (the Xid lines are gone), volatile
-ECC counts reset, a pending row remap is applied; a degraded link, a dead NVLink, a GPU off the bus
-and flashed firmware stay.
+ECC counts reset, a pending row remap is applied; a degraded link, a dead NVLink, a GPU off the bus,
+flashed firmware and a flapping port stay.
 """
 
 from __future__ import annotations
