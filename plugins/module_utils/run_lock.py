@@ -93,7 +93,7 @@ def take(path, holder, break_lock=False):
     """Holds the node for ``holder``. Returns ``{changed, notes}`` (notes: a record broken or a stray
     file moved aside); raises Held naming the run that holds it."""
     notes = []
-    for _ in range(5):
+    for _attempt in range(5):
         if _place(path, holder):
             return {"changed": True, "notes": notes}
         current, problem = read(path)

@@ -17,7 +17,7 @@ description:
     it. The run that holds it may take it again. Another run's record fails the module, naming its holder
     (command, user, controller, pid, start), unless O(break_lock) is set.
   - A file at O(path) that is not a holder's record is moved aside, named in a warning, and the lock taken.
-  - V(released) removes the record when O(holder.id) holds it, and leaves another run's record alone.
+  - V(released) removes the record when the O(holder) of that C(id) holds it, and leaves another run's record alone.
 options:
   state:
     description: Take (V(held)) or give back (V(released)) the node.
@@ -41,9 +41,11 @@ options:
     default: /run/lock/gpufleet-run.json
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: none
     details: A run in check mode changes nothing and takes no lock; the playbooks skip the task.
   diff_mode:
+    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
 author:
   - gpufleet developers (!UNKNOWN)
