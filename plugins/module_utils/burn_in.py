@@ -34,6 +34,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict impo
     gpu_checks,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
+from ansible_collections.gpufleet.node.plugins.module_utils.watch import power_check
 
 QUERY_FIELDS = THERMAL_FIELDS
 query_argv = thermal_query
@@ -86,6 +87,10 @@ def violations(gpu, limits):
         value = gpu.get(key)
         if value is None or (value > limit if kind == "max" else value < limit):
             found.append({"reading": reading, "value": value, "limit": limit})
+    enforced, requested = gpu.get("enforced_limit_w"), gpu.get("requested_limit_w")
+    if enforced is not None and requested is not None and round(enforced, 2) < round(requested, 2):
+        # a rack's power budget (PDU protection, power brake) holding the GPU below its limit
+        found.append({"reading": "enforced.power.limit", "value": enforced, "limit": requested})
     forbidden = limits.get("forbidden_reasons") or []
     reasons = gpu.get("reasons")
     if reasons is None:
@@ -128,6 +133,10 @@ class Watch:
                 "reason_samples": {},
                 "samples": 0,
                 "max_power_w": None,
+                # the power limits when the sample has them (the watch sample): lowest enforced
+                "requested_limit_w": None,
+                "enforced_limit_w": None,
+                "capped_samples": 0,
                 "missing": {"gpu_c": 0, "memory_c": 0, "tlimit_c": 0, "reasons": 0, "gpu": 0},
             },
         )
@@ -165,6 +174,7 @@ class Watch:
                     acc["missing"][key] += 1
             acc["samples"] += 1
             acc["max_power_w"] = self._extreme(acc["max_power_w"], gpu.get("power_w"), max)
+            self._power(acc, gpu)
             for reason in gpu["reasons"] or []:
                 if reason not in acc["reasons_seen"]:
                     acc["reasons_seen"].append(reason)
@@ -179,6 +189,14 @@ class Watch:
                 bad = True
                 self._bad(t, uuid, {"reading": "uuid", "value": None, "limit": uuid})
         return bad
+
+    def _power(self, acc, gpu):
+        requested, enforced = gpu.get("requested_limit_w"), gpu.get("enforced_limit_w")
+        if requested is not None:
+            acc["requested_limit_w"] = requested
+        acc["enforced_limit_w"] = self._extreme(acc["enforced_limit_w"], enforced, min)
+        if enforced is not None and requested is not None and round(enforced, 2) < round(requested, 2):
+            acc["capped_samples"] += 1
 
     def _trace(self, t, gpu):
         trace = self.traces.get(gpu["uuid"])
@@ -391,6 +409,19 @@ def _readings(summary):
     ]
 
 
+def _power_reading(uuid, acc):
+    """watch.power_check's reading of one GPU over the burn-in: its lowest enforced limit against
+    the requested one, in how many of its samples."""
+    return {
+        "uuid": uuid,
+        "enforced_limit_w": acc["enforced_limit_w"],
+        "requested_limit_w": acc["requested_limit_w"],
+        "capped_samples": acc["capped_samples"],
+        "samples": acc["samples"],
+        "reason_seconds": None,
+    }
+
+
 def checks(result, limits, max_failed_requests=0, counters=None):
     """Checks of a run() result: samples; per GPU its presence, the thermal judge's checks of its
     peaks and reasons (``thermal.*``, as at idle) and its utilisation; per URL its requests; with
@@ -431,6 +462,8 @@ def checks(result, limits, max_failed_requests=0, counters=None):
                 )
             )
         out.extend(c for c in thermal if c["name"].endswith("[%s]" % uuid))
+        if acc.get("requested_limit_w") is not None:
+            out.append(power_check(_power_reading(uuid, acc), result["duration_s"]))
         floor = limits.get("min_utilization_pct")
         if floor is not None:
             util = acc["max_utilization_pct"]

@@ -13,7 +13,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
     ParseError,
     parse_thermal_sample,
+    parse_watch_sample,
     thermal_query,
+    watch_query,
 )
 
 
@@ -21,20 +23,23 @@ class ReadError(Exception):
     """nvidia-smi could not be run or its output read; the message says which and why."""
 
 
-def thermal_sampler(module, smi, error=ReadError):
-    """A function taking one thermal sample (nvidia_smi.parse_thermal_sample's readings).
+def thermal_sampler(module, smi, error=ReadError, power=False):
+    """A function taking one thermal sample (nvidia_smi.parse_thermal_sample's readings; with
+    ``power``, the watch sample: the same plus the requested and enforced power limits and the
+    clock event reason counters, parse_watch_sample's, in one query as well).
 
     It raises ``error`` (ReadError, or the caller's own class) when nvidia-smi fails or prints
     something that is not the sample.
     """
-    cmd = thermal_query(smi)
+    cmd = watch_query(smi) if power else thermal_query(smi)
+    parse = parse_watch_sample if power else parse_thermal_sample
 
     def sample():
         rc, out, err = tool_runner.read(module, cmd)
         if rc != 0:
             raise error("%s failed (rc=%d): %s" % (" ".join(cmd[:2]), rc, tool_runner.first_line(err, out)))
         try:
-            return parse_thermal_sample(out)
+            return parse(out)
         except ParseError as exc:
             raise error(str(exc)) from exc
 

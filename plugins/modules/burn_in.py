@@ -139,10 +139,19 @@ options:
         for the defaults and why.
     type: dict
     default: {}
+  pcie:
+    description:
+      - Read every GPU's PCIe link once while the load runs (C(nvidia-smi --query-gpu) with
+        C(pcie.link.gen.gpucurrent), C(pcie.link.gen.max), C(pcie.link.width.current), C(pcie.link.width.max))
+        and judge its generation and width against their maximum (C(health.pcie_gen[<uuid>]),
+        C(health.pcie_width[<uuid>])). A healthy GPU lowers its link at idle; under load it trains up.
+    type: bool
+    default: true
   roce_cabling:
     description:
-      - The node's cabling plan, RoCE port to the leaf port it is cabled to (as the fabric role's C(fabric_cabling)
-        gives it, C(mlx5_0) to C(leaf01:swp1)). Only named in the messages of a port whose link fails.
+      - The node's cabling plan, RoCE port to the leaf port it is cabled to (as the fabric role's
+        C(fabric_cabling) gives it, C(mlx5_0) to C(leaf01:swp1)). Only named in the messages of a port whose
+        link fails.
     type: dict
     default: {}
 extends_documentation_fragment:
@@ -300,6 +309,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
     run,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import thermal_sampler
+from ansible_collections.gpufleet.node.plugins.module_utils.node_health import ReadError as HealthReadError
+from ansible_collections.gpufleet.node.plugins.module_utils.node_health import read_pcie, under_load_checks
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
     ReadError,
     Window,
@@ -335,6 +346,18 @@ def _validate(module):
             msg="urls must be http(s) base URLs such as http://127.0.0.1:8000, not %s" % ", ".join(bad)
         )
     return urls
+
+
+def _pcie_sampler(module, smi):
+    """The PCIe links read once while the load runs: ``{gpus, error}``."""
+
+    def sample():
+        try:
+            return {"gpus": read_pcie(module.run_command, smi), "error": None}
+        except HealthReadError as exc:
+            return {"gpus": None, "error": str(exc)}
+
+    return sample
 
 
 def _roce_window(module):
@@ -403,6 +426,7 @@ def main():
             roce_priority=dict(type="int", default=3),
             roce_thresholds=dict(type="dict", default={}),
             roce_cabling=dict(type="dict", default={}),
+            pcie=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
         ),
         mutually_exclusive=[["urls", "ports"]],
@@ -433,19 +457,24 @@ def main():
         module.fail_json(msg="%s; the burn-in needs every instance answering" % exc, checks=[], changes=[])
     watch = Watch(limits, p["gpus"])
     result = run(
-        thermal_sampler(module, smi, SampleError),
+        thermal_sampler(module, smi, SampleError, power=True),
         load,
         p["seconds"],
         p["sample_interval"],
         watch,
         p["stop_on_first_bad"],
         counters=counters,
+        under_load=_pcie_sampler(module, smi) if p["pcie"] else None,
     )
+    pcie = result.pop("under_load") or {}
+    result["pcie_under_load"] = pcie.get("gpus")
     # the samples over time, for the report's charts (a failed burn-in's too: the report keeps them)
     result["ansible_facts"] = {
         "gpufleet_burn_in": watch.trace_fact(p["sample_interval"], result["duration_s"])
     }
     result["checks"] = checks(result, limits, p["max_failed_requests"], counters)
+    if p["pcie"]:
+        result["checks"].extend(under_load_checks(pcie.get("gpus"), pcie.get("error")))
     result["changes"] = []
     failed = [c for c in result["checks"] if not c["ok"]]
     if failed:

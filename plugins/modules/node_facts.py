@@ -75,6 +75,14 @@ options:
         change on the node fixes those.
     type: bool
     default: false
+  plan_failures_stop:
+    description:
+      - A role that cannot be planned on this node (its module fails, e.g. a GPU gone from its NVLink
+        domain) fails the module. The gate turns it off before its drain - a node whose hardware
+        fails is drained and blocked there, its instances stopped, by the gate's own steps - and keeps
+        stopping only for what no step fixes, a configuration error (input_error) or the fabric.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
 attributes:
@@ -157,6 +165,7 @@ def main():
         drain_record=dict(type="path"),
         drain_scheduler=dict(type="dict"),
         fabric_stops=dict(type="bool", default=False),
+        plan_failures_stop=dict(type="bool", default=True),
         report_changes=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
@@ -170,10 +179,14 @@ def main():
     judged = not module.params["report_changes"]
     changes = [] if judged else [c for r in results.values() for c in r["changes"]]
     refusal = fabric_refusal(results) if module.params["fabric_stops"] else None
+
+    def stops(r):
+        return bool(r["error"]) and (module.params["plan_failures_stop"] or bool(r.get("input_error")))
+
     checks = [
         c
         for role, r in results.items()
-        if r["error"] or not judged or (refusal and role == "fabric")
+        if stops(r) or not judged or (refusal and role == "fabric")
         for c in r["checks"]
     ]
     drained = left_drained(
@@ -188,7 +201,7 @@ def main():
     # controller handles every byte of it once per node)
     roles = {role: dict(r, changes=len(r["changes"]), checks=len(r["checks"])) for role, r in results.items()}
     output = dict(changed=False, changes=changes, checks=checks, roles=roles)
-    errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if r["error"]]
+    errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if stops(r)]
     if refusal:
         errors.append(refusal)
     if errors:

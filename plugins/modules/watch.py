@@ -83,6 +83,33 @@ options:
         C(fabric_cabling)). Only named in the messages of a port whose link fails.
     type: dict
     default: {}
+  health:
+    description:
+      - Also judge the hardware's health as the gate does (M(gpufleet.node.node_health)'s checks, from one
+        C(nvidia-smi -q -x), C(nvidia-smi nvlink -s) and C(dmesg)) - a GPU that fell off the bus, a row remap
+        pending, uncorrectable ECC errors, an NVLink link down, Xid events since boot.
+    type: bool
+    default: true
+  expected_gpu_count:
+    description: The profile's GPU count (C(gpufleet_expected_gpu_count)); unset, not judged.
+    type: int
+  nvlink:
+    description: The profile's GPUs are joined by NVLink - every link must be active.
+    type: bool
+    default: true
+  max_volatile_uncorrectable_ecc:
+    description: Most uncorrectable ECC errors since the driver loaded a GPU may have.
+    type: int
+    default: 0
+  max_aggregate_uncorrectable_ecc:
+    description: Most lifetime uncorrectable ECC errors a GPU may have; unset, not judged.
+    type: int
+  turned_off:
+    description:
+      - Health check families not judged, each with the reason the report shows
+        (see M(gpufleet.node.node_health)).
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
@@ -150,6 +177,9 @@ changes:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
+    input_errors as health_input_errors,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
     ReadError,
     roce_ports,
@@ -181,6 +211,7 @@ def _input_errors(p):
     if not 0 <= p["roce_priority"] <= 7:
         errors.append("roce_priority (watch_roce_priority) must be 0..7, got %s" % p["roce_priority"])
     errors.extend(limit_errors(p, "watch_"))
+    errors.extend(health_input_errors(p, "watch_health_"))
     errors.extend("roce_thresholds: %s" % e for e in threshold_errors(thresholds_from(p["roce_thresholds"])))
     names = []
     for i, instance in enumerate(p["instances"]):
@@ -196,6 +227,21 @@ def _input_errors(p):
     return errors
 
 
+def _health_options(module):
+    """node_health's options for the watch (dmesg must be installed: the Xid events are read)."""
+    p = module.params
+    return {
+        "expected_gpu_count": p["expected_gpu_count"],
+        "nvlink": p["nvlink"],
+        "dmesg": tool_path(module, "dmesg"),
+        "limits": {
+            "max_volatile_uncorrectable_ecc": p["max_volatile_uncorrectable_ecc"],
+            "max_aggregate_uncorrectable_ecc": p["max_aggregate_uncorrectable_ecc"],
+        },
+        "turned_off": p["turned_off"],
+    }
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -206,6 +252,12 @@ def main():
             roce_priority=dict(type="int", default=3),
             roce_thresholds=dict(type="dict", default={}),
             roce_cabling=dict(type="dict", default={}),
+            health=dict(type="bool", default=True),
+            expected_gpu_count=dict(type="int"),
+            nvlink=dict(type="bool", default=True),
+            max_volatile_uncorrectable_ecc=dict(type="int", default=0),
+            max_aggregate_uncorrectable_ecc=dict(type="int"),
+            turned_off=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
             **gpu_limit_spec(LOAD_LIMITS),
         ),
@@ -237,6 +289,7 @@ def main():
         priority=p["roce_priority"],
         thresholds=thresholds_from(p["roce_thresholds"]),
         peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
+        health=_health_options(module) if p["health"] else None,
     )
     checks, fact = watch.run()
     failed = [c for c in checks if not c["ok"]]

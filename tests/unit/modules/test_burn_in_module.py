@@ -15,6 +15,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi as smi_queries
 from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 
@@ -24,12 +25,8 @@ from tests.unit.module_utils.test_burn_in import FakeVllm
 from tests.unit.modules import harness, rocenode
 
 SMI = "/usr/bin/nvidia-smi"
-QUERY = [
-    SMI,
-    "--query-gpu=uuid,index,temperature.gpu,temperature.memory,temperature.gpu.tlimit,"
-    "clocks_event_reasons.active,utilization.gpu,power.draw,clocks.sm",
-    "--format=csv,noheader,nounits",
-]
+# The burn-in's one query a sample: the watch sample (temperatures, reasons, power limits, reason counters).
+QUERY = smi_queries.watch_query(SMI)
 
 
 class Node:
@@ -82,12 +79,14 @@ def run_module(args: dict[str, Any], node: Node) -> tuple[dict[str, Any], Any]:
 
 
 def fast(vllm: FakeVllm, **extra: Any) -> dict[str, Any]:
+    """A short burn-in; the PCIe sample under load only where a test asks for it (test_node_health)."""
     return {
         "ports": [vllm.port],
         "seconds": 2,
         "sample_interval": 0.2,
         "concurrency": 2,
         "max_tokens": 4,
+        "pcie": False,
         **extra,
     }
 
@@ -104,7 +103,8 @@ def test_healthy_node_passes(node: Node, vllm: FakeVllm) -> None:
     assert stats["ok"] > 0 and stats["failed"] == 0 and stats["model"] == "GLM-5.2-NVFP4"
     names = [c["name"] for c in result["checks"]]
     assert names[0] == "burn_in.samples" and names[-1] == f"burn_in.requests[{vllm.url}]"
-    assert len(names) == 1 + 16 * 4 + 1 and all(c["ok"] for c in result["checks"])
+    # per GPU: 3 temperatures, its reasons, its enforced power limit
+    assert len(names) == 1 + 16 * 5 + 1 and all(c["ok"] for c in result["checks"])
     assert result["samples"]["gpus"][node_uuid(node, 0)]["max_gpu_c"] == 31
     assert result["msg"].startswith("burn-in passed: ")
 
@@ -313,3 +313,25 @@ def test_bad_roce_options(roce: RoceBurnIn, vllm: FakeVllm, args: dict[str, Any]
     result = run_roce(roce, fast(vllm, **args))
     assert result["failed"] is True and result["msg"].startswith(message)
     assert roce.calls == []
+
+
+def test_a_pdu_cap_during_the_burn_in_fails_it_naming_the_power_budget(node: Node, vllm: FakeVllm) -> None:
+    """Issue 25: the burn-in's own samples showed the draw held at 1100 W against a 1400 W request and
+    the gate admitted the node (its one idle power read fell in an uncapped half). Every sample now
+    carries the enforced and requested limits."""
+
+    def cap(node_state: state.State, n: int) -> None:
+        if n >= 3:
+            for gpu in node_state["gpus"]:
+                gpu["power"]["enforced_limit_w"] = gpu["power"]["requested_limit_w"] - 300.0
+
+    node.heat = cap
+    result, _ = run_module(fast(vllm, seconds=30), node)
+    assert result["failed"] is True and result["stopped_early"] is True
+    bad = result["first_bad_sample"]
+    assert (bad["reading"], bad["value"], bad["limit"]) == ("enforced.power.limit", 1100.0, 1400.0)
+    power = {c["name"]: c for c in result["checks"] if c["name"].startswith("gpu_power.enforced_limit_w[")}
+    assert len(power) == 16
+    for c in power.values():
+        assert (c["ok"], c["value"], c["limit"], c["unit"]) == (False, 1100.0, 1400.0, "W")
+        assert "the rack's power budget" in c["message"] and "in 1 of 3 samples" in c["message"]
