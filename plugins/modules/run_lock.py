@@ -17,7 +17,8 @@ description:
     it. The run that holds it may take it again. Another run's record fails the module, naming its holder
     (command, user, controller, pid, start), unless O(break_lock) is set.
   - A file at O(path) that is not a holder's record is moved aside, named in a warning, and the lock taken.
-  - V(released) removes the record when the O(holder) of that C(id) holds it, and leaves another run's record alone.
+  - V(released) removes the record when the O(holder) of that C(id) holds it, and leaves another run's
+    record alone.
 options:
   state:
     description: Take (V(held)) or give back (V(released)) the node.

@@ -135,7 +135,9 @@ def provisions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[commands
         return _report("drifted" if options.check else "changed")
 
     monkeypatch.setattr(commands, "provision", provision)
-    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        node02: {}\n")
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n    gpu_nodes:\n      hosts:\n        node02: {}\n"
+    )
     return seen
 
 

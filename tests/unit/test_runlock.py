@@ -74,7 +74,9 @@ def test_a_changing_command_on_held_hosts_is_exit_2_and_a_read_only_one_runs(
 
     monkeypatch.setattr(runner, "run_playbook", record)
     inventory = tmp_path / "hosts.yml"
-    inventory.write_text("all:\n  children:\n    gpu_nodes:\n      hosts:\n        node01: {ansible_host: 10.0.0.1}\n")
+    inventory.write_text(
+        "all:\n  children:\n    gpu_nodes:\n      hosts:\n        node01: {ansible_host: 10.0.0.1}\n"
+    )
     _record(tmp_path / "state", sleeper.pid, "gpufleet gate", {"10.0.0.1": "node01"})
     argv = ["--inventory", str(inventory), "--report-dir", str(tmp_path / "r")]
     assert cli.main(["provision", *argv]) == 2

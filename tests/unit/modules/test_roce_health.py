@@ -124,7 +124,10 @@ def test_a_node_without_roce_ports_warns(
         ({"window_s": 0}, "window_s is 0.0; give 0 < window_s <= 3600 seconds"),
         ({"priority": 8}, "priority is 8; the RoCE priority is 0..7 (3 in the fleet's profile)"),
         ({"thresholds": {"pause_pct": -5}}, "thresholds: pause_pct must be 0 or more, not -5"),
-        ({"thresholds": {"drops": 1}}, "thresholds: drops is not a threshold (known: link_flaps, min_traffic_share, pause_pct, "),
+        (
+            {"thresholds": {"drops": 1}},
+            "thresholds: drops is not a threshold (known: link_flaps, min_traffic_share, pause_pct, ",
+        ),
     ],
 )
 def test_bad_options_fail_before_anything_is_read(node: RoceNode, args: dict[str, Any], message: str) -> None:
