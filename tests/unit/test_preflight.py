@@ -321,3 +321,11 @@ def test_a_cabling_plan_of_the_inventory_s_leaves_passes(tmp_path: Path) -> None
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(CABLED.replace("leaf09", "leaf01"))
     preflight.cabling_leaves(preflight.read_inventory(inventory))
+
+
+def test_an_inventory_that_manages_no_leaf_holds_no_plan_against_its_leaves(tmp_path: Path) -> None:
+    """No leaf_switches group at all: a network team's leaves, judged by LLDP alone (test_fabric's
+    burn-in case); the plan is not refused."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(CABLED.split("    leaf_switches:")[0])
+    preflight.cabling_leaves(preflight.read_inventory(inventory))
