@@ -5,7 +5,9 @@
 Readings (each from one tool run, parsed by its module):
 - ``nvidia-smi -q -x`` -> gpu_health_readings: per GPU its PCIe link, remapped rows, ECC counts;
 - ``nvidia-smi nvlink -s`` -> nvlink.parse_status: per GPU each link active and its speed;
-- ``dmesg`` -> xid.parse_kernel_log: the Xid events since boot.
+- ``dmesg`` -> xid.parse_kernel_log: the Xid events since boot;
+- the same -q -x and sysfs ``fw_ver``: the versions that must match across a profile's nodes
+  (fleet_versions judges them on the controller, across the run's hosts).
 
 Checks, one name per condition (results.check), per GPU by UUID:
 - ``health.gpu_count``: the GPUs nvidia-smi lists against the profile's count;
@@ -36,6 +38,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import (
     gpu_health_readings,
     nvidia_smi,
     nvlink,
+    rdma,
     tool_runner,
     xid,
 )
@@ -62,6 +65,21 @@ DEFAULT_LIMITS: dict[str, int | None] = {
     # Lifetime errors stay after the row was remapped (NVIDIA: a remapped GPU is healthy): off by default.
     "max_aggregate_uncorrectable_ecc": None,
 }
+
+
+# The judge's options, one spec for every module that runs it (node_health, watch).
+OPTIONS_SPEC: dict[str, dict[str, Any]] = {
+    "expected_gpu_count": {"type": "int"},
+    "nvlink": {"type": "bool", "default": True},
+    "max_volatile_uncorrectable_ecc": {"type": "int", "default": 0},
+    "max_aggregate_uncorrectable_ecc": {"type": "int"},
+    "turned_off": {"type": "dict", "default": {}},
+}
+
+
+def limits_from(p: Mapping[str, Any]) -> dict[str, int | None]:
+    """The ECC limits of a module's parameters (OPTIONS_SPEC's)."""
+    return {key: p[key] for key in DEFAULT_LIMITS}
 
 
 def input_errors(p: Mapping[str, Any], prefix: str) -> list[str]:
@@ -95,17 +113,36 @@ def _run(run_command: RunCommand, argv: list[str], tool: str) -> str:
     return out
 
 
+def versions(xml_text: str, root: str | None = None) -> dict[str, Any]:
+    """What must match across the nodes of a profile: ``{gpu_product, gpu_count, driver, cuda, vbios,
+    nic_firmware}`` (vbios and nic_firmware: the sorted distinct values of the node's GPUs and RDMA
+    devices). ``xml_text`` is a -q -x document already read well (parse_health_xml)."""
+    doc = nvidia_smi._safe_xml_root(xml_text)
+    gpus = doc.findall("gpu")
+    firmware = {rdma.read_ib_device(dev, root).get("fw_version") for dev in rdma.list_ib_devices(root)}
+    return {
+        "gpu_product": sorted({nvidia_smi._xtext(g, "product_name") or "" for g in gpus}),
+        "gpu_count": len(gpus),
+        "driver": nvidia_smi._xtext(doc, "driver_version"),
+        "cuda": nvidia_smi._xtext(doc, "cuda_version"),
+        "vbios": sorted({nvidia_smi._xtext(g, "vbios_version") or "" for g in gpus}),
+        "nic_firmware": sorted(f for f in firmware if f),
+    }
+
+
 def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: bool) -> dict[str, Any]:
-    """The three readings: ``{gpus, links, xids}`` (``links``/``xids`` None when not read)."""
+    """The readings: ``{gpus, links, xids, versions}`` (``links``/``xids`` None when not read)."""
     try:
-        gpus = gpu_health_readings.parse_health_xml(_run(run_command, [smi, "-q", "-x"], "nvidia-smi -q -x"))
+        xml_text = _run(run_command, [smi, "-q", "-x"], "nvidia-smi -q -x")
+        gpus = gpu_health_readings.parse_health_xml(xml_text)
+        found_versions = versions(xml_text)
         links = None
         if nvlink_expected:
             links = nvlink.parse_status(_run(run_command, [smi, "nvlink", "-s"], nvlink.STATUS_TOOL))
         xids = None if dmesg is None else xid.parse_kernel_log(_run(run_command, [dmesg], "dmesg"))
     except (nvidia_smi.ParseError, nvlink.ParseError, xid.ParseError) as exc:
         raise ReadError(str(exc)) from exc
-    return {"gpus": gpus, "links": links, "xids": xids}
+    return {"gpus": gpus, "links": links, "xids": xids, "versions": found_versions}
 
 
 # The PCIe link under load, one cheap CSV query (the burn-in takes it while its load runs).

@@ -104,6 +104,16 @@ xids:
   returned: always
   type: list
   elements: dict
+ansible_facts:
+  description: The versions that must match across the nodes of a profile.
+  returned: when the GPUs were read
+  type: dict
+  contains:
+    gpufleet_versions:
+      description:
+        - C(gpu_product) and C(gpu_count) (what makes nodes peers), C(driver), C(cuda), C(vbios) (the
+          GPUs' distinct VBIOS versions) and C(nic_firmware) (the RDMA devices' distinct C(fw_ver)).
+      type: dict
 changes:
   description: Always empty; the module changes nothing.
   returned: always
@@ -114,9 +124,11 @@ changes:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
+    OPTIONS_SPEC,
     ReadError,
     input_errors,
     judge,
+    limits_from,
     read,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
@@ -125,13 +137,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import n
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            expected_gpu_count=dict(type="int"),
-            nvlink=dict(type="bool", default=True),
             kernel_log=dict(type="bool", default=True),
-            max_volatile_uncorrectable_ecc=dict(type="int", default=0),
-            max_aggregate_uncorrectable_ecc=dict(type="int"),
-            turned_off=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
+            **OPTIONS_SPEC,
         ),
         supports_check_mode=True,
     )
@@ -146,12 +154,14 @@ def main():
         readings = read(module.run_command, smi, dmesg, p["nvlink"])
     except ReadError as exc:
         module.fail_json(msg="%s; run it by hand on this node to see why (fail closed)" % exc, **result)
-    limits = {
-        "max_volatile_uncorrectable_ecc": p["max_volatile_uncorrectable_ecc"],
-        "max_aggregate_uncorrectable_ecc": p["max_aggregate_uncorrectable_ecc"],
-    }
-    checks = judge(readings, p["expected_gpu_count"], limits, p["turned_off"])
-    result.update(checks=checks, gpus=readings["gpus"], xids=readings["xids"])
+    checks = judge(readings, p["expected_gpu_count"], limits_from(p), p["turned_off"])
+    result.update(
+        checks=checks,
+        gpus=readings["gpus"],
+        xids=readings["xids"],
+        # the versions the controller compares across the nodes of a profile (gpufleet.node.fleet_versions)
+        ansible_facts={"gpufleet_versions": readings["versions"]},
+    )
     failed = [c for c in checks if not c["ok"]]
     if failed:
         module.fail_json(

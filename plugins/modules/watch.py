@@ -177,9 +177,11 @@ changes:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.node_health import OPTIONS_SPEC as HEALTH_SPEC
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
     input_errors as health_input_errors,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.node_health import limits_from
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
     ReadError,
     roce_ports,
@@ -234,10 +236,7 @@ def _health_options(module):
         "expected_gpu_count": p["expected_gpu_count"],
         "nvlink": p["nvlink"],
         "dmesg": tool_path(module, "dmesg"),
-        "limits": {
-            "max_volatile_uncorrectable_ecc": p["max_volatile_uncorrectable_ecc"],
-            "max_aggregate_uncorrectable_ecc": p["max_aggregate_uncorrectable_ecc"],
-        },
+        "limits": limits_from(p),
         "turned_off": p["turned_off"],
     }
 
@@ -253,12 +252,8 @@ def main():
             roce_thresholds=dict(type="dict", default={}),
             roce_cabling=dict(type="dict", default={}),
             health=dict(type="bool", default=True),
-            expected_gpu_count=dict(type="int"),
-            nvlink=dict(type="bool", default=True),
-            max_volatile_uncorrectable_ecc=dict(type="int", default=0),
-            max_aggregate_uncorrectable_ecc=dict(type="int"),
-            turned_off=dict(type="dict", default={}),
             nvidia_smi_path=dict(type="path"),
+            **HEALTH_SPEC,
             **gpu_limit_spec(LOAD_LIMITS),
         ),
         supports_check_mode=True,

@@ -1,5 +1,5 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
-watch while serving (issue 25), on an 8-node simulated fleet (subnet 127.0.44).
+watch while serving (issue 25), on an 11-node simulated fleet (subnet 127.0.44).
 
 A first gate admits every node (they serve, as a passed gate leaves them). Then each health fault
 goes on its own node and the gate runs again: it blocks every faulted node, naming the check with
@@ -28,6 +28,12 @@ FAULTED = {
     "node05": ("ecc-uncorrectable", "health.ecc_uncorrectable"),
     "node06": ("xid-79", "health.xid"),
     "node07": ("xid-94", "health.ecc_uncorrectable"),
+    # the all-reduce's bus bandwidth below the profile's floor, nothing else visibly wrong
+    "node08": ("nccl-slow", "health.nccl_busbw"),
+    # the last RoCE port flaps every 4 s: the burn-in's link-down counters see it
+    "node09": ("nic-link-flap", "fabric.link_flaps"),
+    # its VBIOS and NIC firmware one version behind its peers': the odd node out
+    "node10": ("firmware-mismatch", "fleet.versions"),
 }
 CONTROL = "node01"
 
@@ -68,7 +74,9 @@ def test_every_faulted_node_is_blocked_naming_check_value_limit_and_gpu(gated: d
         assert named, (name, fault, sorted(_failed(host)))
         for c in named.values():
             assert c["value"] is not None and c["limit"] is not None, c
-        assert "health" in host["message"], host["message"]
+        # the node's message says what failed: the check's family, or the burn-in's or the peers' words
+        said = (family.split(".")[0], "link-down events", "odd node out")
+        assert any(word in host["message"] for word in said), host["message"]
         assert _active(gated["fleet"], name) == [False, False], f"{name} ({fault}) still serves"
 
 
@@ -88,6 +96,12 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     node07 = report["hosts"]["node07"]
     xid94 = next(c for c in node07["checks"] if c["name"].startswith("health.xid["))
     assert xid94["ok"] is True and xid94["value"] == 94 and "does not block" in xid94["message"]
+    busbw = _failed(report["hosts"]["node08"])["health.nccl_busbw"]
+    assert busbw["value"] < 60 and busbw["limit"] == 150 and "fabric.switch_ecn" in busbw["message"]
+    odd = _failed(report["hosts"]["node10"])["fleet.versions[vbios]"]
+    assert odd["value"] != odd["limit"] and "odd node out" in odd["message"]
+    flap = _failed(report["hosts"]["node09"])["fabric.link_flaps[mlx5_7]"]
+    assert flap["value"] >= 1 and flap["limit"] == 0 and "cabled to leaf" in flap["message"]
 
 
 def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
@@ -104,6 +118,7 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.row_remap_pending",
         "health.ecc_uncorrectable",
         "health.nvlink",
+        "health.nccl_busbw",
     } <= families
     assert _active(gated["fleet"], CONTROL) == [True, True]
 
@@ -132,7 +147,11 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
 
 @pytest.mark.parametrize(
     ("fault", "family"),
-    [("xid-94", "health.ecc_uncorrectable"), ("row-remap-pending", "health.row_remap_pending")],
+    [
+        ("xid-94", "health.ecc_uncorrectable"),
+        ("row-remap-pending", "health.row_remap_pending"),
+        ("nic-link-flap", "fabric.link_flaps"),
+    ],
 )
 def test_the_watch_names_a_fault_that_happens_in_service(
     gated: dict[str, Any], fault: str, family: str, tmp_path: Path
