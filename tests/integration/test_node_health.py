@@ -1,5 +1,5 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
-watch while serving (issue 25), on an 11-node simulated fleet (subnet 127.0.44).
+watch while serving (issue 25), on a 12-node simulated fleet (subnet 127.0.44).
 
 A first gate admits every node (they serve, as a passed gate leaves them). Then each health fault
 goes on its own node and the gate runs again: it blocks every faulted node, naming the check with
@@ -34,6 +34,9 @@ FAULTED = {
     "node09": ("nic-link-flap", "fabric.link_flaps"),
     # its VBIOS and NIC firmware one version behind its peers': the odd node out
     "node10": ("firmware-mismatch", "fleet.versions"),
+    # a PDU capping the GPUs 5 s in every 10 s: every burn-in sample is judged, so the gate cannot
+    # read only the uncapped half (its burn-in is longer than a wave)
+    "node11": ("pdu-cap-in-service", "gpu_power.enforced_limit_w"),
 }
 CONTROL = "node01"
 
@@ -56,7 +59,7 @@ def gated(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[
     for name, (fault, _) in FAULTED.items():
         assert control.fault(fleet, name, fault, clear=False) == [fault]
     report_dir = tmp_path_factory.mktemp("health-gate")
-    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "5")
+    code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "11")
     return {"fleet": fleet, "code": code, "report": report, "serving": serving, "report_dir": report_dir}
 
 
@@ -75,7 +78,7 @@ def test_every_faulted_node_is_blocked_naming_check_value_limit_and_gpu(gated: d
         for c in named.values():
             assert c["value"] is not None and c["limit"] is not None, c
         # the node's message says what failed: the check's family, or the burn-in's or the peers' words
-        said = (family.split(".")[0], "link-down events", "odd node out")
+        said = (family.split(".")[0], "link-down events", "odd node out", "power budget")
         assert any(word in host["message"] for word in said), host["message"]
         assert _active(gated["fleet"], name) == [False, False], f"{name} ({fault}) still serves"
 
@@ -100,6 +103,12 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     assert busbw["value"] < 60 and busbw["limit"] == 150 and "fabric.switch_ecn" in busbw["message"]
     odd = _failed(report["hosts"]["node10"])["fleet.versions[vbios]"]
     assert odd["value"] != odd["limit"] and "odd node out" in odd["message"]
+    capped = [
+        c
+        for n, c in _failed(report["hosts"]["node11"]).items()
+        if n.startswith("gpu_power.enforced_limit_w[")
+    ]
+    assert capped and all((c["value"], c["limit"]) == (1100.0, 1400.0) for c in capped)
     flap = _failed(report["hosts"]["node09"])["fabric.link_flaps[mlx5_7]"]
     assert flap["value"] >= 1 and flap["limit"] == 0 and "cabled to leaf" in flap["message"]
 
@@ -151,6 +160,8 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
         ("xid-94", "health.ecc_uncorrectable"),
         ("row-remap-pending", "health.row_remap_pending"),
         ("nic-link-flap", "fabric.link_flaps"),
+        # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
+        ("xid-79", "health.gpu_count"),
     ],
 )
 def test_the_watch_names_a_fault_that_happens_in_service(
@@ -161,7 +172,8 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     named = [c for n, c in _failed(report["hosts"][CONTROL]).items() if n.split("[")[0] == family]
     assert named and all(c["value"] is not None and c["limit"] is not None for c in named)
     prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
-    assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} 16' in prom
+    gpus = 15 if fault == "xid-79" else 16
+    assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} {gpus}' in prom
     if fault == "xid-94":
         xid94 = next(c for c in report["hosts"][CONTROL]["checks"] if c["name"].startswith("health.xid["))
         assert xid94["value"] == 94

@@ -209,6 +209,22 @@ def test_a_healthy_fleet_just_after_its_load_stops_passes(fleet: Fleet, tmp_path
         assert len(ecn) == 8 and all(c["ok"] for c in ecn)
 
 
+def test_host_ecn_off_while_serving_is_the_broken_loop(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    """Issue 25's blind spot: the leaf marks, the host's notification point is off, so no CNP goes back
+    and the senders never slow down; the counter rules passed it (no pause over the limit)."""
+    code, report = watch_with(fleet, "node03", "ecn-off", tmp_path / "watch")
+    assert code == 1
+    loops = {n: c for n, c in failed(report, "node03").items() if n.startswith("fabric.ecn_loop[")}
+    assert len(loops) == 8, sorted(failed(report, "node03"))
+    for c in loops.values():
+        assert (
+            c["value"] == 0 and "sent no CNP" in c["message"] and "notification point is off" in c["message"]
+        )
+    assert report["hosts"]["node01"]["status"] == "ok"
+
+
 def _burn_in_started(fleet: Fleet, node: str) -> bool:
     """The burn-in's completions are on the node's GPUs (the fake vLLM counts them per GPU)."""
     gpus = state.load(fleet.root / "nodes" / node)["gpus"]

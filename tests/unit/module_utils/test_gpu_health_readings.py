@@ -90,7 +90,7 @@ def test_one_parse_serves_both_readers() -> None:
 @pytest.mark.parametrize(
     ("old", "new", "why"),
     [
-        ("<current_link_width>16x<", "<current_link_width>\u0661\u0666x<", "not a count"),
+        ("<current_link_width>16x<", "<current_link_width>\u0661\u0666x<", "a digit that is not 0-9"),
         ("<replay_counter>0<", "<replay_counter>-1<", "not a count"),
         ("<replay_counter>0<", "<replay_counter>NaN<", "not a count"),
         ("<remapped_row_pending>No<", "<remapped_row_pending>Maybe<", "not Yes/No"),

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import lldp
 
-FIXTURES = Path(
-    os.environ.get(
-        "GPUFLEET_FIXTURES", Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
-    )
-)
+from tests.unit.mutations import FIXTURES
+
 LLDP = FIXTURES / "lldp"
 HUAWEI = "sichek-bjg45-huawei-lldpctl-json.json"
 H3C = "sichek-clnet36-lldpctl-json.json"

@@ -78,7 +78,7 @@ def test_log_lines_in_between_are_left_alone() -> None:
         (lambda t: t[: t.rindex("476.967") + 3], "newline"),
         (lambda t: t + "# Avg bus bandwidth    : 476.967\n", "second"),
         (lambda t: t.replace("476.967", "nan"), "not a number"),
-        (lambda t: t.replace("31517  272.55", "31517  \u0662\u0667\u0662.55"), "not a result row"),
+        (lambda t: t.replace("31517  272.55", "31517  \u0662\u0667\u0662.55"), "a digit that is not 0-9"),
         (
             lambda t: t.replace("  8589934592    2147483648", "  8589934592    -2147483648"),
             "not a result row",

@@ -90,7 +90,7 @@ def test_h100_error_counters_and_a_growing_replay_counter() -> None:
         (lambda t: t[: t.rindex("25 GB/s") + 1], "newline"),  # cut: '25' read as '2'
         (lambda t: t + t.splitlines(True)[0], "twice"),  # a GPU repeated
         (lambda t: "\t Link 0: 25 GB/s\n" + t, "before any"),
-        (lambda t: t.replace("Link 4: 25 GB/s", "Link 4: \u0662\u0665 GB/s"), "not a GPU or link line"),
+        (lambda t: t.replace("Link 4: 25 GB/s", "Link 4: \u0662\u0665 GB/s"), "a digit that is not 0-9"),
         (lambda t: t.replace("Link 4: 25 GB/s", "Link 4: NaN GB/s"), "not a GPU or link line"),
         (lambda t: t.replace("Link 4:", "Link 400:"), "past 64"),
         (lambda t: t + "\t Link 4: 25 GB/s\n", "twice"),

@@ -16,11 +16,8 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 
-FIXTURES = Path(
-    os.environ.get(
-        "GPUFLEET_FIXTURES", Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
-    )
-)
+from tests.unit.mutations import FIXTURES
+
 MELLANOX = FIXTURES / "mellanox"
 
 

@@ -8,18 +8,13 @@ port's hw counters) and grow the counters each failure mode moves.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters
 
-FIXTURES = Path(
-    os.environ.get(
-        "GPUFLEET_FIXTURES", Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
-    )
-)
+from tests.unit.mutations import FIXTURES
+
 ETHTOOL = FIXTURES / "ethtool" / "ethq-mlx5-connectx4lx-ethtool-S-no-pfc.txt"
 RDMA = FIXTURES / "rdma-statistic" / "lkml-2021-mlx5-rdma-statistic-show-link.txt"
 SHOW_LINK_PROMPT = "$ rdma statistic show link rocep8s0f0/1\n"

@@ -8,18 +8,13 @@ a switch that drops RoCE traffic although every port has PFC on 3 and 4.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils import sonic_qos
 
-FIXTURES = Path(
-    os.environ.get(
-        "GPUFLEET_FIXTURES", Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
-    )
-)
+from tests.unit.mutations import FIXTURES
+
 SONIC = FIXTURES / "sonic"
 AZURE = "sonic-utilities-config-qos-AZURE-maps-SUBSET.json"
 PORT_QOS = "sonic-utilities-config_db-PORT_QOS_MAP.json"

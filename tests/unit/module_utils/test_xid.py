@@ -96,7 +96,7 @@ def test_catalog_covers_the_issues_xids() -> None:
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
-        (lambda t: t.replace("): 48, pid=", "): \u0664\u0668, pid=", 1), "does not read as one"),
+        (lambda t: t.replace("): 48, pid=", "): \u0664\u0668, pid=", 1), "a digit that is not 0-9"),
         (lambda t: t.replace("): 48, pid='<unknown>', name", "): 48, pid='<unk', name", 1), "pid/name"),
         (lambda t: t.replace("(PCI:0000:19:00): 63", "(PCI:0000:19): 63", 1), "does not read as one"),
         (lambda t: t.replace("python3.10, Ch 0000000f", "python3.10, Ch 0000000f\udcff"), "not UTF-8"),

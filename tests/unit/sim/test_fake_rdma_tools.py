@@ -17,12 +17,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils import rdma
 from gpufleet.sim import faults_rdma, state, sysfs_rdma
 from gpufleet.sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink
 from tests.unit.modules import rdmanode
+from tests.unit.mutations import FIXTURES
 
-FIXTURES = Path(
-    os.environ.get(
-        "GPUFLEET_FIXTURES", Path(__file__).resolve().parents[3].parent / "shared" / "fixtures" / "real"
-    )
-)
 TUNED_PFC = [0, 0, 0, 1, 0, 0, 0, 0]
 
 
