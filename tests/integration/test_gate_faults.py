@@ -28,7 +28,7 @@ from tests.integration.conftest import node_hosts, node_ssh, run_on
 
 # long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
 # the utilization floor on a busy 2-core machine
-BURN_IN_SECONDS = "20"
+BURN_IN_SECONDS = "30"
 # how the gate drains a Slurm node (scontrol argv after the node name)
 DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
 INSTANCES = ("glm52", "kimik3")
@@ -327,12 +327,13 @@ def test_a_capped_power_limit_is_reasserted_and_the_power_budget_named(gated) ->
     assert "the rack's power budget" in host["message"]
 
 
-def test_a_gate_reads_nvidia_smi_q_x_at_most_twice_per_node(gated) -> None:
-    """GPU facts once per run (the first GPU role's); the judgement, gpu_power (before and after
-    nvidia-smi -pl), the thermal gate and the burn-in take cheap CSV queries instead."""
+def test_a_gate_reads_nvidia_smi_q_x_at_most_three_times_per_node(gated) -> None:
+    """The plan before the drain, node_health's one read after it (the health readings: PCIe, ECC,
+    remapped rows, versions) and GPU facts once per run (the first GPU role's); gpu_power (before and
+    after nvidia-smi -pl), the thermal gate and the burn-in take cheap CSV queries instead."""
     reads = gated["full_reads"]
     assert set(reads) == set(node_hosts(gated["report"]))
-    assert all(n <= 2 for n in reads.values()), reads
+    assert all(n <= 3 for n in reads.values()), reads
 
 
 def test_prometheus_counts_each_condition_once(gated) -> None:
