@@ -96,9 +96,15 @@ def test_a_healthy_serving_fleet_gives_nothing_and_the_watch_changes_nothing(
         settled, calls = before[node]
         assert settings(fleet, node) == settled
         ran = tool_calls(fleet, node)[calls:]
-        assert ran and {(argv[0].rsplit("/", 1)[-1], argv[1].split("=")[0]) for argv in ran} == {
+        assert ran and {
+            (argv[0].rsplit("/", 1)[-1], (argv[1:] or [""])[0].split("=")[0]) for argv in ran
+        } == {
             ("nvidia-smi", "--query-gpu"),
             ("ethtool", "-S"),
+            # the hardware health: one -q -x, nvlink -s and the kernel log
+            ("nvidia-smi", "-q"),
+            ("nvidia-smi", "nvlink"),
+            ("dmesg", ""),
         }
     prom = textfiles / "gpufleet_watch.prom"
     assert prom.read_text() == (tmp_path / "watch" / "gpufleet.prom").read_text()
@@ -225,20 +231,25 @@ def test_host_ecn_off_while_serving_is_the_broken_loop(
     assert report["hosts"]["node01"]["status"] == "ok"
 
 
-def _burn_in_started(fleet: Fleet, node: str) -> bool:
-    """The burn-in's completions are on the node's GPUs (the fake vLLM counts them per GPU)."""
-    gpus = state.load(fleet.root / "nodes" / node)["gpus"]
-    return any(int((g.get("load") or {}).get("requests", 0)) > 0 for g in gpus)
+def _burn_in_started(fleet: Fleet, node: str, since: int) -> bool:
+    """The burn-in's first sample ran on the node (the watch sample with the reason counters: the
+    gate's other GPU reads are the thermal and power queries; its all-reduce loads the GPUs too, so
+    their load alone does not tell the burn-in)."""
+    calls = tool_calls(fleet, node)[since:]
+    return any(
+        argv[0].endswith("nvidia-smi") and "clocks_event_reasons_counters" in " ".join(argv) for argv in calls
+    )
 
 
 def test_a_link_that_dies_during_the_gates_burn_in_blocks_the_node(fleet: Fleet, tmp_path: Path) -> None:
     """node02's mlx5_7 goes down 5 s into a 20 s burn-in (issue 28: the gate admitted it, every
     counter check passing on the dead port). Last in this module: node02 ends blocked."""
     injected: list[float] = []
+    since = len(tool_calls(fleet, "node02"))
 
     def inject() -> None:
         deadline = time.monotonic() + 300
-        while not _burn_in_started(fleet, "node02") and time.monotonic() < deadline:
+        while not _burn_in_started(fleet, "node02", since) and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(5)
         control.fault(fleet, "node02", "link-down", clear=False)
