@@ -74,7 +74,10 @@ def test_an_interrupted_switch_run_leaves_no_password_on_disk_and_no_pending_rev
         deadline = time.monotonic() + 300
         # a revision is made and its PATCH is being answered (slowly): the change is under way
         while not any(_revisions(fleet, leaf) for leaf in LEAVES):
-            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before changing a leaf"
+            if proc.poll() is not None:
+                said = proc.communicate()[0][-4000:]
+                pytest.fail(f"the run ended (exit {proc.returncode}) before changing a leaf:\n{said}")
+            assert time.monotonic() < deadline, "no leaf was changed in 300 s"
             time.sleep(0.1)
         made = {leaf: list(_revisions(fleet, leaf)) for leaf in LEAVES}
         proc.send_signal(signum)
