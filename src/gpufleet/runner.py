@@ -221,6 +221,10 @@ def _release(options: RunOptions, names: list[str], progress: Progress | None) -
 
 
 def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
+    try:
+        workdir.check_temp_dir()
+    except workdir.TempDirTooLong as exc:
+        raise RunnerError(str(exc)) from None
     ensure_collection_link()
     playbook = PLAYBOOK_DIR / options.playbook
     if not playbook.exists():

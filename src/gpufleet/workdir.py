@@ -18,6 +18,28 @@ from pathlib import Path
 
 from gpufleet import runlock
 
+# ansible-playbook serves its workers over a unix socket under the temp dir (multiprocessing's
+# "<tmp>/pymp-XXXXXXXX/listener-XXXXXXXX"); a socket path holds at most 107 bytes (sun_path).
+SOCKET_PATH_MAX = 107
+_LISTENER_SUFFIX = len("/pymp-XXXXXXXX/listener-XXXXXXXX")
+
+
+class TempDirTooLong(ValueError):
+    """The temp dir is too long for ansible-playbook's socket under it."""
+
+
+def check_temp_dir() -> None:
+    """Refuses a temp dir whose socket path would not fit: ansible-playbook would stop at its start with
+    "Local RPC server did not start", a message that names neither the cause nor the setting."""
+    temp = tempfile.gettempdir()
+    room = SOCKET_PATH_MAX - _LISTENER_SUFFIX
+    if len(os.fsencode(temp)) > room:
+        raise TempDirTooLong(
+            f"the temp dir {temp} (TMPDIR) is {len(os.fsencode(temp))} bytes long: ansible-playbook's "
+            f"socket under it would pass the {SOCKET_PATH_MAX}-byte limit of a unix socket path; set "
+            f"TMPDIR to a directory of at most {room} bytes (e.g. /tmp)"
+        )
+
 
 def _owner_gone(entry: Path) -> bool:
     """Whether the run that made ``entry`` (named '<pid>-<start>-...') no longer runs."""

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,15 @@ def fleet(fleet_factory) -> Fleet:
         assert control.fault(started, leaf, "switch-ecn-off", clear=False) == ["switch-ecn-off"]
         assert control.fault(started, leaf, "switch-slow-patch", clear=False) == ["switch-slow-patch"]
     return started
+
+
+@pytest.fixture
+def temp() -> Iterator[Path]:
+    """The run's own temp dir; not under tmp_path, which under xdist is too long for ansible-playbook's
+    socket (workdir.check_temp_dir)."""
+    path = Path(tempfile.mkdtemp(prefix="gpufleet-switch-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _holding(root: Path, secrets: list[str]) -> list[str]:
@@ -54,13 +65,11 @@ def _revisions(fleet: Fleet, leaf: str) -> dict[str, str]:
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_an_interrupted_switch_run_leaves_no_password_on_disk_and_no_pending_revision(
-    fleet: Fleet, tmp_path: Path, signum: signal.Signals
+    fleet: Fleet, tmp_path: Path, temp: Path, signum: signal.Signals
 ) -> None:
     secrets = [fleet.switch_credentials(leaf)[1] for leaf in LEAVES]
     # ansible's ~ is the account's home whatever HOME says; the temp dir is this run's alone
     ansible_tmp = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".ansible" / "tmp"
-    temp = tmp_path / "tmp"
-    temp.mkdir()
     env = dict(os.environ, TMPDIR=str(temp), GPUFLEET_STATE_DIR=str(tmp_path / "state"))
     argv = [str(GPUFLEET), "switch", "--inventory", str(fleet.inventory_path)]
     argv += [
