@@ -8,7 +8,9 @@ document starts at the first ``{`` and nothing but blanks may follow it. DCGM 3 
 -> ``results``, one result per GPU (``gpu_ids`` a number, or a comma list for the deployment tests
 that cover all GPUs at once; DCGM 4 also ``entity_group`` / ``entity_id``), each with a status
 (PASS/Pass, FAIL, WARN, SKIP/SKIPPED) and ``warnings`` / ``info`` messages (strings, or objects
-with a ``warning``/``message`` text). DCGM 3 leaves ``null`` between tests; they are skipped. A
+with a ``warning``/``message`` text). DCGM 3 leaves ``null`` between tests; they are skipped. DCGM
+3 puts its version and driver under the root; DCGM 4 under a top-level ``metadata`` (``version``,
+``Driver Version Detected``) and adds a ``test_summary`` per test, not read: the results say it. A
 status this module does not know, a GPU id that is not ASCII digits, or no test at all raises
 ParseError naming the tool.
 
@@ -164,8 +166,13 @@ def parse_diag_json(text: str) -> dict[str, Any]:
         for row in test["results"]
         if row["status"] == "Fail"
     ]
-    version = root.get("version", document.get("version"))
-    driver = root.get("driver_version_detected", document.get("driver_version_detected"))
+    # DCGM 3 writes both under its root; DCGM 4 under a top-level "metadata" in the words of its table.
+    metadata = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    version = root.get("version", document.get("version", metadata.get("version")))
+    driver = root.get(
+        "driver_version_detected",
+        document.get("driver_version_detected", metadata.get("Driver Version Detected")),
+    )
     return {
         "version": version if isinstance(version, str) else None,
         "driver_version": driver if isinstance(driver, str) else None,

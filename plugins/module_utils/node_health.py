@@ -21,7 +21,11 @@ Checks, one name per condition (results.check), per GPU by UUID:
 - ``health.nvlink[<uuid>]``: every NVLink link of the GPU active (a GPU that reports all links
   inactive fails when the profile expects NVLink);
 - ``health.xid[<bus id>]``: Xid events in the kernel log, per GPU, blocking or warning as
-  xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means.
+  xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means;
+- ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
+  diagnostic (``dcgmi diag -r N -j``, dcgm.parse_diag_json) failing, warning (reported, does not
+  block), passing or skipped, naming the GPUs DCGM names; ``health.dcgm_diag`` when DCGM could not run
+  it. The watch never runs it: from level 2 it loads the GPUs for minutes.
 
 A check the profile turns off (``off``: {check family: reason}) is returned passing with the reason,
 so the report shows it was not judged and why.
@@ -35,6 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils import (
+    dcgm,
     gpu_health_readings,
     nvidia_smi,
     nvlink,
@@ -57,6 +62,7 @@ FAMILIES = (
     "health.ecc_uncorrectable_aggregate",
     "health.nvlink",
     "health.xid",
+    "health.dcgm_diag",
 )
 
 DEFAULT_LIMITS: dict[str, int | None] = {
@@ -212,6 +218,194 @@ def under_load_checks(sample: list[dict[str, Any]] | None, error: str | None) ->
     out: list[dict[str, Any]] = []
     for gpu in sample or []:
         out.extend(pcie_checks(gpu, under_load=True))
+    return out
+
+
+# ---------------------------------------------------------------- DCGM's diagnostic (the gate only)
+
+# dcgmi diag -r N: 1 the deployment (software) checks, ~1 min; 2 adds PCIe/NVLink and GPU memory, a few
+# minutes; 3 adds the stress, power and compute tests, ~30 min; 4 adds memtest and the pulse test, 1.5-2 h.
+DIAG_LEVELS = (0, 1, 2, 3, 4)
+# How long each level may run before the gate gives up on it (s), when the profile sets no timeout.
+DIAG_TIMEOUT_S = {1: 600, 2: 1800, 3: 5400, 4: 14400}
+DIAG_TIMEOUT_RANGE = (60, 86400)
+# dcgmi's exit status when a test failed (DCGM_ST_NVVS_ERROR, -30, as an unsigned byte).
+DIAG_RC_FAILED = 226
+
+# What a failed test usually means and what to do, by words of its name (DCGM 3 and 4 spellings), first
+# match wins.
+DIAG_ADVICE = (
+    (
+        ("page retirement", "row remap"),
+        "a GPU has a row remap pending (reset the GPU) or one that failed (the GPU needs service); "
+        "see health.row_remap_pending and health.row_remap_failure",
+    ),
+    (
+        ("memory bandwidth",),
+        "the GPU's memory bandwidth is below its model's: check its clocks and power (gpu_power.*, "
+        "thermal.*), then have the GPU serviced",
+    ),
+    (
+        ("memory", "memtest"),
+        "the GPU's memory returned wrong data: it must not serve; reset it and run the diagnostic again, "
+        "replace the GPU if it fails again",
+    ),
+    (
+        ("pcie", "nvlink"),
+        "the GPU's PCIe or NVLink links fall short (width, generation, replays or bandwidth): reseat the "
+        "GPU, its riser or NVLink bridge; see health.pcie_width and health.nvlink",
+    ),
+    (
+        ("stress", "power", "pulse"),
+        "the GPU could not hold its clocks or power under load: check its cooling and power delivery "
+        "(thermal.*, coolant.*, gpu_power.*), then have it serviced",
+    ),
+    (("inforom",), "the GPU's InfoROM is corrupt or unreadable: the GPU needs service"),
+    (("diagnostic", "eud"), "the GPU computed wrong results under load: it must not serve; have it serviced"),
+    (
+        ("software", "denylist", "nvml", "cuda", "permission", "persistence", "environment", "process"),
+        "DCGM rejects the node's driver, libraries, a setting or a process on the GPUs (not the GPU "
+        "itself): fix what it names, then gate the node again",
+    ),
+)
+
+
+def diag_input_errors(level: Any, timeout_s: Any) -> list[str]:
+    """The diagnostic's options (node_health's dcgm_diag_level, dcgm_diag_timeout_s), named with their
+    role inputs and ranges."""
+    errors = []
+    if isinstance(level, bool) or level not in DIAG_LEVELS:
+        errors.append(
+            "dcgm_diag_level (thermal_gate_dcgm_diag_level) must be 0 (off) or a DCGM level 1..4, got %r"
+            % (level,)
+        )
+    low, high = DIAG_TIMEOUT_RANGE
+    if timeout_s is not None and not low <= timeout_s <= high:
+        errors.append(
+            "dcgm_diag_timeout_s (thermal_gate_dcgm_diag_timeout_s) must be %d..%d seconds or unset (by "
+            "level), got %s" % (low, high, timeout_s)
+        )
+    return errors
+
+
+def diag_argv(dcgmi: str, level: int, timeout_s: int, timeout: str = "timeout") -> list[str]:
+    """``timeout -k 10 <s> dcgmi diag -r <level> -j`` (coreutils' timeout: a wedged diagnostic ends)."""
+    return [timeout, "-k", "10", str(timeout_s), dcgmi, "diag", "-r", str(level), "-j"]
+
+
+def read_diag(
+    run_command: RunCommand, dcgmi: str, level: int, timeout_s: int | None = None, timeout: str = "timeout"
+) -> dict[str, Any]:
+    """One run of DCGM's diagnostic: dcgm.parse_diag_json's result with ``level`` and ``rc``. dcgmi
+    exits 226 when a test failed and still prints its JSON, so any exit status with a readable document
+    is a reading; a run that timed out, or printed no document, raises ReadError naming the tool."""
+    seconds = timeout_s or DIAG_TIMEOUT_S[level]
+    tool = "dcgmi diag -r %d -j" % level
+    rc, out, err = run_command(diag_argv(dcgmi, level, seconds, timeout), environ_update=tool_runner.ENV)
+    if rc in (124, 137):
+        raise ReadError(
+            "%s did not finish in %d s (thermal_gate_dcgm_diag_timeout_s): the diagnostic hung"
+            % (tool, seconds)
+        )
+    try:
+        found = dcgm.parse_diag_json(out)
+    except dcgm.ParseError as exc:
+        if rc != 0:
+            raise ReadError("%s failed (rc=%s): %s" % (tool, rc, tool_runner.first_line(err, out))) from exc
+        raise ReadError(str(exc)) from exc
+    return dict(found, level=level, rc=rc)
+
+
+def _gpu_names(ids: list[int], gpus: list[dict[str, Any]]) -> str:
+    """DCGM's GPU ids (NVML's indices) as ``GPU 2 (GPU-…, 00000000:3A:00.0)``, every GPU when all."""
+    by_index = {g.get("index"): g for g in gpus}
+    if len(ids) > 1 and set(ids) == set(by_index):
+        return "every GPU"
+    names = []
+    for gpu_id in ids:
+        gpu = by_index.get(gpu_id)
+        names.append(
+            "GPU %d (%s, %s)" % (gpu_id, gpu["uuid"], gpu.get("pci_bus_id"))
+            if gpu
+            else "GPU %d (not listed by nvidia-smi)" % gpu_id
+        )
+    return ", ".join(names) or "no GPU named"
+
+
+def _advice(test: str) -> str:
+    lowered = test.lower()
+    for words, advice in DIAG_ADVICE:
+        if any(word in lowered for word in words):
+            return advice
+    return (
+        "read DCGM's messages and its log (/var/log/nvidia-dcgm/nvvs.log); service the GPU if it fails again"
+    )
+
+
+def _diag_test_check(
+    name: str, rows: list[dict[str, Any]], level: Any, gpus: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One test's check: its worst result over the GPUs (Fail > Warn > Pass > Skip)."""
+    statuses = {row["status"] for row in rows}
+    status = next((s for s in ("Fail", "Warn", "Pass") if s in statuses), "Skip")
+    where = "DCGM diagnostic (level %s) test %s" % (level, name)
+    found = [
+        "%s: %s" % (_gpu_names(row["gpu_ids"], gpus), " ".join(row["warnings"]) or "no message")
+        for row in rows
+        if row["status"] == status and status in ("Fail", "Warn")
+    ]
+    if status == "Fail":
+        message = "%s failed on %s. %s" % (where, "; ".join(found), _advice(name))
+    elif status == "Warn":
+        message = "%s warns on %s (a warning: it does not block)" % (where, "; ".join(found))
+    elif status == "Pass":
+        ran = sorted({gpu for row in rows if row["status"] == "Pass" for gpu in row["gpu_ids"]})
+        message = "%s passed on %d GPUs" % (where, len(ran))
+    else:
+        message = "%s was skipped by DCGM (not judged on these GPUs)" % where
+    return check("health.dcgm_diag[%s]" % name, status != "Fail", status, "Pass", "", message)
+
+
+def diag_checks(diag: Mapping[str, Any] | None, gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``health.dcgm_diag[<test>]`` per test of read_diag's result (a test name DCGM repeats is judged
+    once over all its results); ``health.dcgm_diag`` fails when DCGM could not run the diagnostic, or
+    exited with an error while its document names no failed test."""
+    if diag is None:
+        return []
+    level = diag.get("level")
+    out = []
+    error = diag.get("runtime_error")
+    if error is not None:
+        out.append(
+            check(
+                "health.dcgm_diag",
+                False,
+                error,
+                "no runtime error",
+                "",
+                "DCGM's diagnostic (level %s) could not run: %s. Is nv-hostengine running? Run "
+                "dcgmi diag -r %s by hand on this node (fail closed)" % (level, error, level),
+            )
+        )
+    by_test: dict[str, list[dict[str, Any]]] = {}
+    for test in diag.get("tests") or []:
+        by_test.setdefault(test["name"], []).extend(test["results"])
+    for name, rows in by_test.items():
+        out.append(_diag_test_check(name, rows, level, gpus))
+    rc = diag.get("rc", 0)
+    if rc and error is None and not diag.get("failed"):
+        out.append(
+            check(
+                "health.dcgm_diag",
+                False,
+                rc,
+                0,
+                "exit status",
+                "dcgmi diag -r %s exited %s%s though its JSON names no failed test: run it by hand and read "
+                "/var/log/nvidia-dcgm/nvvs.log (fail closed)"
+                % (level, rc, " (DCGM_ST_NVVS_ERROR)" if rc == DIAG_RC_FAILED else ""),
+            )
+        )
     return out
 
 
@@ -457,6 +651,7 @@ def judge(
         out.extend(memory_checks(gpu, merged))
     out.extend(nvlink_checks(gpus, readings.get("links")))
     out.extend(xid_checks(gpus, readings.get("xids")))
+    out.extend(diag_checks(readings.get("diag"), gpus))
     return turned_off(out, off or {})
 
 

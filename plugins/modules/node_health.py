@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: node_health
-short_description: Judge the hardware faults maintenance leaves behind (GPU count, PCIe, memory, NVLink, Xid)
+short_description: Judge the hardware faults maintenance leaves behind (GPUs, PCIe, memory, NVLink, Xid, DCGM)
 version_added: "0.1.0"
 description:
   - Reads C(nvidia-smi -q -x) once, C(nvidia-smi nvlink -s) (with O(nvlink)) and the kernel log (C(dmesg),
@@ -18,10 +18,16 @@ description:
     C(health.ecc_uncorrectable_aggregate[<uuid>])); every NVLink link active (C(health.nvlink[<uuid>]));
     Xid events since boot (C(health.xid[<bus id>])), blocking or warning by gpufleet's Xid table
     (docs/health-checks.md).
+  - With O(dcgm_diag_level) 1-4, also runs DCGM's diagnostic (C(dcgmi diag -r N -j)) and judges each of its
+    tests (C(health.dcgm_diag[<test>])) - a failed test fails naming the GPUs DCGM names (index, UUID, bus
+    id), DCGM's message, what it usually means and what to do; a test that warns is reported and does not
+    block; C(health.dcgm_diag) fails when DCGM could not run the diagnostic. The gate runs it on the drained
+    node; C(gpufleet watch) never does (from level 2 it loads the GPUs for minutes).
   - The PCIe generation is not judged here - a healthy idle GPU lowers its link to Gen1 to save power. The
     burn-in judges it under load.
   - Fails when a check fails, naming each with its value, limit and what to do; the checks are in the
-    failed result too. A tool that is missing or prints something unreadable fails the module, naming it.
+    failed result too. A tool that is missing or prints something unreadable fails the module, naming it
+    (C(dcgmi) too when a diagnostic level is set - fail closed).
   - Changes nothing.
 options:
   expected_gpu_count:
@@ -44,6 +50,22 @@ options:
       - Most lifetime (aggregate) uncorrectable ECC errors a GPU may have. Unset, not judged - a GPU whose
         bad rows were remapped keeps its count and is healthy.
     type: int
+  dcgm_diag_level:
+    description:
+      - DCGM's diagnostic level to run (C(dcgmi diag -r N -j)) - C(0) does not run it; C(1) the deployment
+        checks (about a minute); C(2) adds PCIe/NVLink and GPU memory (minutes); C(3) the stress, power and
+        compute tests (about 30 minutes); C(4) memtest and the pulse test (1.5-2 hours).
+      - Needs DCGM on the node (C(dcgmi) and a running C(nv-hostengine)). Not run in check mode.
+    type: int
+    default: 0
+  dcgmi_path:
+    description: Path of C(dcgmi) on the node; unset, the one on PATH.
+    type: path
+  dcgm_diag_timeout_s:
+    description:
+      - Seconds the diagnostic may run before it is stopped and the module fails (60-86400); unset, by level
+        (600, 1800, 5400, 14400 s).
+    type: int
   turned_off:
     description:
       - Check families the profile does not judge, each with the reason the report shows (for example
@@ -56,8 +78,11 @@ extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
-    details: Only reads; the same readings and checks in check mode.
+    details:
+      - Only reads; the same readings and checks in check mode, except DCGM's diagnostic, which is not run
+        (from level 2 it loads the GPUs).
 notes:
+  - DCGM's GPU ids are NVML's indices, the order of C(nvidia-smi -q -x); the messages name each GPU by both.
   - C(dmesg) needs root (kernel.dmesg_restrict); its ring buffer holds the log since boot unless it wrapped.
 seealso:
   - module: gpufleet.node.burn_in
@@ -80,6 +105,11 @@ EXAMPLES = r"""
     max_aggregate_uncorrectable_ecc: 10
     turned_off:
       health.nvlink: PCIe-only cards
+
+- name: The gate on a drained node, with DCGM's medium diagnostic (PCIe, NVLink, GPU memory)
+  gpufleet.node.node_health:
+    expected_gpu_count: 8
+    dcgm_diag_level: 2
 """
 
 RETURN = r"""
@@ -97,6 +127,12 @@ gpus:
   returned: always
   type: list
   elements: dict
+dcgm_diag:
+  description:
+    - DCGM's diagnostic as read (level, rc, version, driver_version, tests with their per-GPU results, gpus,
+      failed, passed, warned, runtime_error). Null when not run.
+  returned: always
+  type: dict
 xids:
   description:
     - The Xid events of the kernel log (xid, pci_bus_id, pid, process, message, timestamp).
@@ -122,16 +158,40 @@ changes:
   sample: []
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
     OPTIONS_SPEC,
     ReadError,
+    diag_input_errors,
     input_errors,
     judge,
     limits_from,
     read,
+    read_diag,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
+
+
+def _dcgmi(module, path, level):
+    """dcgmi (dcgmi_path, else on PATH); a level set without it fails closed, naming the tool."""
+    if path:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        problem = "is not an executable file at %s" % path
+    else:
+        found = module.get_bin_path("dcgmi")
+        if found:
+            return found
+        problem = "is not installed (not on PATH)"
+    module.fail_json(
+        msg="dcgmi %s on this node, and thermal_gate_dcgm_diag_level is %d: install DCGM (dcgmi, "
+        "nv-hostengine) or fix thermal_gate_dcgmi_path, or set the level to 0 not to run the diagnostic "
+        "(fail closed)" % (problem, level),
+        checks=[],
+        changes=[],
+    )
 
 
 def main():
@@ -139,29 +199,51 @@ def main():
         argument_spec=dict(
             kernel_log=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
+            # the gate's only: the watch shares OPTIONS_SPEC and must not load serving GPUs
+            dcgm_diag_level=dict(type="int", default=0),
+            dcgmi_path=dict(type="path"),
+            dcgm_diag_timeout_s=dict(type="int"),
             **OPTIONS_SPEC,
         ),
         supports_check_mode=True,
     )
     p = module.params
-    errors = input_errors(p, "thermal_gate_health_")
+    errors = input_errors(p, "thermal_gate_health_") + diag_input_errors(
+        p["dcgm_diag_level"], p["dcgm_diag_timeout_s"]
+    )
     if errors:
         module.fail_json(msg="Refusing to judge the node's health: %s." % "; ".join(errors), input_error=True)
-    result = dict(changed=False, checks=[], gpus=[], xids=None, changes=[])
+    result = dict(changed=False, checks=[], gpus=[], xids=None, dcgm_diag=None, changes=[])
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     dmesg = tool_path(module, "dmesg") if p["kernel_log"] else None
+    level = 0 if module.check_mode else p["dcgm_diag_level"]
+    dcgmi = _dcgmi(module, p["dcgmi_path"], level) if level else None
     try:
         readings = read(module.run_command, smi, dmesg, p["nvlink"])
     except ReadError as exc:
         module.fail_json(msg="%s; run it by hand on this node to see why (fail closed)" % exc, **result)
+    diag_error = None
+    if dcgmi:
+        try:
+            readings["diag"] = read_diag(
+                module.run_command, dcgmi, level, p["dcgm_diag_timeout_s"], tool_path(module, "timeout")
+            )
+        except ReadError as exc:
+            diag_error = str(exc)
     checks = judge(readings, p["expected_gpu_count"], limits_from(p), p["turned_off"])
     result.update(
         checks=checks,
         gpus=readings["gpus"],
         xids=readings["xids"],
+        dcgm_diag=readings.get("diag"),
         # the versions the controller compares across the nodes of a profile (gpufleet.node.fleet_versions)
         ansible_facts={"gpufleet_versions": readings["versions"]},
     )
+    if diag_error:
+        # the other checks are judged and reported; the node is blocked on the diagnostic it could not read
+        module.fail_json(
+            msg="%s; run it by hand on this node to see why (fail closed)" % diag_error, **result
+        )
     failed = [c for c in checks if not c["ok"]]
     if failed:
         module.fail_json(
