@@ -1,8 +1,8 @@
-"""dcgm: `dcgmi diag -j` on the one real capture found (tests/fixtures/real/dcgm, INDEX.md).
+"""dcgm: `dcgmi diag -j` on the two real captures found (tests/fixtures/real/dcgm, INDEX.md §11).
 
-Only one real `dcgmi diag -j` output is public as a repository file (DCGM's own test of "real
-output", DCGM 3.1, 8 GPUs, all passing); the failing cases below are that capture with one result
-changed, each change named in the test."""
+DCGM's own test of "real output" (DCGM 3.1, 8 GPUs, all passing) and a GB10 DGX Spark's level 2 run
+(DCGM 4.5.2, one GPU, its software test failing on persistence mode). DCGM 3's failing cases below are
+the first capture with one result changed, each change named in the test."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils import dcgm
 from tests.unit.mutations import read_capture
 
 REAL = "dcgm/dcgm-jsonresulttests-real-output-3.1.0-8gpu.json"
+GB10 = "dcgm/glimmer-gb10-dcgm-4.5.2-diag-r2-j-persistence-fail.json"
 
 
 def test_real_dcgm_3_output_with_its_warning_line_and_nulls() -> None:
@@ -33,6 +34,31 @@ def test_real_dcgm_3_output_with_its_warning_line_and_nulls() -> None:
     ]
     assert [row["gpu_ids"] for row in result["tests"][-1]["results"]] == [[gpu] for gpu in range(8)]
     assert result["gpus"] == [{"gpu": gpu, "status": "Pass"} for gpu in range(8)]
+
+
+def test_real_dcgm_4_level_2_on_a_gb10_with_its_software_test_failing() -> None:
+    text = read_capture(GB10)
+    assert '"DCGM Diagnostic" : \n' in text and "\t\t\t\t" in text  # jsoncpp's styled writer, as printed
+    result = dcgm.parse_diag_json(text)
+    assert (result["version"], result["driver_version"]) == ("4.5.2", "580.82.09")
+    assert [(t["category"], t["name"]) for t in result["tests"]] == [
+        ("Deployment", "software"),
+        ("Hardware", "memory"),
+        ("Integration", "pcie"),
+    ]
+    persistence = (
+        "Persistence Mode: Persistence mode for GPU 0 is disabled. Enable persistence mode by running "
+        '"nvidia-smi -i <gpuId> -pm 1 " as root.'
+    )
+    assert result["failed"] == [{"test": "software", "gpu_ids": [0], "messages": [persistence]}]
+    memory, pcie = result["tests"][1]["results"], result["tests"][2]["results"]
+    assert memory == [
+        {"gpu_ids": [0], "status": "Pass", "warnings": [], "info": ["Allocated 112427837082 bytes (87.5%)"]}
+    ]
+    assert pcie[0]["status"] == "Pass" and len(pcie[0]["info"]) == 6
+    assert pcie[0]["info"][0] == "GPU to Host bandwidth:\t\t58.62 GB/s"
+    assert result["gpus"] == [{"gpu": 0, "status": "Fail"}]
+    assert (result["passed"], result["warned"], result["runtime_error"]) == (False, False, None)
 
 
 def _software_gpu3(text: str, replacement: str) -> str:
