@@ -1,8 +1,9 @@
-"""`gpufleet gate` on a simulated fleet: every simulator fault, one fault per node, on nodes that serve.
+"""`gpufleet gate` on a simulated fleet: every simulator fault on nodes that serve.
 
-A 16-node fleet (subnet 127.0.37), Slurm nodes: node01 stays clean, node02..node15 each get one
-simulator fault, node16 is a site whose idle gate lets a weak loop through (a low flow floor, a BMC
-health rollup it does not trust) with its coolant flow low, so the burn-in under load must catch it.
+A 12-node fleet (subnet 127.0.37), Slurm nodes: node01 stays clean; node02 and node03 each carry
+three faults the gate re-asserts (each its own setting), node04..node11 one fault each, node12 is a
+site whose idle gate lets a weak loop through (a low flow floor, a BMC health rollup it does not
+trust) with its coolant flow low, so the burn-in under load must catch it.
 The nodes the gate must block served before it (their units installed and pinned by the gate's own
 steps, then started with both /run/gpufleet markers, as a passed gate leaves them).
 One gate runs. A node it did not admit after its drain ends with no vLLM unit active and no marker
@@ -44,8 +45,23 @@ HEALTH = tuple(faults_health.FAULTS)
 FAULTS = tuple(
     f for f in faults.FAULTS if f not in faults_switch.FAULTS and f not in IN_SERVICE and f not in HEALTH
 )
-# node01 stays clean; node02.. get the faults in the simulator's order
-NODES = {f"node{i + 2:02d}": name for i, name in enumerate(FAULTS)}
+# Faults the gate re-asserts and admits the node after share a node (each changes a setting of its
+# own, named below): every node costs its whole gate on a 2-core machine.
+SHARED = (("power-capped", "pfc-off", "stale-nccl-topo"), ("persistence-off", "ecn-off", "roce-v1"))
+# what the gate changes back for each re-asserted fault (a setting no other fault of its node touches)
+REASSERTED = {
+    "power-capped": "gpu_power.enforced_limit_w",
+    "persistence-off": "gpu_power.persistence_mode",
+    "pfc-off": "rdma_qos.pfc",
+    "ecn-off": "rdma_qos.ecn_np",
+    "roce-v1": "rdma_link.roce_mode",
+}
+assert {f for group in SHARED for f in group} <= set(FAULTS)
+# node01 stays clean; node02.. get the shared groups, then each other fault on a node of its own
+NODES = {
+    f"node{i + 2:02d}": group
+    for i, group in enumerate([*SHARED, *((f,) for f in FAULTS if not any(f in g for g in SHARED))])
+}
 # a weak loop the idle gate is told to let through (its inventory): the burn-in must block it
 WEAK_LOOP = f"node{len(NODES) + 2:02d}"
 WEAK_LOOP_VARS = "thermal_gate_min_flow_lpm: 4\nthermal_gate_allowed_health: [OK, Warning, Critical]\n"
@@ -83,7 +99,7 @@ def _failed(host: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 
 def _node(fault: str) -> str:
-    return next(n for n, f in NODES.items() if f == fault)
+    return next(n for n, faults in NODES.items() if fault in faults)
 
 
 def _topology(fleet: Fleet, name: str) -> str:
@@ -131,8 +147,9 @@ def gated(fleet_factory, tmp_path_factory) -> dict[str, Any]:
     for name in ["node01", *NODES, WEAK_LOOP]:
         extra = WEAK_LOOP_VARS if name == WEAK_LOOP else ""
         (host_vars / f"{name}.yml").write_text("gpufleet_drain_method: slurm\n" + extra)
-    for name, fault in [*NODES.items(), (WEAK_LOOP, "low-coolant-flow")]:
-        control.fault(fleet, name, fault, clear=False)
+    for name, injected in [*NODES.items(), (WEAK_LOOP, ("low-coolant-flow",))]:
+        for fault in injected:
+            control.fault(fleet, name, fault, clear=False)
     report_dir = tmp_path_factory.mktemp("gate-faults")
     before = _full_reads(fleet)
     code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", BURN_IN_SECONDS)
@@ -196,12 +213,9 @@ def test_admitted_nodes_serve_after_the_faults_were_reasserted(gated) -> None:
     for name in admitted:
         assert _active(fleet, name) == [True, True], name
         assert sorted(_markers(fleet, name)) == sorted(MARKERS), name
-    fixed = {NODES[h]: report["hosts"][h]["changes"] for h in admitted if h in NODES}
-    for fault in ("pfc-off", "ecn-off", "roce-v1"):
-        assert any(c["setting"].startswith(("rdma_qos.", "rdma_link.")) for c in fixed[fault]), (
-            fault,
-            fixed[fault],
-        )
+    changed = {h: {c["setting"].split("[")[0] for c in report["hosts"][h]["changes"]} for h in admitted}
+    for fault, setting in REASSERTED.items():
+        assert setting in changed[_node(fault)], (fault, changed[_node(fault)])
 
 
 def test_link_down_blocks_by_name_and_the_topology_is_not_rewritten(gated) -> None:
