@@ -75,6 +75,16 @@ options:
         change on the node fixes those.
     type: bool
     default: false
+  versions:
+    description:
+      - Also read the node's driver, CUDA, VBIOS and NIC firmware (one C(nvidia-smi -q -x), the RDMA devices'
+        sysfs C(fw_ver)), beside the roles' reads, into the C(gpufleet_versions) fact that
+        M(gpufleet.node.node_health) sets. C(gpufleet drift) compares them across the run's nodes on the
+        controller and names the odd node out (C(fleet.versions[<field>])).
+      - A node whose versions cannot be read carries the failed check C(fleet.versions) naming the tool.
+      - The nvidia-smi is C(gpu_power)'s C(nvidia_smi_path) when given, else the one on PATH.
+    type: bool
+    default: false
   plan_failures_stop:
     description:
       - A role that cannot be planned on this node (its module fails, e.g. a GPU gone from its NVLink
@@ -136,6 +146,19 @@ checks:
   elements: dict
   sample: [{"name": "rdma_link.link_state[mlx5_3]", "ok": false, "value": "DOWN", "limit": "ACTIVE",
             "unit": "", "message": "mlx5_3 (ens39np0) link is DOWN ..."}]
+ansible_facts:
+  description: With O(versions), the versions the controller compares across the run's nodes.
+  returned: when O(versions) is true and they could be read
+  type: dict
+  contains:
+    gpufleet_versions:
+      description:
+        - C(gpu_product) and C(gpu_count) (who the node's peers are), C(driver), C(cuda), C(vbios) (the GPUs'
+          distinct VBIOS versions) and C(nic_firmware) (the RDMA devices' distinct C(fw_ver)), as
+          M(gpufleet.node.node_health) returns them.
+      type: dict
+      sample: {"gpu_product": ["NVIDIA H100 80GB HBM3"], "gpu_count": 8, "driver": "535.161.08",
+               "cuda": "12.2", "vbios": ["96.00.74.00.01"], "nic_firmware": ["28.39.3560"]}
 roles:
   description:
     - Per role given, its error (null when it was compared) and how many changes and checks it has
@@ -147,7 +170,10 @@ roles:
   sample: {"gpu_power": {"changes": 1, "checks": 0, "error": null}}
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils import node_versions
 from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
     ROLES,
     compare_roles,
@@ -167,13 +193,19 @@ def main():
         fabric_stops=dict(type="bool", default=False),
         plan_failures_stop=dict(type="bool", default=True),
         report_changes=dict(type="bool", default=True),
+        versions=dict(type="bool", default=False),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
     desired = validate_roles(module, desired)
-    results = compare_roles(module, desired)
+    # the versions' read (one nvidia-smi -q -x) runs beside the roles' reads, not after them
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        smi_path = (desired.get("gpu_power") or {}).get("nvidia_smi_path")
+        reading = pool.submit(node_versions.read, module, smi_path) if module.params["versions"] else None
+        results = compare_roles(module, desired)
+    versions, version_checks = reading.result() if reading else (None, [])
     # a judgement (report_changes false) reports only what stops the node: the checks of a role that
     # could not be planned; the roles' own tasks report the rest when they run
     judged = not module.params["report_changes"]
@@ -197,10 +229,13 @@ def main():
     )
     if drained:
         checks.append(drained)
+    checks.extend(version_checks)
     # each setting once: the per-role view counts them (a 16-GPU node's result halves, ~15 kB, and the
     # controller handles every byte of it once per node)
     roles = {role: dict(r, changes=len(r["changes"]), checks=len(r["checks"])) for role, r in results.items()}
     output = dict(changed=False, changes=changes, checks=checks, roles=roles)
+    if versions is not None:
+        output["ansible_facts"] = {"gpufleet_versions": versions}
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if stops(r)]
     if refusal:
         errors.append(refusal)

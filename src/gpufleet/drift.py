@@ -8,13 +8,22 @@ than the allowed percentage; the nodes it did not reach are reported as blocked.
 What the fix would only be refused for is left out of the rollout, never drained, and named with why:
 a node drift already refused (its inputs, a role that cannot be planned, its fabric), and the leaf
 switches (`gpufleet switch` changes them; drift --fix changes nodes only).
+
+The odd node out: node_facts also returns each node's driver, CUDA, VBIOS and NIC firmware
+(``gpufleet_versions``), and the gate's judge (plugins/module_utils/fleet_versions.py) compares them
+here, across every node of the report (compare_versions), for a local run and for the slices of one
+job alike (from_events): one pass on the controller, no task per node.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from gpufleet import catalog, checks, interrupt, runner
 from gpufleet.report import HostReport, Report, now, write
@@ -63,6 +72,57 @@ def over_limit(failed: int, batch: int, max_fail_percent: float) -> bool:
 
 def _failed_task(result: runner.HostResult, outcome: str) -> dict[str, object]:
     return next((t for t in result.tasks if t["outcome"] == outcome), {})
+
+
+VERSIONS_FACT = "gpufleet_versions"
+VERSIONS_CHECK = "fleet.versions"
+_FLEET_VERSIONS = "ansible_collections.gpufleet.node.plugins.module_utils.fleet_versions"
+
+
+def _versions_judge() -> Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]:
+    """fleet_versions.judge, the gate's own, imported from this checkout's collection (stdlib and the
+    collection's results.py: nothing of Ansible's)."""
+    runner.ensure_collection_link()
+    if str(runner.COLLECTIONS_DIR) not in sys.path:
+        sys.path.append(str(runner.COLLECTIONS_DIR))
+    judge = importlib.import_module(_FLEET_VERSIONS).judge
+    return cast(Callable[[str, Mapping[str, Any]], list[dict[str, Any]]], judge)
+
+
+def _shape_error(found: Any) -> str | None:
+    """What is wrong with a node's versions when they are not node_health's shape (a hand-made event:
+    report --from-events names it rather than judging it), else None."""
+    if not isinstance(found, dict):
+        return "not a mapping"
+    for key in ("gpu_product", "vbios", "nic_firmware"):
+        value = found.get(key)
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return f"{key} is not a list of strings"
+    for key in ("driver", "cuda"):
+        if not (found.get(key) is None or isinstance(found.get(key), str)):
+            return f"{key} is not a string"
+    if type(found.get("gpu_count")) is not int:
+        return "gpu_count is not a whole number"
+    return None
+
+
+def compare_versions(hosts: Mapping[str, runner.HostResult]) -> None:
+    """Adds to each node that returned its versions its ``fleet.versions[<field>]`` checks against
+    the others' (same GPU product and count, at least three, a majority): the odd node out fails,
+    naming its version and the one its peers run. Hosts without versions (leaves, unreachable
+    nodes) are neither judged nor counted as peers. Judging the same hosts again adds nothing (the
+    console's end-of-run lines and the report both judge them)."""
+    fleet = {name: r.facts[VERSIONS_FACT] for name, r in hosts.items() if VERSIONS_FACT in r.facts}
+    for name, found in fleet.items():
+        wrong = _shape_error(found)
+        if wrong:
+            raise ValueError(f"host {name}: its {VERSIONS_FACT}: {wrong}")
+    if not fleet:
+        return
+    judge = _versions_judge()
+    for name in sorted(fleet):
+        judged = hosts[name].checks
+        judged.extend([c for c in judge(name, fleet) if c not in judged])
 
 
 def drift_host(result: runner.HostResult) -> HostReport:
@@ -116,14 +176,19 @@ def _fixed_host(before: HostReport, result: runner.HostResult | None, batch: int
         host.message = f"batch {batch}: {task.get('task', '?')}: {task.get('msg') or 'failed'}"
         if result.drained():
             host.message += "; left drained"
-    elif before.changes:
-        host.checks = result.checks
-        host.message = f"fixed in batch {batch}"
     else:
-        host.checks = result.checks
-        host.message = (
-            f"returned to service in batch {batch}: a run had left it drained; re-judged, nothing drifted"
-        )
+        # the fix reads no versions and its roles change none: drift's comparison of them stands
+        compared = [c for c in before.checks if c["name"].startswith(VERSIONS_CHECK)]
+        host.checks = [*result.checks, *compared]
+        host.message = f"fixed in batch {batch}"
+        if not before.changes:
+            host.message = (
+                f"returned to service in batch {batch}: a run had left it drained; re-judged, nothing drifted"
+            )
+        odd = [str(c["message"]) for c in compared if not c["ok"]]
+        if odd:
+            host.status = "failed"
+            host.message += "; no role changes its versions: " + "; ".join(odd)
     return host
 
 
@@ -175,6 +240,7 @@ def _compare(
         progress=progress,
     )
     report = Report(command="drift", started=now())
+    compare_versions(result.hosts)
     for name in sorted(result.hosts):
         report.hosts[name] = drift_host(result.hosts[name])
     return report, result

@@ -11,7 +11,7 @@ report is the one ``gpufleet <command>`` would have written.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -33,6 +33,11 @@ JUDGES: dict[str, HostJudge] = {
     "switch_qos.yml": partial(commands.provision_host, check_mode=False),
     "post_maintenance.yml": commands.gate_host,
     "watch.yml": watch.watch_host,
+}
+# What a command judges across its hosts, before each host's own judge: every slice's hosts together
+# (drift: the odd node out of the nodes' versions, drift.compare_versions); adds checks to the hosts.
+RUN_JUDGES: dict[str, Callable[[Mapping[str, events.HostResult]], None]] = {
+    "drift.yml": drift.compare_versions,
 }
 # A check-mode run of the playbooks that change nodes says so in its stats (tasks/record_mode.yml).
 CHECK_MODE: dict[str, HostJudge] = {
@@ -166,6 +171,14 @@ def merge(slices: list[Slice]) -> Report:
         started=min((s.started for s in slices if s.started), default=""),
         finished=max((s.finished for s in slices), default=""),
     )
+    run_judge = RUN_JUDGES.get(playbooks[0])
+    if run_judge is not None:
+        try:
+            run_judge({name: result for piece in slices for name, result in piece.collector.hosts.items()})
+        except ValueError as exc:
+            raise EventsError(
+                f"{', '.join(str(s.where) for s in slices)}: results of a shape gpufleet cannot judge: {exc}"
+            ) from None
     where: dict[str, Path] = {}
     for piece in slices:
         for name in sorted(piece.collector.hosts):

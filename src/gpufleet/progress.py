@@ -252,6 +252,14 @@ class Display:
     def run_finished(self, collector: events.Collector) -> None:
         """The run's end: without a terminal each host's result once; on one, the live line's last word."""
         hosts = collector.hosts
+        # imported here: the commands import this module (their Display)
+        from gpufleet import from_events
+
+        run_judge = from_events.RUN_JUDGES.get(self.playbook)
+        if run_judge is not None:
+            # what the report judges across the hosts (drift: the odd node out), in their last word too
+            run_judge(hosts)
+            self._judged.clear()
         if self.live:
             self._write(_CLEAR)
             self._shown = ""

@@ -197,3 +197,32 @@ def test_a_judgement_before_a_run_reports_no_change_of_its_own(node: SimNode, tm
     judged, _ = run_module(node_facts.main, dict(options, report_changes=False), node)
     assert compared["changes"] and judged["changes"] == []
     assert judged["roles"]["nccl_topology"]["changes"] == len(compared["changes"]) > 0
+
+
+def test_drift_reads_the_versions_beside_the_roles_with_one_more_read(node: SimNode, tmp_path: Path) -> None:
+    """versions (drift): node_health's gpufleet_versions fact from one nvidia-smi -q -x, the only read
+    added; without it (provision, the gate) nothing more is read and no fact is returned."""
+    options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}}
+    without, _ = run_module(node_facts.main, options, node)
+    assert "ansible_facts" not in without and [SMI, "-q", "-x"] not in node.calls
+    node.calls.clear()
+    compared, _ = run_module(node_facts.main, dict(options, versions=True), node)
+    assert sorted(node.calls) == sorted([QUERY, TOPO, [SMI, "-q", "-x"]])
+    found = compared["ansible_facts"]["gpufleet_versions"]
+    assert (found["gpu_count"], found["driver"], found["vbios"]) == (16, "580.95.05", ["97.10.4A.00.02"])
+    assert compared["changes"] == without["changes"] and compared["checks"] == without["checks"] == []
+
+
+def test_versions_that_cannot_be_read_are_a_failed_check_and_no_fact(node: SimNode, tmp_path: Path) -> None:
+    options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}, "versions": True}
+
+    def no_xml(module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        if args[1:] == ["-q", "-x"]:
+            return 6, "", "Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error"
+        return node(module, args, **kwargs)
+
+    compared = harness.run_module(node_facts.main, options, run_command=no_xml, get_bin_path=SMI).result
+    assert "ansible_facts" not in compared and not compared.get("failed")
+    (failed,) = compared["checks"]
+    assert (failed["name"], failed["ok"]) == ("fleet.versions", False)
+    assert "nvidia-smi -q -x failed (rc=6): Unable to determine the device handle" in failed["message"]
