@@ -45,26 +45,54 @@ def judge(host: str, fleet: Mapping[str, Mapping[str, Any] | None]) -> list[dict
     if not mine:
         return []
     key = _key(mine)
-    peers = {h: v for h, v in fleet.items() if v and _key(v) == key}
+    peers = [v for v in fleet.values() if v and _key(v) == key]
+    return _judged(host, mine, len(peers), _counts(peers))
+
+
+def judge_all(fleet: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[dict[str, Any]]]:
+    """Every host's ``judge`` at once, each group of peers counted once (a whole fleet on the controller:
+    linear in its nodes, where a judge per host is quadratic). Hosts without versions are left out."""
+    groups: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
+    for host, versions in fleet.items():
+        if versions:
+            groups.setdefault(_key(versions), {})[host] = versions
+    out = {}
+    for peers in groups.values():
+        counts = _counts(list(peers.values()))
+        for host, versions in peers.items():
+            out[host] = _judged(host, versions, len(peers), counts)
+    return out
+
+
+def _counts(peers: list[Mapping[str, Any]]) -> dict[str, Counter[str]]:
+    """How many of the peers run each value of each field (in the peers' order: ties go to the first)."""
+    return {field: Counter(_shown(v.get(field)) for v in peers) for field in FIELDS}
+
+
+def _judged(
+    host: str, mine: Mapping[str, Any], peers: int, counted: dict[str, Counter[str]]
+) -> list[dict[str, Any]]:
+    """``host``'s checks, given how many peers it has (itself included) and their counts (_counts)."""
+    key = _key(mine)
     product = "%d x %s" % (key[1], key[0] or "unknown GPU")
-    if len(peers) < MIN_PEERS:
+    if peers < MIN_PEERS:
         return [
             check(
                 "fleet.versions",
                 True,
-                len(peers),
+                peers,
                 MIN_PEERS,
                 "nodes",
                 "%s: %d node(s) of %s in this run, fewer than %d: versions not compared"
-                % (host, len(peers), product, MIN_PEERS),
+                % (host, peers, product, MIN_PEERS),
             )
         ]
     out = []
     for field, what in FIELDS.items():
-        counts = Counter(_shown(v.get(field)) for v in peers.values())
+        counts = counted[field]
         common, agreeing = counts.most_common(1)[0]
         value = _shown(mine.get(field))
-        if agreeing * 2 <= len(peers):
+        if agreeing * 2 <= peers:
             out.append(
                 check(
                     "fleet.versions[%s]" % field,
@@ -75,7 +103,7 @@ def judge(host: str, fleet: Mapping[str, Mapping[str, Any] | None]) -> list[dict
                     "%s: the %d nodes of %s do not agree on one %s (%s): not judged"
                     % (
                         host,
-                        len(peers),
+                        peers,
                         product,
                         what,
                         "; ".join("%s on %d" % kv for kv in counts.most_common()),
@@ -91,11 +119,11 @@ def judge(host: str, fleet: Mapping[str, Mapping[str, Any] | None]) -> list[dict
                 value,
                 common,
                 "",
-                "%s: %s %s, as %d of the %d nodes of %s" % (host, what, value, agreeing, len(peers), product)
+                "%s: %s %s, as %d of the %d nodes of %s" % (host, what, value, agreeing, peers, product)
                 if ok
                 else "%s: %s %s differs from the %s that %d of the %d nodes of %s run: the odd node out "
                 "(an update that missed it, or a part swapped in maintenance); bring it to %s"
-                % (host, what, value, common, agreeing, len(peers), product, common),
+                % (host, what, value, common, agreeing, peers, product, common),
             )
         )
     return out

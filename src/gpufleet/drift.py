@@ -79,14 +79,14 @@ VERSIONS_CHECK = "fleet.versions"
 _FLEET_VERSIONS = "ansible_collections.gpufleet.node.plugins.module_utils.fleet_versions"
 
 
-def _versions_judge() -> Callable[[str, Mapping[str, Any]], list[dict[str, Any]]]:
-    """fleet_versions.judge, the gate's own, imported from this checkout's collection (stdlib and the
-    collection's results.py: nothing of Ansible's)."""
+def _versions_judge() -> Callable[[Mapping[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """fleet_versions.judge_all, the gate's judge for every node at once, imported from this checkout's
+    collection (stdlib and the collection's results.py: nothing of Ansible's)."""
     runner.ensure_collection_link()
     if str(runner.COLLECTIONS_DIR) not in sys.path:
         sys.path.append(str(runner.COLLECTIONS_DIR))
-    judge = importlib.import_module(_FLEET_VERSIONS).judge
-    return cast(Callable[[str, Mapping[str, Any]], list[dict[str, Any]]], judge)
+    judge = importlib.import_module(_FLEET_VERSIONS).judge_all
+    return cast(Callable[[Mapping[str, Any]], dict[str, list[dict[str, Any]]]], judge)
 
 
 def _shape_error(found: Any) -> str | None:
@@ -119,10 +119,10 @@ def compare_versions(hosts: Mapping[str, runner.HostResult]) -> None:
             raise ValueError(f"host {name}: its {VERSIONS_FACT}: {wrong}")
     if not fleet:
         return
-    judge = _versions_judge()
-    for name in sorted(fleet):
+    verdicts = _versions_judge()(fleet)
+    for name in sorted(verdicts):
         judged = hosts[name].checks
-        judged.extend([c for c in judge(name, fleet) if c not in judged])
+        judged.extend([c for c in verdicts[name] if c not in judged])
 
 
 def drift_host(result: runner.HostResult) -> HostReport:

@@ -57,3 +57,17 @@ def test_two_nodes_or_no_majority_judge_nothing() -> None:
     driver = by_name(fleet_versions.judge("c", split))["fleet.versions[driver]"]
     assert driver["ok"] is True and "do not agree" in driver["message"]
     assert fleet_versions.judge("x", {"x": None}) == []
+
+
+def test_the_whole_fleet_at_once_is_each_nodes_judgement() -> None:
+    """judge_all (drift, on the controller: each group counted once) gives every node what judge gives it."""
+    fleet: dict[str, dict[str, Any] | None] = {f"node{i:02d}": versions() for i in range(1, 8)}
+    fleet["node03"] = versions(vbios=["97.00.82.00.00"])
+    fleet["node06"] = versions(gpu_count=15)
+    fleet["h100a"] = versions(gpu_product=["NVIDIA H100 80GB HBM3"], gpu_count=8)
+    fleet["gone"] = None
+    split = {"a": versions(), "b": versions(driver="570.1"), "c": versions(driver="575.2")}
+    for case in (fleet, split):
+        every = fleet_versions.judge_all(case)
+        assert every == {host: fleet_versions.judge(host, case) for host in case if case[host]}
+    assert by_name(fleet_versions.judge_all(fleet)["node03"])["fleet.versions[vbios]"]["ok"] is False
