@@ -54,8 +54,12 @@ def argv(
     ]
 
 
-def judge(result: dict[str, Any], gpus: int, floor_gbps: float) -> list[dict[str, Any]]:
-    """The run's checks; ``result`` is nccl_tests.parse_all_reduce's."""
+def judge(
+    result: dict[str, Any], gpus: int, floor_gbps: float, fabric: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The run's checks; ``result`` is nccl_tests.parse_all_reduce's, ``fabric`` the checks of the
+    node's RoCE ports read around the run (roce_reading.Window): a low figure names the ones that
+    failed as its likely cause, else it lists what to look at (EXPLAINED_BY)."""
     out = []
     used = len(result.get("devices") or [])
     if used:
@@ -107,11 +111,30 @@ def judge(result: dict[str, Any], gpus: int, floor_gbps: float) -> list[dict[str
                 span,
                 busbw,
                 floor_gbps,
-                ""
-                if ok
-                else ". The GPUs cannot move data at the rate the node should give; look at %s"
-                % "; then ".join(EXPLAINED_BY),
+                "" if ok else _low(fabric or []),
             ),
         )
     )
     return out
+
+
+def _low(fabric: list[dict[str, Any]]) -> str:
+    """What a low figure's message adds: the RoCE checks that failed during the run (by check, with
+    their ports: ``fabric.ecn_loop[mlx5_4, mlx5_5]``), else where to look."""
+    failed = [c for c in fabric if not c["ok"]]
+    if not failed:
+        return ". The GPUs cannot move data at the rate the node should give; look at %s" % "; then ".join(
+            EXPLAINED_BY
+        )
+    ports: dict[str, list[str]] = {}
+    for c in failed:
+        family, _, port = c["name"].partition("[")
+        ports.setdefault(family, [])
+        if port:
+            ports[family].append(port.rstrip("]"))
+    named = ", ".join("%s[%s]" % (f, ", ".join(p)) if p else f for f, p in ports.items())
+    return (
+        ". The RoCE path between the baseboards failed during the all-reduce: %s (%s); fix the fabric "
+        "(`gpufleet switch --check` for the leaves' PFC and ECN) and gate again"
+        % (named, failed[0]["message"])
+    )

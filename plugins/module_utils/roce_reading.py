@@ -373,3 +373,54 @@ class Window:
             "links": links,
             "error": self.error,
         }
+
+
+# The options of a module that reads a Window around its load (doc fragment gpufleet.node.roce_window).
+WINDOW_OPTIONS = dict(
+    roce_ports=dict(type="bool", default=True),
+    roce_priority=dict(type="int", default=DEFAULT_PRIORITY),
+    roce_thresholds=dict(type="dict", default={}),
+    roce_cabling=dict(type="dict", default={}),
+)
+
+
+class OptionError(ValueError):
+    """A roce_* option out of its range: the message names it and the range."""
+
+
+def window_for(
+    run_command: RunCommand,
+    params: Mapping[str, Any],
+    ethtool: Callable[[], str],
+    name: str,
+    during: str,
+    root: str | None = None,
+) -> Window | None:
+    """The Window a module's WINDOW_OPTIONS ask for over the node's RoCE ports, or None (roce_ports
+    off, or a node without RoCE ports). ``ethtool`` finds the tool, asked only when there are ports to
+    read. OptionError for a bad priority or threshold; ReadError when the ports cannot be listed."""
+    if not params["roce_ports"]:
+        return None
+    if not 0 <= params["roce_priority"] <= 7:
+        raise OptionError(
+            "roce_priority is %d; the RoCE priority is 0..7 (3 in the fleet's profile)"
+            % params["roce_priority"]
+        )
+    thresholds = thresholds_from(params["roce_thresholds"])
+    errors = threshold_errors(thresholds)
+    if errors:
+        raise OptionError("roce_thresholds: %s" % "; ".join(errors))
+    ports = roce_ports(root)
+    if not ports:
+        return None
+    return Window(
+        run_command,
+        ports,
+        ethtool(),
+        params["roce_priority"],
+        thresholds,
+        root=root,
+        name=name,
+        during=during,
+        peers={str(k): str(v) for k, v in params["roce_cabling"].items()},
+    )

@@ -117,28 +117,6 @@ options:
     description: End the load at the first bad sample (no point heating a GPU that already throttles).
     type: bool
     default: true
-  roce_ports:
-    description:
-      - Also watch the node's RoCE ports (RDMA ports with an Ethernet link layer and a netdev) - read their
-        counters (C(ethtool -S <netdev>), then C(/sys/class/infiniband/<dev>/ports/<n>/hw_counters/*)) just
-        before the load starts and just before it stops, and judge them as M(gpufleet.node.roce_health)
-        does (C(fabric.*) checks). A fabric that drops, retransmits or pauses under load fails the burn-in.
-      - Nothing is read on a node without RoCE ports. A counter that cannot be read is the failed check
-        C(burn_in.roce_counters), naming the tool.
-    type: bool
-    default: true
-  roce_priority:
-    description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
-    type: int
-    default: 3
-  roce_thresholds:
-    description:
-      - Limits of the C(fabric.*) checks that replace the defaults, by name (C(retransmits_per_s),
-        C(qp_failures), C(pause_pct), C(pause_storm_events), C(rx_discards_per_s),
-        C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share)); see M(gpufleet.node.roce_health)
-        for the defaults and why.
-    type: dict
-    default: {}
   pcie:
     description:
       - Read every GPU's PCIe link once while the load runs (C(nvidia-smi --query-gpu) with
@@ -147,15 +125,9 @@ options:
         C(health.pcie_width[<uuid>])). A healthy GPU lowers its link at idle; under load it trains up.
     type: bool
     default: true
-  roce_cabling:
-    description:
-      - The node's cabling plan, RoCE port to the leaf port it is cabled to (as the fabric role's
-        C(fabric_cabling) gives it, C(mlx5_0) to C(leaf01:swp1)). Only named in the messages of a port whose
-        link fails.
-    type: dict
-    default: {}
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
+  - gpufleet.node.roce_window
   - gpufleet.node.clock_events
   - gpufleet.node.attributes
 attributes:
@@ -312,11 +284,10 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import 
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import ReadError as HealthReadError
 from ansible_collections.gpufleet.node.plugins.module_utils.node_health import read_pcie, under_load_checks
 from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+    WINDOW_OPTIONS,
+    OptionError,
     ReadError,
-    Window,
-    roce_ports,
-    threshold_errors,
-    thresholds_from,
+    window_for,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
     GPU_SKIPS,
@@ -363,32 +334,18 @@ def _pcie_sampler(module, smi):
 def _roce_window(module):
     """The counters to read around the load: a roce_reading.Window over the node's RoCE ports, or
     None (roce_ports off, or no RoCE port on the node)."""
-    p = module.params
-    if not p["roce_ports"]:
-        return None
-    if not 0 <= p["roce_priority"] <= 7:
-        module.fail_json(
-            msg="roce_priority is %d; the RoCE priority is 0..7 (3 in the fleet's profile)"
-            % p["roce_priority"]
-        )
-    thresholds = thresholds_from(p["roce_thresholds"])
-    errors = threshold_errors(thresholds)
-    if errors:
-        module.fail_json(msg="roce_thresholds: %s" % "; ".join(errors))
     try:
-        ports = roce_ports()
+        return window_for(
+            module.run_command,
+            module.params,
+            lambda: tool_path(module, "ethtool"),
+            name="burn_in.roce_counters",
+            during="during the burn-in",
+        )
+    except OptionError as exc:
+        module.fail_json(msg=str(exc))
     except ReadError as exc:
         module.fail_json(msg="%s; check the RDMA devices' sysfs, or set roce_ports: false" % exc)
-    if not ports:
-        return None
-    return Window(
-        module.run_command,
-        ports,
-        tool_path(module, "ethtool"),
-        p["roce_priority"],
-        thresholds,
-        peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
-    )
 
 
 def _advice(failed):
@@ -422,10 +379,7 @@ def main():
             min_utilization_pct=dict(type="float"),
             skip_checks=dict(type="list", elements="str", choices=list(GPU_SKIPS), default=[]),
             stop_on_first_bad=dict(type="bool", default=True),
-            roce_ports=dict(type="bool", default=True),
-            roce_priority=dict(type="int", default=3),
-            roce_thresholds=dict(type="dict", default={}),
-            roce_cabling=dict(type="dict", default={}),
+            **WINDOW_OPTIONS,
             pcie=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
         ),

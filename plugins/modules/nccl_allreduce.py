@@ -14,9 +14,13 @@ description:
     O(min_bytes) to O(max_bytes) doubling, with element checking on (C(-c 1)), under C(timeout) so a
     collective that hangs ends after O(timeout_s).
   - Judges the run's average bus bandwidth against O(min_busbw_gbps) (C(health.nccl_busbw)), the GPUs it
-    used (C(health.nccl_gpus)) and the elements it checked (C(health.nccl_correct)). On a node whose
-    baseboards talk over RoCE, a low figure names the checks that usually explain it (RoCE links, the
-    leaves' PFC and ECN, NVLink).
+    used (C(health.nccl_gpus)) and the elements it checked (C(health.nccl_correct)).
+  - With O(roce_ports) it reads the node's RoCE ports when the run starts and when it ends and judges them
+    as the burn-in does (C(fabric.*) checks - a lossy or unmarked path, a link down or flapping, a port
+    that carried nothing). On a node whose baseboards talk over RoCE the all-reduce is the first load the
+    fabric carries, so a low figure names the RoCE checks that failed during it as its likely cause (a
+    leaf that does not mark ECN, one without PFC), else the checks that usually explain it (RoCE links,
+    the leaves' PFC and ECN, NVLink).
   - Fails when a check fails; a binary that is missing, fails or prints something that is not its report
     fails the module naming it (fail closed).
   - Changes nothing, but loads every GPU for the run's length - run it while the node is drained and
@@ -47,12 +51,14 @@ options:
     type: int
     default: 300
 extends_documentation_fragment:
+  - gpufleet.node.roce_window
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
     details: Not run in check mode (it loads the GPUs); the module returns skipped.
 notes:
-  - Needs C(timeout) (coreutils) and an C(all_reduce_perf) built for the node's CUDA and NCCL.
+  - Needs C(timeout) (coreutils) and an C(all_reduce_perf) built for the node's CUDA and NCCL; with
+    O(roce_ports) on a node that has RoCE ports, C(ethtool) too.
 seealso:
   - module: gpufleet.node.node_health
   - name: nccl-tests
@@ -72,7 +78,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 checks:
-  description: C(health.nccl_gpus), C(health.nccl_correct) and C(health.nccl_busbw).
+  description: C(health.nccl_gpus), C(health.nccl_correct) and C(health.nccl_busbw), then with O(roce_ports)
+    the C(fabric.*) checks of every RoCE port over the run (C(health.nccl_roce_counters) when they could not
+    be read).
   returned: always
   type: list
   elements: dict
@@ -82,6 +90,11 @@ checks:
        floor 300 GB/s. ..."}
 all_reduce:
   description: The parsed run (rows, avg_busbw_gbps, max_busbw_gbps, devices, wrong_rows, nccl_version).
+  returned: when the run finished
+  type: dict
+roce:
+  description: The RoCE ports read around the run (ports, window_s, deltas, links, error); null without
+    O(roce_ports) or RoCE ports.
   returned: when the run finished
   type: dict
 changes:
@@ -98,6 +111,12 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils import nccl_tests
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl_bandwidth import argv, judge
+from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+    WINDOW_OPTIONS,
+    OptionError,
+    ReadError,
+    window_for,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import ENV, first_line, tool_path
 
 _SIZE = re.compile(r"^[0-9]{1,12}[KMG]?$")
@@ -132,6 +151,7 @@ def main():
             min_bytes=dict(type="str", default="64M"),
             max_bytes=dict(type="str", default="1G"),
             timeout_s=dict(type="int", default=300),
+            **WINDOW_OPTIONS,
         ),
         supports_check_mode=True,
     )
@@ -151,7 +171,24 @@ def main():
     cmd = argv(
         p["binary"], p["gpus"], p["min_bytes"], p["max_bytes"], p["timeout_s"], tool_path(module, "timeout")
     )
+    try:
+        window = window_for(
+            module.run_command,
+            p,
+            lambda: tool_path(module, "ethtool"),
+            name="health.nccl_roce_counters",
+            during="during the all-reduce",
+        )
+    except OptionError as exc:
+        module.fail_json(msg=str(exc), input_error=True)
+    except ReadError as exc:
+        module.fail_json(msg="%s; check the RDMA devices' sysfs, or set roce_ports: false" % exc, **result)
+    if window is not None:
+        window.start()
     rc, out, err = module.run_command(cmd, environ_update=ENV)
+    if window is not None:
+        # read before judging anything: the counters' deltas are the run's alone
+        window.stop()
     if rc == 124:
         module.fail_json(
             msg="all_reduce_perf did not finish in %d s: a collective hung (fail closed)" % p["timeout_s"],
@@ -171,8 +208,9 @@ def main():
         parsed = nccl_tests.parse_all_reduce(out)
     except nccl_tests.ParseError as exc:
         module.fail_json(msg="%s (fail closed)" % exc, cmd=cmd, stdout=out[-4000:], **result)
-    checks = judge(parsed, p["gpus"], p["min_busbw_gbps"])
-    result.update(checks=checks, all_reduce=parsed)
+    fabric = window.checks() if window is not None else []
+    checks = judge(parsed, p["gpus"], p["min_busbw_gbps"], fabric) + fabric
+    result.update(checks=checks, all_reduce=parsed, roce=window.summary() if window is not None else None)
     failed = [c for c in checks if not c["ok"]]
     if failed:
         module.fail_json(msg="; ".join(c["message"] for c in failed), **result)

@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters, roce_reading, watch
+from ansible_collections.gpufleet.node.plugins.module_utils import (
+    nccl_bandwidth,
+    rdma,
+    roce_counters,
+    roce_reading,
+    watch,
+)
 
 from gpufleet.sim import sysfs_rdma
 from tests.unit.modules import rocenode
@@ -382,3 +388,79 @@ def test_the_watch_reading_carries_each_ports_link(node: RoceNode) -> None:
         400,
         0,
     )
+
+
+# ------------------------------------------------------------------ a module's window from its options
+
+OPTIONS = {
+    "roce_ports": True,
+    "roce_priority": 3,
+    "roce_thresholds": {},
+    "roce_cabling": {"mlx5_4": "leaf02:swp1"},
+}
+
+
+def test_window_for_builds_the_window_a_modules_options_ask_for(node: RoceNode) -> None:
+    built = roce_reading.window_for(
+        node.run_command,
+        OPTIONS,
+        lambda: ETHTOOL,
+        name="health.nccl_roce_counters",
+        during="during the all-reduce",
+    )
+    assert built is not None and built.ports == node.ports() and built.peers == {"mlx5_4": "leaf02:swp1"}
+    assert (built.name, built.during, built.priority) == (
+        "health.nccl_roce_counters",
+        "during the all-reduce",
+        3,
+    )
+    assert (
+        roce_reading.window_for(node.run_command, {**OPTIONS, "roce_ports": False}, lambda: ETHTOOL, "n", "d")
+        is None
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"roce_priority": 9}, r"roce_priority is 9; the RoCE priority is 0\.\.7"),
+        ({"roce_thresholds": {"pause_pct": -1}}, r"roce_thresholds: pause_pct"),
+    ],
+)
+def test_window_for_refuses_options_out_of_range(
+    node: RoceNode, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(roce_reading.OptionError, match=message):
+        roce_reading.window_for(node.run_command, {**OPTIONS, **options}, lambda: ETHTOOL, "n", "d")
+
+
+def test_a_node_without_roce_ports_has_no_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path))
+    assert roce_reading.window_for(lambda *a, **k: (0, "", ""), OPTIONS, lambda: ETHTOOL, "n", "d") is None
+
+
+def test_a_leaf_that_does_not_mark_ecn_fails_the_ecn_loop_of_its_ports_under_load(node: RoceNode) -> None:
+    """What the all-reduce's window sees with switch-ecn-off on leaf02: the senders paused, no mark."""
+    node.leaf("leaf02", rocenode.switch_ecn_off)
+    checks = by_name(window(node, during="during the all-reduce").checks())
+    for ibdev in node.on_leaf("leaf02"):
+        loop = checks[f"fabric.ecn_loop[{ibdev}]"]
+        assert loop["ok"] is False and loop["value"] == 0, loop
+    assert all(checks[f"fabric.ecn_loop[{ibdev}]"]["ok"] for ibdev in node.on_leaf("leaf01"))
+
+
+def test_a_low_all_reduce_names_the_roce_checks_that_failed_during_it(node: RoceNode) -> None:
+    """nccl_bandwidth.judge with the window's checks: the low figure and its cause in one message."""
+    node.leaf("leaf02", rocenode.switch_ecn_off)
+    fabric = window(node, during="during the all-reduce").checks()
+    run = {"avg_busbw_gbps": 110.5, "devices": list(range(16)), "rows": [{"size_bytes": 1 << 30}]}
+    low = by_name(nccl_bandwidth.judge(run, 16, 150.0, fabric))["health.nccl_busbw"]
+    assert (low["ok"], low["value"], low["limit"]) == (False, 110.5, 150.0)
+    assert f"fabric.ecn_loop[{', '.join(node.on_leaf('leaf02'))}]" in low["message"], low["message"]
+    assert "gpufleet switch --check" in low["message"] and "health.nvlink" not in low["message"]
+    # a healthy window: the list of where to look, as without one
+    healthy = window(node).checks()
+    generic = by_name(nccl_bandwidth.judge(run, 16, 150.0, [c for c in healthy if c["ok"]]))[
+        "health.nccl_busbw"
+    ]
+    assert "health.nvlink" in generic["message"]

@@ -106,3 +106,9 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RoceNode:
     monkeypatch.setattr(rdma, "SYSFS_ROOT", node.root)
     monkeypatch.setattr(ethtool, "time", SimpleNamespace(time=node.clock))
     return node
+
+
+def switch_ecn_off(tree: dict[str, Any]) -> None:
+    """The leaf fault switch-ecn-off: no ECN marking on the RoCE traffic class."""
+    classes = tree["qos"]["congestion-control"]["default-global"]["traffic-class"]
+    classes.setdefault(str(nvue_state.ROCE_TRAFFIC_CLASS), {})["ecn"] = "disable"

@@ -1,0 +1,41 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The roce_* options of the modules that read the node's RoCE ports around a load they make (the
+burn-in, the NCCL all-reduce): module_utils.roce_reading's WINDOW_OPTIONS and window_for."""
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  roce_ports:
+    description:
+      - Also watch the node's RoCE ports (RDMA ports with an Ethernet link layer and a netdev) - read their
+        links and counters (C(ethtool -S <netdev>), then
+        C(/sys/class/infiniband/<dev>/ports/<n>/hw_counters/*)) just before the load starts and when it
+        stops, and judge them as M(gpufleet.node.roce_health) does (C(fabric.*) checks). A fabric that
+        drops, retransmits or pauses under the load, a link that went down, slowed or flapped, or a port
+        that carried nothing while its siblings carried the load fails.
+      - Nothing is read on a node without RoCE ports. A counter that cannot be read is a failed check naming
+        the tool.
+    type: bool
+    default: true
+  roce_priority:
+    description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
+    type: int
+    default: 3
+  roce_thresholds:
+    description:
+      - Limits of the C(fabric.*) checks that replace the defaults, by name (C(retransmits_per_s),
+        C(qp_failures), C(pause_pct), C(pause_storm_events), C(rx_discards_per_s),
+        C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share)); see M(gpufleet.node.roce_health)
+        for the defaults and why.
+    type: dict
+    default: {}
+  roce_cabling:
+    description:
+      - The node's cabling plan, RoCE port to the leaf port it is cabled to (as the fabric role's
+        C(fabric_cabling) gives it, C(mlx5_0) to C(leaf01:swp1)). Only named in the messages of a port whose
+        link fails.
+    type: dict
+    default: {}
+"""
