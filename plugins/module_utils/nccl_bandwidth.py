@@ -128,9 +128,9 @@ def _low(fabric: list[dict[str, Any]]) -> str:
         )
     ports: dict[str, list[str]] = {}
     for c in failed:
-        family, _, port = c["name"].partition("[")
+        family, bracket, port = c["name"].partition("[")
         ports.setdefault(family, [])
-        if port:
+        if bracket:
             ports[family].append(port.rstrip("]"))
     named = ", ".join("%s[%s]" % (f, ", ".join(p)) if p else f for f, p in ports.items())
     return (
