@@ -1,5 +1,5 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
-watch while serving (issue 25), on a 12-node simulated fleet (subnet 127.0.44).
+watch while serving (issue 25), on a 13-node simulated fleet (subnet 127.0.44).
 
 A first gate admits every node (they serve, as a passed gate leaves them). Then each health fault
 goes on its own node and the gate runs again: it blocks every faulted node, naming the check with
@@ -37,6 +37,8 @@ FAULTED = {
     # a PDU capping the GPUs 5 s in every 10 s: every burn-in sample is judged, so the gate cannot
     # read only the uncapped half (its burn-in is longer than a wave)
     "node11": ("pdu-cap-in-service", "gpu_power.enforced_limit_w"),
+    # faulty memory on GPU 2 that only DCGM's GPU Memory test finds (the profiles run dcgmi diag -r 2)
+    "node12": ("dcgm-diag-fail", "health.dcgm_diag"),
 }
 CONTROL = "node01"
 
@@ -53,7 +55,9 @@ def _failed(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def gated(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     fleet: Fleet = fleet_factory(nodes=1 + len(FAULTED), subnet="127.0.44")
-    code, first = run_on(fleet, tmp_path_factory.mktemp("first-gate"), "gate", "--burn-in-seconds", "5")
+    # 11 s as below: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive
+    # after the last sample (every GPU of the instance "peaked at 0 % utilization")
+    code, first = run_on(fleet, tmp_path_factory.mktemp("first-gate"), "gate", "--burn-in-seconds", "11")
     assert code == 0, json.dumps({n: h.get("message") for n, h in first["hosts"].items()})
     serving = {name: _active(fleet, name) for name in [CONTROL, *FAULTED]}
     for name, (fault, _) in FAULTED.items():
@@ -111,6 +115,14 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     assert capped and all((c["value"], c["limit"]) == (1100.0, 1400.0) for c in capped)
     flap = _failed(report["hosts"]["node09"])["fabric.link_flaps[mlx5_7]"]
     assert flap["value"] >= 1 and flap["limit"] == 0 and "cabled to leaf" in flap["message"]
+    # only DCGM sees it: its GPU Memory test, naming GPU 2 by index and UUID; nothing else fails
+    node12 = _failed(report["hosts"]["node12"])
+    assert sorted(node12) == ["health.dcgm_diag[GPU Memory]"], sorted(node12)
+    memory = node12["health.dcgm_diag[GPU Memory]"]
+    uuid = state.load(gated["fleet"].root / "nodes" / "node12")["gpus"][2]["uuid"]
+    assert (memory["value"], memory["limit"]) == ("Fail", "Pass")
+    assert f"failed on GPU 2 ({uuid}, " in memory["message"]
+    assert "Found 1024 faulty memory elements on GPU 2" in memory["message"]
 
 
 def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
@@ -128,6 +140,7 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.ecc_uncorrectable",
         "health.nvlink",
         "health.nccl_busbw",
+        "health.dcgm_diag",
     } <= families
     assert _active(gated["fleet"], CONTROL) == [True, True]
 
