@@ -7,7 +7,8 @@ their settings and match `provision --check` (the edited boot file too), a batch
 fixes and undrains only the drifted nodes and restores the boot file, a second drift is clean, and a
 batch over the failure limit stops the rollout with the remaining nodes reported as not reached. The
 last test puts every fault drift can see on its own node of the whole fleet (and one node clean) and
-holds drift's {setting, from, to} to `gpufleet check`'s on every node.
+holds drift's {setting, from, to} to `gpufleet check`'s on every node. Between them, node05..node08
+(as provisioned) show drift naming the odd node out of its versions (firmware-mismatch on node06).
 """
 
 from __future__ import annotations
@@ -240,6 +241,43 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     assert all(not left[n] for n in ("node02", "node03", "node04"))
     # the operator returns node01 by hand (its link is the site's to repair)
     node_ssh(fleet, "127.0.51.2", "rm /var/lib/gpufleet/drained")
+
+
+PEERS = ("node05", "node06", "node07", "node08")  # as provisioned: the tests above ran on node01..node04
+
+
+def test_drift_names_the_odd_node_out_of_its_versions(
+    fleet: Fleet, provisioned: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One node of four runs another VBIOS and NIC firmware (firmware-mismatch): drift fails it on
+    fleet.versions[vbios] and [nic_firmware], its version against the three peers', and names no other."""
+    control.fault(fleet, "node06", "firmware-mismatch", clear=False)
+    try:
+        capsys.readouterr()
+        code, report = run(
+            ["drift", "--inventory", str(provisioned), "--limit", ",".join(PEERS)], tmp_path / "drift"
+        )
+        console = {line.split()[0]: line.split()[1] for line in capsys.readouterr().err.splitlines()}
+    finally:
+        control.fault(fleet, "node06", "firmware-mismatch", clear=True)
+    assert code == 1
+    odd = report["hosts"]["node06"]
+    assert (odd["status"], odd["changes"]) == ("failed", [])
+    failed = {c["name"]: (c["value"], c["limit"]) for c in odd["checks"] if not c["ok"]}
+    assert failed == {
+        "fleet.versions[vbios]": ("97.10.4A.00.01", "97.10.4A.00.02"),
+        "fleet.versions[nic_firmware]": ("40.44.1035", "40.44.1036"),
+    }
+    assert "the 97.10.4A.00.02 that 3 of the 4 nodes of 16 x NVIDIA B300" in odd["message"]
+    assert "odd node out" in odd["message"]
+    for name in ("node05", "node07", "node08"):
+        host = report["hosts"][name]
+        assert (host["status"], host["changes"]) == ("ok", []), name
+        compared = [c for c in host["checks"] if c["name"].startswith("fleet.versions")]
+        assert [c["ok"] for c in compared] == [True] * 4, name
+        assert not any("node06" in str(c["message"]) for c in host["checks"]), name
+    # the console's line says what the report says
+    assert {name: console[name] for name in PEERS} == {**dict.fromkeys(PEERS, "ok"), "node06": "failed"}
 
 
 # One fault per node, every fault drift can see; node01 stays clean and node11 gets an edited boot file.
