@@ -36,7 +36,10 @@ lint: setup
 	$(BIN)/ansible-lint --offline --profile production
 	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
 	  $(BIN)/ansible-doc -t module gpufleet.node.$$m > /dev/null || exit 1; \
-	done; echo "ansible-doc: every module renders"
+	done
+	@for c in $$(ls plugins/callback/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
+	  $(BIN)/ansible-doc -t callback gpufleet.node.$$c > /dev/null || exit 1; \
+	done; echo "ansible-doc: every module and callback renders"
 
 # ansible-core's ansible-test sanity on what the collection ships (scripts/sanity.sh says how and why;
 # it passes with no ignore file: keep it so). ~1.5 min; the first run builds its
