@@ -12,12 +12,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet import cli, procs, runner
+from gpufleet import cli, procs
 from gpufleet.sim.fleet import Fleet, FleetConfig
-
-# The reference deployment's instances and the markers a passed gate writes (roles/thermal_gate).
-INSTANCES = ("glm52", "kimik3")
-GATE_MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -77,29 +73,6 @@ def node_ssh(
     if check:
         assert done.returncode == 0, f"{command} on {address}: {done.stderr}"
     return done
-
-
-def serve(fleet: Fleet, names: list[str]) -> None:
-    """The nodes as a passed gate leaves them, for tests of what a later gate does to serving nodes:
-    the gate's own steps install and pin the units (post_maintenance.yml, their tags only), then both
-    markers are written and both instances started. A whole first gate would cost each node its
-    burn-in and every check again (tests/integration/test_watch.py serves through the whole gate)."""
-    result = runner.run_playbook(
-        runner.RunOptions(
-            playbook="post_maintenance.yml",
-            inventory=fleet.inventory_path,
-            limit=",".join(names),
-            tags="nccl_topology,gpu_pinning,inference_service",
-            vault_password_file=fleet.vault_password_file,
-        )
-    )
-    failed = {n: h.failure_message() for n, h in result.hosts.items() if h.failed or h.unreachable}
-    assert failed == {}
-    start = [f"mkdir -p /run/gpufleet && touch {' '.join(GATE_MARKERS)}"]
-    start += [f"systemctl start vllm-{i}.service" for i in INSTANCES]
-    addresses = json.loads(fleet.fleet_file.read_text())["nodes"]
-    for name in names:
-        node_ssh(fleet, addresses[name]["address"], " && ".join(start))
 
 
 def leftovers(root: Path) -> list[str]:

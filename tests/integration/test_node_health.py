@@ -1,7 +1,7 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
 watch while serving (issue 25), on a 13-node simulated fleet (subnet 127.0.44).
 
-Every node serves first, as a passed gate leaves it (conftest.serve). Then each health fault
+A first gate admits every node (they serve, as a passed gate leaves them). Then each health fault
 goes on its own node and the gate runs again: it blocks every faulted node, naming the check with
 value, limit and the GPU, stops the instances it had, and admits the clean control node. The watch
 then names the faults that happen in service (xid-94, row-remap-pending) on the serving control node.
@@ -9,6 +9,7 @@ then names the faults that happen in service (xid-94, row-remap-pending) on the 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ import pytest
 
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import INSTANCES, node_hosts, run_on, serve
+from tests.integration.conftest import node_hosts, run_on
 
+INSTANCES = ("glm52", "kimik3")
 # node -> the fault it gets and the check family that must name it
 FAULTED = {
     "node02": ("pcie-degraded", "health.pcie_width"),
@@ -53,13 +55,14 @@ def _failed(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def gated(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     fleet: Fleet = fleet_factory(nodes=1 + len(FAULTED), subnet="127.0.44")
-    serve(fleet, [CONTROL, *FAULTED])
+    # 11 s as below: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive
+    # after the last sample (every GPU of the instance "peaked at 0 % utilization")
+    code, first = run_on(fleet, tmp_path_factory.mktemp("first-gate"), "gate", "--burn-in-seconds", "11")
+    assert code == 0, json.dumps({n: h.get("message") for n, h in first["hosts"].items()})
     serving = {name: _active(fleet, name) for name in [CONTROL, *FAULTED]}
     for name, (fault, _) in FAULTED.items():
         assert control.fault(fleet, name, fault, clear=False) == [fault]
     report_dir = tmp_path_factory.mktemp("health-gate")
-    # 11 s: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive after
-    # the last sample (every GPU of the instance "peaked at 0 % utilization")
     code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "11")
     return {"fleet": fleet, "code": code, "report": report, "serving": serving, "report_dir": report_dir}
 
