@@ -34,11 +34,9 @@ lint: setup
 	$(BIN)/ruff format --check src plugins tests bench
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
-	@for m in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
-	  $(BIN)/ansible-doc -t module gpufleet.node.$$m > /dev/null || exit 1; \
-	done
-	@for c in $$(ls plugins/callback/*.py | xargs -n1 basename | sed 's/\.py$$//'); do \
-	  $(BIN)/ansible-doc -t callback gpufleet.node.$$c > /dev/null || exit 1; \
+	@for f in plugins/modules/*.py plugins/callback/*.py; do \
+	  type=$$(basename $$(dirname $$f)); \
+	  $(BIN)/ansible-doc -t $${type%s} gpufleet.node.$$(basename $$f .py) > /dev/null || exit 1; \
 	done; echo "ansible-doc: every module and callback renders"
 
 # ansible-core's ansible-test sanity on what the collection ships (scripts/sanity.sh says how and why;
