@@ -5,8 +5,9 @@
 ansible-core forks a worker process for every task on every host. The first filter or test a
 worker evaluates (``default``, ``bool``, ``is defined``...) makes it import and wrap every
 filter and test plugin Ansible has, and the worker exits with them: a gate repeats that for each of
-its ~190 tasks on each node. Loaded once in the parent, every worker inherits them. Measured on a
-gate of four simulated nodes: 13 % less controller CPU (bench/README.md).
+its ~190 tasks on each node. Loaded once in the parent, every worker inherits them. In a py-spy
+profile of a gate on four simulated nodes it was ~22 of the workers' 90 CPU-s (of 217 sampled);
+bench/README.md has the gate's controller CPU per node with it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ short_description: Load the Jinja filter and test plugins once, before ansible f
 description:
   - Loads ansible-core's Jinja filter and test plugins in the controller's main process when a
     playbook starts, so the worker that ansible forks for each task and host inherits them instead of
-    importing and wrapping all of them again (about an eighth of a gate's controller CPU).
+    importing and wrapping all of them again (about a tenth of a gate's controller CPU).
   - It changes nothing a playbook does or prints. gpufleet's C(ansible.cfg) enables it.
 requirements:
   - enabled in C(callbacks_enabled) (gpufleet's C(ansible.cfg) does it)
