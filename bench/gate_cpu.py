@@ -16,18 +16,17 @@ The baseline is a checkout with its collection link (`git archive <commit> | tar
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import run  # bench/run.py, beside this file: its ssh masters' teardown and BenchError
+import run  # bench/run.py, beside this file: the fleet, its gpufleet runs and how a run is measured
 
 import gpufleet.procs as procs
 from gpufleet.sim.fleet import Fleet, FleetConfig
@@ -36,40 +35,27 @@ REPO = run.REPO
 BIN = run.BIN
 
 
-def gate(tree: Path, fleet: Fleet, work: Path, burn_in: int) -> tuple[float, float]:
-    """One gate over every node with the code of ``tree``: (wall s, controller CPU s); it must admit all."""
-    report_dir = work / f"gate-{tree.name}"
+def gate(tree: Path, burn_in: int, ctx: run.Context, control_dir: Path) -> None:
+    """One gate over every node with the code and playbooks of ``tree``; it must admit them all."""
+    report_dir = ctx.work / f"gate-{tree.name}"
     shutil.rmtree(report_dir, ignore_errors=True)
-    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=work))
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir)}
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
-    argv = [str(BIN / "gpufleet"), "gate", "--inventory", str(fleet.inventory_path)]
-    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
+    argv = [str(BIN / "gpufleet"), "gate", "--inventory", str(ctx.inventory)]
+    argv += ["--vault-password-file", str(ctx.fleet.vault_password_file), "--report-dir", str(report_dir)]
     argv += ["--burn-in-seconds", str(burn_in)]
-    procs.reap_children()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            argv, cwd=tree, env=env, capture_output=True, text=True, timeout=1800, check=False
-        )
-    finally:
-        wall = time.perf_counter() - start
-        run._close_masters(control_dir)
-        procs.reap_children(timeout=1.0)
-        shutil.rmtree(control_dir, ignore_errors=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=1800, check=False)
     if proc.returncode != 0:
         raise run.BenchError(f"gate ({tree}): rc {proc.returncode}: {proc.stdout[-800:]}{proc.stderr[-800:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
 
 
-def provision(fleet: Fleet) -> None:
-    argv = [str(BIN / "gpufleet"), "provision", "--inventory", str(fleet.inventory_path)]
-    argv += ["--vault-password-file", str(fleet.vault_password_file)]
-    argv += ["--report-dir", str(fleet.root / "provision-report")]
-    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=1800, check=False)
+def provision(ctx: run.Context) -> None:
+    control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ctx.work))
+    try:
+        proc = run._gpufleet(ctx, control_dir, "provision", ctx.work / "provision-report")
+    finally:
+        run._close_masters(control_dir)
+        shutil.rmtree(control_dir, ignore_errors=True)
     if proc.returncode != 0:
         raise run.BenchError(f"provision: rc {proc.returncode}: {proc.stdout[-800:]}{proc.stderr[-800:]}")
 
@@ -92,21 +78,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     procs.become_subreaper()
     trees = {"this": REPO, "baseline": baseline}
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    samples: dict[str, list[run.Sample]] = {name: [] for name in trees}
     with tempfile.TemporaryDirectory(prefix="gpufleet-gate-bench-") as tmp:
         work = Path(tmp)
         fleet = Fleet(work / "sim")
         print(f"== {args.nodes} nodes on {args.subnet}.0/24: starting and provisioning ...", flush=True)
         fleet.up(FleetConfig(nodes=args.nodes, subnet=args.subnet), timeout=120.0)
         try:
-            provision(fleet)
+            ctx = run.Context(fleet, args.nodes, work)
+            provision(ctx)
             for round_no in range(args.rounds):
                 order = list(trees) if round_no % 2 == 0 else list(reversed(trees))
                 for name in order:
-                    wall, cpu = gate(trees[name], fleet, work, args.burn_in_seconds)
-                    samples[name].append((wall, cpu))
+                    sample = run.measure_call(ctx, functools.partial(gate, trees[name], args.burn_in_seconds))
+                    samples[name].append(sample)
                     print(
-                        f"   round {round_no + 1}: {name:<8} {wall:6.1f} s wall, {cpu:6.1f} s controller CPU"
+                        f"   round {round_no + 1}: {name:<8} {sample.wall_s:6.1f} s wall, "
+                        f"{sample.controller_cpu_s:6.1f} s controller CPU, "
+                        f"{sample.node_cpu_s:6.1f} s node CPU",
+                        flush=True,
                     )
         except run.BenchError as exc:
             print(f"bench: {exc}", file=sys.stderr)
@@ -114,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             fleet.stop()
             procs.reap_children(timeout=5.0)
-    cpu_s = {name: statistics.median(c for _, c in rows) for name, rows in samples.items()}
-    wall_s = {name: statistics.median(w for w, _ in rows) for name, rows in samples.items()}
+    cpu_s = {name: statistics.median(s.controller_cpu_s for s in rows) for name, rows in samples.items()}
+    wall_s = {name: statistics.median(s.wall_s for s in rows) for name, rows in samples.items()}
     print()
     print(f"machine: {os.cpu_count()} CPUs, {os.uname().machine}, Python {sys.version.split()[0]}")
     for name in trees:
@@ -127,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     verdict = "met" if ratio <= 1.1 else "not met"
     print(f"gate controller CPU per node, this / baseline = {ratio:.2f} (target <= 1.1: {verdict})")
     if args.json:
-        args.json.write_text(json.dumps(samples, indent=1), encoding="utf-8")
+        rows = {name: [sample.__dict__ for sample in taken] for name, taken in samples.items()}
+        args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     return 0
 
 

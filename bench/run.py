@@ -362,6 +362,12 @@ def _close_masters(control_dir: Path) -> None:
 
 
 def measure(ctx: Context, method: str) -> Sample:
+    return measure_call(ctx, RUNNERS[method])
+
+
+def measure_call(ctx: Context, work: Callable[[Context, Path], None]) -> Sample:
+    """Wall time, controller CPU (this process's children) and node CPU of ``work(ctx, control_dir)``,
+    started with cold SSH connections (its own ControlPath directory, masters closed after it)."""
     node_roots = [p.pid for p in ctx.fleet.processes.values()]
     control_dir = Path(tempfile.mkdtemp(prefix="cp-", dir=ctx.work))
     procs.reap_children()
@@ -369,7 +375,7 @@ def measure(ctx: Context, method: str) -> Sample:
     before_nodes = _tree_cpu_s(node_roots)
     start = time.perf_counter()
     try:
-        RUNNERS[method](ctx, control_dir)
+        work(ctx, control_dir)
     finally:
         wall = time.perf_counter() - start
         _close_masters(control_dir)
