@@ -48,8 +48,11 @@ sanity: setup
 unit: setup
 	$(BIN)/pytest -n 2 tests/unit
 
+# Workers share the tests file by file, molecule's scenarios one by one, the heaviest first
+# (tests/integration/scheduling.py).
+INTEGRATION_WORKERS ?= 2
 integration: setup
-	$(BIN)/pytest -n 2 --dist loadfile --durations=25 tests/integration
+	$(BIN)/pytest -n $(INTEGRATION_WORKERS) --dist loadfile --durations=25 tests/integration
 
 # Not part of `make test`: fleet-scale timing on 32 simulated nodes (every method) and 128 (ping and
 # drift: controller CPU per node), ~35 min on 2 cores, then report.html at 1,000 synthetic nodes in

@@ -14,6 +14,7 @@ import pytest
 
 from gpufleet import cli, procs
 from gpufleet.sim.fleet import Fleet, FleetConfig
+from tests.integration.scheduling import HeaviestFirst
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -22,6 +23,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Orphans of the processes tests start (ssh ControlPersist masters, the sim supervisor)
     # come back to this process, which reaps them, instead of to a PID 1 that does not.
     procs.become_subreaper()
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> HeaviestFirst:
+    """Files stay on one worker, molecule's scenarios spread, the heaviest start first (scheduling.py)."""
+    return HeaviestFirst(config, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

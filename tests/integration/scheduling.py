@@ -1,0 +1,61 @@
+"""How xdist shares the integration tests between its workers.
+
+A test file's tests stay together on one worker (their module-scoped fleet starts once); molecule's
+scenarios go one by one (each starts and stops its own nodes, on its own subnet). The heaviest units
+start first, so that no worker is left with a long file while the others are idle at the end
+(xdist's own order is by the number of tests in a unit, which says little about its cost here).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from xdist.scheduler import LoadScopeScheduling
+
+# Worker-seconds of each unit in a full run on a busy 2-core machine (`--durations`, setup and calls
+# together), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
+COST = {
+    "test_drift.py": 700,
+    "test_gate_faults.py": 550,
+    "test_node_health.py": 500,
+    "test_fail_closed.py": 450,
+    "test_watch.py": 400,
+    "test_fabric.py": 350,
+    "test_check_command.py": 250,
+    "test_gpu_roles.py": 220,
+    "test_rdma_roles.py": 200,
+    "test_interrupt_fleet.py": 180,
+    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 140,
+    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 130,
+    "test_sigterm_gate.py": 100,
+}
+DEFAULT_COST = 60
+MOLECULE = "test_molecule.py"
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit a test is scheduled with: its file, or itself for a molecule scenario."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path.endswith(MOLECULE) else path
+
+
+def cost_of(unit: str) -> int:
+    name = unit.rsplit("/", 1)[-1]
+    return COST.get(name, DEFAULT_COST)
+
+
+class HeaviestFirst(LoadScopeScheduling):
+    """xdist's scope scheduling with files (or molecule scenarios) as scopes, the costliest first."""
+
+    _ordered = False
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of(nodeid)
+
+    def _assign_work_unit(self, node: object) -> None:
+        # The queue is filled by schedule() just before its first assignment: order it once, here.
+        if not self._ordered:
+            ranked = sorted(self.workqueue.items(), key=lambda item: -cost_of(item[0]))
+            self.workqueue = OrderedDict(ranked)
+            self._ordered = True
+        super()._assign_work_unit(node)  # type: ignore[arg-type]
