@@ -8,7 +8,18 @@ import json
 import sys
 from pathlib import Path
 
-from gpufleet import catalog, commands, from_events, interrupt, preflight, procs, prom, runlock, runner
+from gpufleet import (
+    catalog,
+    commands,
+    from_events,
+    interrupt,
+    preflight,
+    procs,
+    prom,
+    report_files,
+    runlock,
+    runner,
+)
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet import watch as watch_mod
@@ -149,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
         help="print the report in DIR/report.json again; rebuild report.md, gpufleet.prom and report.html",
     )
     show.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where the report is")
-    show.add_argument("--format", choices=report_mod.FORMATS, default="md", help="what to print")
+    show.add_argument("--format", choices=report_files.FORMATS, default="md", help="what to print")
     show.add_argument(
         "--from-events",
         type=Path,
@@ -262,7 +273,7 @@ def _print_report(report: Report, report_dir: Path) -> int:
     summary = report.summary()
     print(
         "report: "
-        + ", ".join(str(report_dir / report_mod.FILES[kind]) for kind in ("json", "md", "prom", "html"))
+        + ", ".join(str(report_dir / report_files.FILES[kind]) for kind in ("json", "md", "prom", "html"))
     )
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
     return _exit_status(report)
@@ -278,12 +289,12 @@ def _exit_status(report: Report) -> int:
 def _report(report_dir: Path, fmt: str) -> int:
     """An existing report again: printed in one format, report.md, gpufleet.prom and report.html
     rebuilt from report.json; the exit status is the one the command that wrote it returned."""
-    report = report_mod.load(report_dir / report_mod.FILES["json"])
+    report = report_mod.load(report_dir / report_files.FILES["json"])
     try:
-        report_mod.write(report, report_dir, kinds=("md", "prom", "html"))
+        report_files.write(report, report_dir, kinds=("md", "prom", "html"))
     except OSError as exc:
         raise UsageError(f"cannot rebuild the report files in {report_dir}: {exc}") from None
-    sys.stdout.write(report_mod.render(report, fmt))
+    sys.stdout.write(report_files.render(report, fmt))
     return _exit_status(report)
 
 
@@ -292,8 +303,8 @@ def _report_from_events(directories: list[Path], report_dir: Path, fmt: str) -> 
     written into report_dir, printed in one format; the exit status the command would have returned."""
     preflight.report_dir(report_dir)
     report = from_events.report_of(directories)
-    report_mod.write(report, report_dir)
-    sys.stdout.write(report_mod.render(report, fmt))
+    report_files.write(report, report_dir)
+    sys.stdout.write(report_files.render(report, fmt))
     return _exit_status(report)
 
 
@@ -452,6 +463,8 @@ def _fabric_findings(report: Report) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # the console says of each host what its command's report will (the judges sit above progress.py)
+    commands.progress.judges = from_events.REPORT_JUDGES
     try:
         if args.command == "sim":
             return _sim(args)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from gpufleet import checks, interrupt, runner
 from gpufleet.progress import Display
-from gpufleet.report import HostReport, Report, now, write
+from gpufleet.report import HostReport, Report, now
+from gpufleet.report_files import write
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from gpufleet import catalog, checks, interrupt, runner
-from gpufleet.report import HostReport, Report, now, write
+from gpufleet.report import HostReport, Report, now
+from gpufleet.report_files import write
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
 DRIFT_FORKS = 256

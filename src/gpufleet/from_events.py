@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, commands, drift, event_shapes, events, watch
+from gpufleet import catalog, commands, drift, event_shapes, events, progress, watch
 from gpufleet import report as report_mod
 from gpufleet.report import TIME_FORMAT, HostReport, Report
 
@@ -45,6 +45,31 @@ CHECK_MODE: dict[str, HostJudge] = {
     "switch_qos.yml": partial(commands.provision_host, check_mode=True),
 }
 CHECK_MODE_STAT = "gpufleet_check_mode"
+
+
+def report_status(playbook: str, read_only: bool = False) -> progress.StatusOf:
+    """The status a host of this playbook's run gets in its command's report: the command's own host
+    judge (JUDGES, the one report --from-events uses; drift --fix's for its batches), so
+    the console never says what the report does not."""
+    checked = read_only and playbook in CHECK_MODE
+    judges = CHECK_MODE if checked else JUDGES
+    judge = judges.get(playbook)
+    if judge is not None:
+        return lambda host: judge(host).status
+    if playbook == "drift_fix.yml":
+        # a batch's nodes as the fix reports them; the leaves it reads keep drift's verdict of them
+        return lambda host: (
+            drift.drift_host(host).status if host.only_read_leaf() else drift.fixed_status(host)
+        )
+    if playbook == "gate_stop.yml":
+        # what a stopped gate reached: the report says interrupted (and what this run did about it)
+        return lambda host: "interrupted"
+    return progress.generic_status(read_only)
+
+
+# What the console's Display is given (the CLI sets it), so it says of each host what the report will.
+REPORT_JUDGES = progress.Judges(status_of=report_status, across_hosts=RUN_JUDGES)
+
 
 # The play every slice runs on the leaf switches (read-only): each slice reads the leaves its nodes are
 # cabled to, so a leaf is in every slice's events; it is reported once when the slices read it alike.

@@ -24,7 +24,7 @@ from typing import Any
 from ansible.errors import AnsibleError
 from ansible.parsing.vault import VaultLib, VaultSecret
 
-from gpufleet import catalog, report, runner
+from gpufleet import catalog, report_files, runner
 
 # The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
 NODE_GROUP = "gpu_nodes"
@@ -47,7 +47,7 @@ def report_dir(
     path: Path,
     option: str = "--report-dir",
     create: bool = True,
-    files: Iterable[str] = tuple(report.FILES.values()),
+    files: Iterable[str] = tuple(report_files.FILES.values()),
 ) -> None:
     """The report directory (or ``option``'s) exists (made here unless ``create`` is False), a file
     can be written in it, and none of the ``files`` the run will write there is a directory (a

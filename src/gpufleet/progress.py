@@ -12,7 +12,8 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from gpufleet import catalog, checks, events
@@ -43,7 +44,18 @@ def tally(res: dict[str, Any]) -> str:
 StatusOf = Callable[[events.HostResult], str]
 
 
-def _generic_status(read_only: bool) -> StatusOf:
+@dataclass(frozen=True)
+class Judges:
+    """How the commands' reports judge a run's hosts (from_events.REPORT_JUDGES): given to the Display,
+    not imported here, since the commands import this module for theirs."""
+
+    # a playbook's (and read-only run's) host status, as its command's report gives it
+    status_of: Callable[[str, bool], StatusOf]
+    # what a report judges across a run's hosts before each host (drift: the odd node out)
+    across_hosts: Mapping[str, Callable[[Mapping[str, events.HostResult]], None]]
+
+
+def generic_status(read_only: bool) -> StatusOf:
     """For a run no report judges (none here yet: a Display fed events by hand): checks.host_status."""
 
     def status(host: events.HostResult) -> str:
@@ -57,29 +69,6 @@ def _generic_status(read_only: bool) -> StatusOf:
         )
 
     return status
-
-
-def report_status(playbook: str, read_only: bool = False) -> StatusOf:
-    """The status a host of this playbook's run gets in its command's report: the command's own host
-    judge (from_events.JUDGES, the one report --from-events uses; drift --fix's for its batches), so
-    the console never says what the report does not."""
-    # imported here: the commands import this module (their Display)
-    from gpufleet import drift, from_events
-
-    checked = read_only and playbook in from_events.CHECK_MODE
-    judges = from_events.CHECK_MODE if checked else from_events.JUDGES
-    judge = judges.get(playbook)
-    if judge is not None:
-        return lambda host: judge(host).status
-    if playbook == "drift_fix.yml":
-        # a batch's nodes as the fix reports them; the leaves it reads keep drift's verdict of them
-        return lambda host: (
-            drift.drift_host(host).status if host.only_read_leaf() else drift.fixed_status(host)
-        )
-    if playbook == "gate_stop.yml":
-        # what a stopped gate reached: the report says interrupted (and what this run did about it)
-        return lambda host: "interrupted"
-    return _generic_status(read_only)
 
 
 def host_line(host: events.HostResult, status: str) -> str:
@@ -96,9 +85,13 @@ class Display:
     """The progress of gpufleet's runs (runner.run_playbook feeds it every event), and gpufleet's own
     lines (a batch starting). ``verbose`` is --verbose; a terminal is asked of the stream each run."""
 
-    def __init__(self, stream: TextIO | None = None, verbose: bool = False) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, verbose: bool = False, judges: Judges | None = None
+    ) -> None:
         self._stream = stream
         self.verbose = verbose
+        # the commands' judges (the CLI sets them): without them, checks.host_status
+        self.judges = judges
         # how many hosts the next run reaches (the CLI's preflight counts them); later runs of the same
         # command (drift --fix's batches) count the hosts they hear of
         self.total: int | None = None
@@ -122,7 +115,7 @@ class Display:
         self._drawn = 0.0
         self._shown = ""
         self._hosts: dict[str, events.HostResult] = {}
-        self._status_of: StatusOf = _generic_status(False)
+        self._status_of: StatusOf = generic_status(False)
         # each host's status and how many task results it was judged on (judged again only after more)
         self._judged: dict[str, tuple[int, str]] = {}
 
@@ -151,7 +144,8 @@ class Display:
         change is counted as drifted."""
         self._reset(playbook)
         self.read_only = read_only
-        self._status_of = report_status(playbook, read_only)
+        judges = self.judges
+        self._status_of = judges.status_of(playbook, read_only) if judges else generic_status(read_only)
         self.live = self.terminal() and not self.verbose
 
     def event(
@@ -227,7 +221,7 @@ class Display:
         return counts
 
     def host_status(self, host: events.HostResult) -> str:
-        """The host's status as its command's report will give it (report_status)."""
+        """The host's status as its command's report will give it (judges)."""
         judged = self._judged.get(host.name)
         if judged is None or judged[0] != len(host.tasks):
             judged = (len(host.tasks), self._status_of(host))
@@ -252,10 +246,7 @@ class Display:
     def run_finished(self, collector: events.Collector) -> None:
         """The run's end: without a terminal each host's result once; on one, the live line's last word."""
         hosts = collector.hosts
-        # imported here: the commands import this module (their Display)
-        from gpufleet import from_events
-
-        run_judge = from_events.RUN_JUDGES.get(self.playbook)
+        run_judge = self.judges.across_hosts.get(self.playbook) if self.judges else None
         if run_judge is not None:
             # what the report judges across the hosts (drift: the odd node out), in their last word too
             run_judge(hosts)

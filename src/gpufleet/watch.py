@@ -12,7 +12,8 @@ from pathlib import Path
 
 from gpufleet import checks, runner
 from gpufleet.drift import DRIFT_FORKS
-from gpufleet.report import HostReport, Report, now, write
+from gpufleet.report import HostReport, Report, now
+from gpufleet.report_files import write
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from gpufleet import checks, cli, commands
-from gpufleet.report import STATUSES, HostReport, Report, write
+from gpufleet.checks import STATUSES
+from gpufleet.report import HostReport, Report
+from gpufleet.report_files import write
 
 FINISHED = "2026-12-02T10:00:05Z"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet import drift, runner
-from gpufleet.report import HostReport, Report, render_markdown
+from gpufleet.markdown_report import render as render_markdown
+from gpufleet.report import HostReport, Report
 
 
 @pytest.mark.parametrize(

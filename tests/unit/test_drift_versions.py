@@ -139,6 +139,7 @@ def test_the_consoles_last_word_names_the_odd_node_as_the_report_does() -> None:
     collector.hosts.update(hosts)
     console = io.StringIO()
     display = Display(console)
+    display.judges = from_events.REPORT_JUDGES
     display.run_started("drift.yml", read_only=True)
     display.run_finished(collector)
     said = {line.split()[0]: line.split()[1] for line in console.getvalue().splitlines()}

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet import commands, drift, events, interrupt, runner
+from gpufleet import commands, drift, events, interrupt, report_files, runner
 from gpufleet import report as report_mod
 from gpufleet.report import HostReport, Report
 
@@ -151,7 +151,7 @@ def test_one_signal_a_run_absorbed_is_in_every_report_file(
 def test_a_report_read_back_keeps_what_was_asked(tmp_path: Path) -> None:
     """`gpufleet report` renders report.json again: the interruption is kept, and checked."""
     written = Report(command="gate", started="t0", finished="t1", interrupted="asked to stop by SIGINT: x")
-    report_mod.write(written, tmp_path)
+    report_files.write(written, tmp_path)
     again = report_mod.load(tmp_path / "report.json")
     assert again.interrupted == "asked to stop by SIGINT: x"
     data = json.loads((tmp_path / "report.json").read_text())

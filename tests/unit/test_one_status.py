@@ -18,7 +18,7 @@ from typing import Any
 import ansible_runner
 import pytest
 
-from gpufleet import catalog, checks, commands, drift
+from gpufleet import catalog, checks, commands, drift, from_events
 from gpufleet.progress import Display
 
 LEAF_PLAY = f"{catalog.LEAF_READ_PLAY} (its side of every RoCE link)"
@@ -112,7 +112,7 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     without a terminal (a line per host)."""
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     console = io.StringIO()
-    monkeypatch.setattr(commands, "progress", Display(console))
+    monkeypatch.setattr(commands, "progress", Display(console, judges=from_events.REPORT_JUDGES))
 
     def run(**kwargs: Any) -> SimpleNamespace:
         playbook = Path(kwargs["playbook"]).name

@@ -14,7 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet import checks, prom
-from gpufleet.report import FILES, HostReport, Report, render, write
+from gpufleet.report import HostReport, Report
+from gpufleet.report_files import FILES, render, write
 
 FINISHED = "2026-12-02T10:00:05Z"
 STAMP = 1796205605.0  # FINISHED as Unix time

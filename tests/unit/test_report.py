@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from gpufleet import checks
-from gpufleet.report import HostReport, Report, ReportError, load, render_markdown, render_prometheus, write
+from gpufleet.markdown_report import render as render_markdown
+from gpufleet.prom import render as render_prometheus
+from gpufleet.report import HostReport, Report, ReportError, load
+from gpufleet.report_files import write
 
 
 def _gpu(uuid: str, enforced: float, reasons: list[str] | None = None) -> dict[str, object]:

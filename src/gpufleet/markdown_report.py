@@ -1,0 +1,94 @@
+"""report.md: the report for people, a table per node that failed or changed, and drift's tables."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from gpufleet.checks import STATUSES
+from gpufleet.report import Report
+
+
+def _md_text(value: Any) -> str:
+    """A value as report.md text on one line: HTML escaped (a renderer would run a host name's
+    <script>), line breaks as spaces (one would end a table row or a heading)."""
+    text = "" if value is None else (json.dumps(value) if isinstance(value, list | dict) else str(value))
+    return " ".join(html.escape(text, quote=False).split())
+
+
+def _md_cell(value: Any) -> str:
+    """A value in a report.md table cell: _md_text, a '|' kept from ending the cell."""
+    return _md_text(value).replace("|", "\\|")
+
+
+def _drift_tables(report: Report) -> list[str]:
+    """Drift: how many nodes each setting drifted on, and a node x setting table (from -> to)."""
+    counts: dict[str, int] = {}
+    for host in report.hosts.values():
+        for setting in dict.fromkeys(ch["setting"] for ch in host.changes):
+            counts[setting] = counts.get(setting, 0) + 1
+    if not counts:
+        return ["", "No setting drifted."]
+    settings = sorted(counts, key=lambda s: (-counts[s], s))
+    lines = ["", "## Drifted settings", "", "| setting | nodes |", "|---|---|"]
+    lines += [f"| {_md_cell(s)} | {counts[s]} node{'' if counts[s] == 1 else 's'} |" for s in settings]
+    lines += ["", "## Node x setting", ""]
+    lines.append("| node | " + " | ".join(_md_cell(s) for s in settings) + " |")
+    lines.append("|---|" + "---|" * len(settings))
+    for name in sorted(report.hosts):
+        by_setting = {ch["setting"]: ch for ch in report.hosts[name].changes}
+        if not by_setting:
+            continue
+        cells = [
+            f"{_md_cell(by_setting[s]['from'])} → {_md_cell(by_setting[s]['to'])}" if s in by_setting else ""
+            for s in settings
+        ]
+        lines.append(f"| {_md_cell(name)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def render(report: Report) -> str:
+    summary = report.summary()
+    lines = [
+        f"# gpufleet {_md_text(report.command)}",
+        "",
+        f"Started {_md_text(report.started)}, finished {_md_text(report.finished)}. "
+        + ", ".join(f"{summary[s]} {s}" for s in STATUSES if summary[s])
+        + f" of {summary['hosts']} hosts.",
+        "",
+    ]
+    if report.interrupted:
+        lines += [f"**Interrupted:** {_md_text(report.interrupted)}", ""]
+    lines += [
+        "| host | status | GPUs | failed checks | changes |",
+        "|---|---|---|---|---|",
+    ]
+    for name in sorted(report.hosts):
+        host = report.hosts[name]
+        failed = [c for c in host.checks if not c["ok"]]
+        gpus = host.facts.get("gpufleet_gpus")
+        count = "-" if gpus is None else str(len(gpus))
+        checked = f"{len(failed)} of {len(host.checks)}"
+        lines.append(f"| {_md_cell(name)} | {host.status} | {count} | {checked} | {len(host.changes)} |")
+    if report.command.startswith("drift"):
+        lines += _drift_tables(report)
+    for name in sorted(report.hosts):
+        host = report.hosts[name]
+        failed = [c for c in host.checks if not c["ok"]]
+        if not (failed or host.changes or host.message):
+            continue
+        lines += ["", f"## {_md_text(name)}: {host.status}", ""]
+        if host.message:
+            lines += [_md_text(host.message), ""]
+        if failed:
+            lines += ["| check | value | limit | message |", "|---|---|---|---|"]
+            for c in failed:
+                value = f"{_md_cell(c['value'])} {c['unit']}".strip()
+                limit = f"{_md_cell(c['limit'])} {c['unit']}".strip()
+                lines.append(f"| {_md_cell(c['name'])} | {value} | {limit} | {_md_cell(c['message'])} |")
+        if host.changes:
+            lines += ["", "| setting | from | to |", "|---|---|---|"]
+            for ch in host.changes:
+                lines.append(f"| {_md_cell(ch['setting'])} | {_md_cell(ch['from'])} | {_md_cell(ch['to'])} |")
+    return "\n".join(lines) + "\n"

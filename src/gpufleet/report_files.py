@@ -1,0 +1,45 @@
+"""The files a report is written as: report.json (machines), report.md (people), gpufleet.prom
+(node_exporter's textfile collector) and report.html. The writers import the report, never the other
+way round."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from gpufleet import interrupt, markdown_report, prom
+from gpufleet.report import Report
+
+FORMATS = ("md", "json", "prom", "html")
+FILES = {"json": "report.json", "md": "report.md", "prom": "gpufleet.prom", "html": "report.html"}
+
+
+def render(report: Report, kind: str) -> str:
+    """One of FORMATS: report.json's text, report.md's, gpufleet.prom's or report.html's."""
+    if kind == "json":
+        return json.dumps(report.as_dict(), indent=2, sort_keys=False) + "\n"
+    if kind == "md":
+        return markdown_report.render(report)
+    if kind == "prom":
+        return prom.render(report)
+    if kind == "html":
+        # imported here: the page's templates and charts are needed only when a page is written
+        from gpufleet import html_report
+
+        return html_report.render(report)
+    raise ValueError(f"unknown report format {kind!r}, expected one of {', '.join(FORMATS)}")
+
+
+def write(report: Report, directory: Path, kinds: tuple[str, ...] = FORMATS) -> dict[str, Path]:
+    """Writes the files atomically (a textfile collector must never read half a file). A signal this
+    run got is recorded first (every command's report is written here)."""
+    if not report.interrupted:
+        report.interrupted = interrupt.STATE.described()
+    directory.mkdir(parents=True, exist_ok=True)
+    outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}
+    for path, text in outputs.values():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    return {kind: path for kind, (path, _) in outputs.items()}
