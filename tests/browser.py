@@ -65,6 +65,7 @@ class PageFacts:
     page_errors: list[str] = field(default_factory=list)  # uncaught exceptions in the page's script
     requests: list[str] = field(default_factory=list)  # every URL the page requested, the page first
     cells: int = 0  # heat-map cells ([data-cell])
+    columns: list[str] = field(default_factory=list)  # the heat map's column headers (a setting or family)
     text: str = ""  # the visible text (document.body.innerText)
     charts: list[Chart] = field(default_factory=list)
     load_ms: float = 0.0  # navigation start to the load event's end (Navigation Timing)
@@ -145,6 +146,8 @@ class Chromium:
             page.goto(url, wait_until="load", timeout=timeout_s * 1000)
             facts.load_ms = float(page.evaluate(_LOAD_JS))
             facts.cells = int(page.locator("[data-cell]").count())
+            headers = page.locator("table.heat-map th.setting span")
+            facts.columns = [str(t) for t in headers.all_text_contents()]
             facts.text = str(page.evaluate("() => document.body.innerText"))
             facts.charts = [
                 Chart(str(c["host"]), int(c["paths"]), float(c["width"]), float(c["height"]))

@@ -121,6 +121,8 @@ class HostView:
 class HeatCell:
     text: str
     title: str
+    # a family's members on this node (a GPU, a port: its device and from -> to), one click away
+    members: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -228,33 +230,57 @@ def _host_view(name: str, anchor: str, host: HostReport, large: bool) -> HostVie
     )
 
 
+def _members_kind(devices: list[str]) -> str:
+    if all(d.startswith("GPU-") for d in devices):
+        return "GPUs"
+    if all(d.startswith("mlx5_") or " -> " in d for d in devices):
+        return "ports"
+    return "items"
+
+
+def _heat_cell(view: HostView, family: str, changes: list[dict[str, Any]]) -> HeatCell:
+    """One node's changes in one setting family: a setting of its own as before; a per-GPU or per-port
+    family counted ('16/16 GPUs 1100 → 1400'), each member's from -> to in the cell's list."""
+    values = [f"{fmt(ch['from'])} → {fmt(ch['to'])}" for ch in changes]
+    devices = [_device(str(ch["setting"])) for ch in changes]
+    if devices == [""]:
+        value = values[0]
+        text = value if len(value) <= CELL_TEXT else "Δ"
+        return HeatCell(text=text, title=f"{view.name} · {family}\n{value}")
+    kind = _members_kind(devices)
+    total = view.gpus if kind == "GPUs" and view.gpus and view.gpus >= len(changes) else None
+    one = len(changes) == 1 and not total
+    counted = f"{len(changes)}/{total} {kind}" if total else f"{len(changes)} {kind[:-1] if one else kind}"
+    distinct = list(dict.fromkeys(values))
+    if len(distinct) == 1:
+        text = f"{counted} {distinct[0] if len(distinct[0]) <= CELL_TEXT else 'Δ'}"
+    else:
+        text = f"{counted}, {len(distinct)} values"
+    members = list(zip(devices, values, strict=True))
+    title = f"{view.name} · {family}\n" + "\n".join(f"{device}: {value}" for device, value in members)
+    return HeatCell(text=text, title=title, members=members)
+
+
 def _heat_map(views: list[HostView]) -> tuple[list[tuple[str, int]], list[HeatRow]]:
-    """Drifted settings (most nodes first) and one row per node with changes."""
+    """Drifted setting families (``gpu_power.enforced_limit_w`` for every GPU's; most nodes first)
+    and one row per node with changes."""
     counts: dict[str, int] = {}
     for view in views:
-        for setting in dict.fromkeys(str(ch["setting"]) for ch in view.host.changes):
-            counts[setting] = counts.get(setting, 0) + 1
-    settings = sorted(counts, key=lambda s: (-counts[s], s))
+        for family in dict.fromkeys(_base_name(str(ch["setting"])) for ch in view.host.changes):
+            counts[family] = counts.get(family, 0) + 1
+    families = sorted(counts, key=lambda s: (-counts[s], s))
     rows = []
     for view in views:
         if not view.host.changes:
             continue
-        by_setting = {str(ch["setting"]): ch for ch in view.host.changes}
-        cells: list[HeatCell | None] = []
-        for setting in settings:
-            change = by_setting.get(setting)
-            if change is None:
-                cells.append(None)
-                continue
-            value = f"{fmt(change['from'])} → {fmt(change['to'])}"
-            cells.append(
-                HeatCell(
-                    text=value if len(value) <= CELL_TEXT else "Δ",
-                    title=f"{view.name} · {setting}\n{value}",
-                )
-            )
+        by_family: dict[str, list[dict[str, Any]]] = {}
+        for ch in view.host.changes:
+            by_family.setdefault(_base_name(str(ch["setting"])), []).append(ch)
+        cells: list[HeatCell | None] = [
+            _heat_cell(view, f, by_family[f]) if f in by_family else None for f in families
+        ]
         rows.append(HeatRow(view, cells))
-    return [(s, counts[s]) for s in settings], rows
+    return [(s, counts[s]) for s in families], rows
 
 
 def _verdict(report: Report) -> str:

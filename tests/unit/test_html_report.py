@@ -175,9 +175,47 @@ def test_heat_map_has_one_cell_per_drifted_node_and_setting() -> None:
     html = html_report.render(drift_report())
     assert html.count("<td data-cell") == 3 * 2
     assert html.count('data-setting-count="3"') == 2
-    assert 'title="node01 · gpu_power.enforced_limit_w[GPU-0]\n1100 → 1400"' in html
+    assert 'title="node01 · gpu_power.enforced_limit_w\nGPU-0: 1100 → 1400"' in html
+    assert "<summary>1 GPU 1100 → 1400</summary>" in html and "<summary>1 port pcp → dscp</summary>" in html
     assert 'data-host="node04"' in html  # the clean node has its details, not a row
     assert '<tr data-host="node04"' not in html
+
+
+def sixteen_gpus_drifted() -> Report:
+    """3 nodes whose 16 GPUs all enforce 1100 W of 1400 W, one of them also with two ports' trust
+    off and a GPU at another value; a setting of its own (no device) on one."""
+    report = Report(command="drift", started="2026-12-04T06:00:00Z", finished="2026-12-04T06:01:00Z")
+    for name in ("node01", "node02", "node03"):
+        changes: list[dict[str, Any]] = [
+            {"setting": f"gpu_power.enforced_limit_w[GPU-{i:04d}]", "from": 1100, "to": 1400}
+            for i in range(16)
+        ]
+        facts: dict[str, Any] = {"gpufleet_gpus": [{"uuid": f"GPU-{i:04d}"} for i in range(16)]}
+        report.hosts[name] = HostReport(status="drifted", changes=changes, facts=facts)
+    node03 = report.hosts["node03"]
+    node03.changes[5] = {"setting": "gpu_power.enforced_limit_w[GPU-0005]", "from": 1000, "to": 1400}
+    node03.changes += [{"setting": f"rdma_qos.trust[mlx5_{i}]", "from": "pcp", "to": "dscp"} for i in (3, 4)]
+    node03.changes.append({"setting": "inference_service.unit_file", "from": "absent", "to": "present"})
+    return report
+
+
+def test_the_heat_map_has_a_column_per_setting_family_not_per_gpu() -> None:
+    html = html_report.render(sixteen_gpus_drifted())
+    headers = re.findall(r'<th class="setting" title="([^"]+)"', html)
+    assert headers == [
+        "gpu_power.enforced_limit_w: 3 nodes",
+        "inference_service.unit_file: 1 node",
+        "rdma_qos.trust: 1 node",
+    ]
+    summaries = re.findall(r"<summary>([^<]+)</summary>", html)
+    assert summaries == ["16/16 GPUs 1100 → 1400"] * 2 + ["16/16 GPUs, 2 values", "2 ports pcp → dscp"]
+    # each GPU's cell one click away, under its family's
+    assert html.count("<li>GPU-0005: 1000 → 1400</li>") == 1
+    assert html.count("<li>GPU-0015: 1100 → 1400</li>") == 3
+    assert "<li>mlx5_4: pcp → dscp</li>" in html
+    # a setting of its own keeps its from -> to in the cell
+    own = 'title="node03 · inference_service.unit_file\nabsent → present">absent → present</td>'
+    assert own in html
 
 
 def test_a_report_without_changes_has_no_heat_map() -> None:
