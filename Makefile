@@ -7,7 +7,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 
-.PHONY: setup demo test lint sanity unit integration molecule bench clean sim-down
+.PHONY: setup demo screenshot test lint sanity unit integration molecule bench clean sim-down
 
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
@@ -27,11 +27,15 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 demo: setup
 	$(BIN)/gpufleet demo
 
+# README's picture: the demo's gate page in the tests' headless Chromium (scripts/screenshot.py).
+screenshot: demo
+	$(BIN)/python scripts/screenshot.py reports/demo/gate/report.html docs/img/gate-report.png
+
 test: setup lint sanity unit integration
 
 lint: setup
-	$(BIN)/ruff check src plugins tests bench
-	$(BIN)/ruff format --check src plugins tests bench
+	$(BIN)/ruff check src plugins tests bench scripts
+	$(BIN)/ruff format --check src plugins tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
 	@for f in plugins/modules/*.py plugins/callback/*.py; do \
