@@ -180,6 +180,11 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     # A port that moved less than this share of its loaded siblings' median RDMA bytes: the load
     # did not reach it (link down, wrong route, a GID or ToS the traffic does not use).
     "min_traffic_share": 0.1,
+    # ECN-marked packets per second arriving with no CNP sent back: a notification point that is off.
+    # A working one answers within microseconds, but it coalesces CNPs per queue pair and the two
+    # counters are read apart, so a mark or two in a window can still be unanswered; the incident's
+    # dead notification point left hundreds a second unanswered.
+    "unanswered_ecn_marks_per_s": 5.0,
 }
 
 # The link-down counters: mlx5's physical port (ethtool -S) and the kernel's netdev (sysfs
@@ -357,8 +362,9 @@ def _ecn_loop_check(
 
     Broken two ways: congestion (PFC pausing the priority at least CONGESTED_PAUSE_PCT of the
     window, or retransmits above their limit) with no ECN mark or CNP at all (the switch is not
-    marking), or ECN-marked packets arriving with no CNP sent back (the host's notification point
-    is off: the senders never slow down). No traffic, or a few microseconds of pause as a load
+    marking), or ECN-marked packets arriving with no CNP sent back, more than
+    ``unanswered_ecn_marks_per_s`` of them (the host's notification point is off: the senders never
+    slow down). No traffic, or a few microseconds of pause as a load
     stops, is not congestion: nothing to judge, and the check passes saying so.
     """
     ecn = _sum(before, after, ECN_LOOP_COUNTERS)
@@ -371,7 +377,8 @@ def _ecn_loop_check(
     marked = _delta(before, after, ECN_LOOP_COUNTERS[0])
     sent = _delta(before, after, ECN_LOOP_COUNTERS[1])
     name = "fabric.ecn_loop[%s]" % device
-    if marked and sent == 0:
+    unanswered = marked if marked and sent == 0 else 0
+    if unanswered and _rate(unanswered, seconds) > limits["unanswered_ecn_marks_per_s"]:
         return check(
             name,
             False,
@@ -392,14 +399,20 @@ def _ecn_loop_check(
             "%s: the RoCE priority paused %.3g%% of the time%s but no ECN mark or CNP (%s): the switch "
             "is not marking" % (where, paused_pct, " and packets were resent" if resending else "", chain),
         )
+    trickle = (
+        "; %d marks not answered yet, %g/s, within the %g/s a live notification point can leave"
+        % (unanswered, _rate(unanswered, seconds), limits["unanswered_ecn_marks_per_s"])
+        if unanswered
+        else ""
+    )
     return check(
         name,
         True,
         ecn,
         1 if congested else 0,
         "",
-        "%s: %d ECN marks and CNPs (%s)%s"
-        % (where, ecn, chain, " under congestion" if congested else " (no congestion to signal)"),
+        "%s: %d ECN marks and CNPs (%s)%s%s"
+        % (where, ecn, chain, " under congestion" if congested else " (no congestion to signal)", trickle),
     )
 
 

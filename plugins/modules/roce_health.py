@@ -47,6 +47,8 @@ options:
       - C(pause_storm_events) (0) - the NIC stopped sending pauses after hundreds of milliseconds of them.
       - C(rx_discards_per_s) (0.0) - drops in the port's buffers; with PFC on none should happen.
       - C(rx_out_of_buffer_per_s) (0.0) - receive rings found empty; the host is not keeping up.
+      - C(unanswered_ecn_marks_per_s) (5.0) - ECN-marked packets a second with no CNP sent back, more than a
+        live notification point leaves between two counter reads; a dead one leaves hundreds.
     type: dict
     default: {}
 extends_documentation_fragment:

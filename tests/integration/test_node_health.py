@@ -1,10 +1,11 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
-watch while serving (issue 25), on a 13-node simulated fleet (subnet 127.0.44).
+watch while serving (issue 25), on an 8-node simulated fleet (subnet 127.0.44).
 
-A first gate admits every node (they serve, as a passed gate leaves them). Then each health fault
-goes on its own node and the gate runs again: it blocks every faulted node, naming the check with
-value, limit and the GPU, stops the instances it had, and admits the clean control node. The watch
-then names the faults that happen in service (xid-94, row-remap-pending) on the serving control node.
+A first gate admits every node (they serve, as a passed gate leaves them). Then the health faults
+are injected (those one read sees together on one node, each on its own GPU) and the gate runs
+again: it blocks every faulted node, naming the check with value, limit and the GPU, stops the
+instances it had, and admits the clean control node. The watch then names the faults that happen in
+service (xid-94, row-remap-pending) on the serving control node.
 """
 
 from __future__ import annotations
@@ -20,26 +21,30 @@ from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_hosts, run_on
 
 INSTANCES = ("glm52", "kimik3")
-# node -> the fault it gets and the check family that must name it
-FAULTED = {
-    "node02": ("pcie-degraded", "health.pcie_width"),
-    "node03": ("nvlink-down", "health.nvlink"),
-    "node04": ("row-remap-pending", "health.row_remap_pending"),
-    "node05": ("ecc-uncorrectable", "health.ecc_uncorrectable"),
-    "node06": ("xid-79", "health.xid"),
-    "node07": ("xid-94", "health.ecc_uncorrectable"),
+# (node, fault, the check family that must name it). The hardware faults the health read sees hit
+# different GPUs (faults_health.py: PCIe GPU 3, NVLink GPU 5, row remap GPU 2, ECC GPU 1, Xid 79 GPU 6,
+# Xid 94 GPU 4), so they share a node and each is still named with its GPU; a fault only a later step
+# sees (the burn-in, the all-reduce, DCGM, the peers) has a node of its own.
+FAULTED = [
+    ("node02", "pcie-degraded", "health.pcie_width"),
+    ("node02", "nvlink-down", "health.nvlink"),
+    ("node02", "row-remap-pending", "health.row_remap_pending"),
+    ("node02", "ecc-uncorrectable", "health.ecc_uncorrectable"),
+    ("node03", "xid-79", "health.xid"),
+    ("node03", "xid-94", "health.ecc_uncorrectable"),
     # the all-reduce's bus bandwidth below the profile's floor, nothing else visibly wrong
-    "node08": ("nccl-slow", "health.nccl_busbw"),
+    ("node04", "nccl-slow", "health.nccl_busbw"),
     # the last RoCE port flaps every 4 s: the burn-in's link-down counters see it
-    "node09": ("nic-link-flap", "fabric.link_flaps"),
+    ("node05", "nic-link-flap", "fabric.link_flaps"),
     # its VBIOS and NIC firmware one version behind its peers': the odd node out
-    "node10": ("firmware-mismatch", "fleet.versions"),
+    ("node06", "firmware-mismatch", "fleet.versions"),
     # a PDU capping the GPUs 5 s in every 10 s: every burn-in sample is judged, so the gate cannot
     # read only the uncapped half (its burn-in is longer than a wave)
-    "node11": ("pdu-cap-in-service", "gpu_power.enforced_limit_w"),
+    ("node07", "pdu-cap-in-service", "gpu_power.enforced_limit_w"),
     # faulty memory on GPU 2 that only DCGM's GPU Memory test finds (the profiles run dcgmi diag -r 2)
-    "node12": ("dcgm-diag-fail", "health.dcgm_diag"),
-}
+    ("node08", "dcgm-diag-fail", "health.dcgm_diag"),
+]
+NODES = sorted({node for node, _, _ in FAULTED})
 CONTROL = "node01"
 
 
@@ -54,13 +59,13 @@ def _failed(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def gated(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    fleet: Fleet = fleet_factory(nodes=1 + len(FAULTED), subnet="127.0.44")
+    fleet: Fleet = fleet_factory(nodes=1 + len(NODES), subnet="127.0.44")
     # 11 s as below: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive
     # after the last sample (every GPU of the instance "peaked at 0 % utilization")
     code, first = run_on(fleet, tmp_path_factory.mktemp("first-gate"), "gate", "--burn-in-seconds", "11")
     assert code == 0, json.dumps({n: h.get("message") for n, h in first["hosts"].items()})
-    serving = {name: _active(fleet, name) for name in [CONTROL, *FAULTED]}
-    for name, (fault, _) in FAULTED.items():
+    serving = {name: _active(fleet, name) for name in [CONTROL, *NODES]}
+    for name, fault, _ in FAULTED:
         assert control.fault(fleet, name, fault, clear=False) == [fault]
     report_dir = tmp_path_factory.mktemp("health-gate")
     code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "11")
@@ -74,7 +79,7 @@ def test_the_nodes_served_before_the_gate(gated: dict[str, Any]) -> None:
 def test_every_faulted_node_is_blocked_naming_check_value_limit_and_gpu(gated: dict[str, Any]) -> None:
     report = gated["report"]
     assert gated["code"] == 1
-    for name, (fault, family) in FAULTED.items():
+    for name, fault, family in FAULTED:
         host = report["hosts"][name]
         assert host["status"] == "blocked", (name, fault, host.get("message"))
         named = {n: c for n, c in _failed(host).items() if n.split("[")[0] == family}
@@ -93,33 +98,33 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
         c for n, c in _failed(report["hosts"]["node02"]).items() if n.startswith("health.pcie_width[")
     )
     assert (width["value"], width["limit"]) == (8, 16) and "x8 of x16" in width["message"]
-    link = next(c for n, c in _failed(report["hosts"]["node03"]).items() if n.startswith("health.nvlink["))
+    link = next(c for n, c in _failed(report["hosts"]["node02"]).items() if n.startswith("health.nvlink["))
     assert link["value"] == link["limit"] - 1 and "inactive: link 7" in link["message"]
-    gone = _failed(report["hosts"]["node06"])
+    gone = _failed(report["hosts"]["node03"])
     assert gone["health.gpu_count"]["value"] == 15 and gone["health.gpu_count"]["limit"] == 16
-    xid79 = next(c for n, c in gone.items() if n.startswith("health.xid["))
+    xid79 = next(c for n, c in gone.items() if n.startswith("health.xid[") and c["value"] == 79)
     assert xid79["value"] == 79 and "fallen off the bus" in xid79["message"]
     # Xid 94 (contained ECC) warns; the uncorrectable error it counted blocks
-    node07 = report["hosts"]["node07"]
-    xid94 = next(c for c in node07["checks"] if c["name"].startswith("health.xid["))
+    node03 = report["hosts"]["node03"]
+    xid94 = next(c for c in node03["checks"] if c["name"].startswith("health.xid[") and c["value"] == 94)
     assert xid94["ok"] is True and xid94["value"] == 94 and "does not block" in xid94["message"]
-    busbw = _failed(report["hosts"]["node08"])["health.nccl_busbw"]
+    busbw = _failed(report["hosts"]["node04"])["health.nccl_busbw"]
     assert busbw["value"] < 60 and busbw["limit"] == 150 and "fabric.switch_ecn" in busbw["message"]
-    odd = _failed(report["hosts"]["node10"])["fleet.versions[vbios]"]
+    odd = _failed(report["hosts"]["node06"])["fleet.versions[vbios]"]
     assert odd["value"] != odd["limit"] and "odd node out" in odd["message"]
     capped = [
         c
-        for n, c in _failed(report["hosts"]["node11"]).items()
+        for n, c in _failed(report["hosts"]["node07"]).items()
         if n.startswith("gpu_power.enforced_limit_w[")
     ]
     assert capped and all((c["value"], c["limit"]) == (1100.0, 1400.0) for c in capped)
-    flap = _failed(report["hosts"]["node09"])["fabric.link_flaps[mlx5_7]"]
+    flap = _failed(report["hosts"]["node05"])["fabric.link_flaps[mlx5_7]"]
     assert flap["value"] >= 1 and flap["limit"] == 0 and "cabled to leaf" in flap["message"]
     # only DCGM sees it: its GPU Memory test, naming GPU 2 by index and UUID; nothing else fails
-    node12 = _failed(report["hosts"]["node12"])
-    assert sorted(node12) == ["health.dcgm_diag[GPU Memory]"], sorted(node12)
-    memory = node12["health.dcgm_diag[GPU Memory]"]
-    uuid = state.load(gated["fleet"].root / "nodes" / "node12")["gpus"][2]["uuid"]
+    node08 = _failed(report["hosts"]["node08"])
+    assert sorted(node08) == ["health.dcgm_diag[GPU Memory]"], sorted(node08)
+    memory = node08["health.dcgm_diag[GPU Memory]"]
+    uuid = state.load(gated["fleet"].root / "nodes" / "node08")["gpus"][2]["uuid"]
     assert (memory["value"], memory["limit"]) == ("Fail", "Pass")
     assert f"failed on GPU 2 ({uuid}, " in memory["message"]
     assert "Found 1024 faulty memory elements on GPU 2" in memory["message"]

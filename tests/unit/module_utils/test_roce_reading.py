@@ -236,7 +236,7 @@ def test_judge_matches_judge_port() -> None:
             [
                 "pause_percent is not a threshold (known: link_flaps, min_traffic_share, pause_pct, "
                 "pause_storm_events, qp_failures, retransmits_per_s, rx_discards_per_s, "
-                "rx_out_of_buffer_per_s)"
+                "rx_out_of_buffer_per_s, unanswered_ecn_marks_per_s)"
             ],
         ),
         ({"pause_pct": -1}, ["pause_pct must be 0 or more, not -1"]),
@@ -464,3 +464,23 @@ def test_a_low_all_reduce_names_the_roce_checks_that_failed_during_it(node: Roce
         "health.nccl_busbw"
     ]
     assert "health.nvlink" in generic["message"]
+
+
+def test_a_mark_or_two_not_answered_yet_is_no_dead_notification_point() -> None:
+    """A live NP coalesces CNPs and its counters are read apart: one mark in a 5 s watch window with no
+    CNP yet passes, saying so; hundreds a second with none is the dead notification point."""
+    before = {"np_ecn_marked_roce_packets": 100, "np_cnp_sent": 90, "rp_cnp_handled": 90}
+    after = {**before, "np_ecn_marked_roce_packets": 101}
+    ecn = by_name(roce_counters.judge_port("mlx5_1", before, after, 5.0))["fabric.ecn_loop[mlx5_1]"]
+    assert ecn["ok"] is True and "1 marks not answered yet, 0.2/s, within the 5/s" in ecn["message"]
+    # at the limit it still passes; above it, the loop is broken
+    after = {**before, "np_ecn_marked_roce_packets": 125}
+    assert by_name(roce_counters.judge_port("mlx5_1", before, after, 5.0))["fabric.ecn_loop[mlx5_1]"]["ok"]
+    after = {**before, "np_ecn_marked_roce_packets": 100 + 347 * 5}
+    ecn = by_name(roce_counters.judge_port("mlx5_1", before, after, 5.0))["fabric.ecn_loop[mlx5_1]"]
+    assert ecn["ok"] is False and "1735 ECN-marked packets arrived (347/s)" in ecn["message"]
+    # the limit is the profile's to set
+    strict = {"unanswered_ecn_marks_per_s": 0.0}
+    after = {**before, "np_ecn_marked_roce_packets": 101}
+    checks = by_name(roce_counters.judge_port("mlx5_1", before, after, 5.0, thresholds=strict))
+    assert checks["fabric.ecn_loop[mlx5_1]"]["ok"] is False
