@@ -378,7 +378,8 @@ def _ecn_loop_check(
     sent = _delta(before, after, ECN_LOOP_COUNTERS[1])
     name = "fabric.ecn_loop[%s]" % device
     unanswered = marked if marked and sent == 0 else 0
-    if unanswered and _rate(unanswered, seconds) > limits["unanswered_ecn_marks_per_s"]:
+    unanswered_rate = _rate(unanswered, seconds)
+    if unanswered and unanswered_rate > limits["unanswered_ecn_marks_per_s"]:
         return check(
             name,
             False,
@@ -401,7 +402,7 @@ def _ecn_loop_check(
         )
     trickle = (
         "; %d marks not answered yet, %g/s, within the %g/s a live notification point can leave"
-        % (unanswered, _rate(unanswered, seconds), limits["unanswered_ecn_marks_per_s"])
+        % (unanswered, unanswered_rate, limits["unanswered_ecn_marks_per_s"])
         if unanswered
         else ""
     )

@@ -238,22 +238,25 @@ def _members_kind(devices: list[str]) -> str:
     return "items"
 
 
+def _cell_text(value: str) -> str:
+    """A from -> to short enough for a cell, else a mark (the cell's title has it)."""
+    return value if len(value) <= CELL_TEXT else "Δ"
+
+
 def _heat_cell(view: HostView, family: str, changes: list[dict[str, Any]]) -> HeatCell:
     """One node's changes in one setting family: a setting of its own as before; a per-GPU or per-port
     family counted ('16/16 GPUs 1100 → 1400'), each member's from -> to in the cell's list."""
     values = [f"{fmt(ch['from'])} → {fmt(ch['to'])}" for ch in changes]
     devices = [_device(str(ch["setting"])) for ch in changes]
     if devices == [""]:
-        value = values[0]
-        text = value if len(value) <= CELL_TEXT else "Δ"
-        return HeatCell(text=text, title=f"{view.name} · {family}\n{value}")
+        return HeatCell(text=_cell_text(values[0]), title=f"{view.name} · {family}\n{values[0]}")
     kind = _members_kind(devices)
     total = view.gpus if kind == "GPUs" and view.gpus and view.gpus >= len(changes) else None
     one = len(changes) == 1 and not total
     counted = f"{len(changes)}/{total} {kind}" if total else f"{len(changes)} {kind[:-1] if one else kind}"
     distinct = list(dict.fromkeys(values))
     if len(distinct) == 1:
-        text = f"{counted} {distinct[0] if len(distinct[0]) <= CELL_TEXT else 'Δ'}"
+        text = f"{counted} {_cell_text(distinct[0])}"
     else:
         text = f"{counted}, {len(distinct)} values"
     members = list(zip(devices, values, strict=True))
