@@ -1,21 +1,25 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpufleet's one HTTP client for a vLLM instance (OpenAI-compatible server), on Ansible's open_url.
+"""gpufleet's one HTTP client for a vLLM instance (OpenAI-compatible server), on Ansible's urls.Request.
 
 service_check (health, model list, /metrics) and burn_in (model list, completions under load) both
 talk to the instance through it: the same TLS verification, timeouts, no proxy, no netrc, and the
 same error text for the operator. No call raises for HTTP or connection trouble: each returns
 ``(status, text)``, status None when no HTTP answer came (text then says why).
 
-Runs on the managed node (Python 3.11); thread-safe (one request per call).
+Runs on the managed node (Python 3.11); thread-safe (one request per call). The TLS context is built
+once per client: open_url builds one per request, loading every CA certificate of the system each
+time (tens of ms of CPU), which the burn-in's back-to-back completions turned into most of a core.
 """
 
 from __future__ import annotations
 
 import json
+import threading
+from http.cookiejar import CookieJar
 from urllib.error import HTTPError, URLError
 
-from ansible.module_utils.urls import open_url
+from ansible.module_utils.urls import Request, make_context
 
 
 def model_ids(text):
@@ -34,21 +38,29 @@ class VllmClient:
         self.base = base.rstrip("/")
         self.timeout = timeout
         self.validate_certs = validate_certs
+        self._request = None
+        self._lock = threading.Lock()
+
+    def _opener(self):
+        """One Request (its TLS context with it) for every call of this client."""
+        with self._lock:
+            if self._request is None:
+                self._request = Request(
+                    timeout=self.timeout,
+                    validate_certs=self.validate_certs,
+                    use_proxy=False,
+                    use_netrc=False,
+                    context=make_context(validate_certs=self.validate_certs),
+                )
+            return self._request
 
     def _call(self, path, method="GET", body=None):
         headers = {"Content-Type": "application/json"} if body is not None else None
         data = json.dumps(body).encode("utf-8") if body is not None else None
         try:
-            resp = open_url(
-                self.base + path,
-                data=data,
-                headers=headers,
-                method=method,
-                timeout=self.timeout,
-                validate_certs=self.validate_certs,
-                use_proxy=False,
-                use_netrc=False,
-            )
+            # A new cookie jar per call: nothing one answer sets is sent with the next.
+            opener = self._opener()
+            resp = opener.open(method, self.base + path, data=data, headers=headers, cookies=CookieJar())
             return resp.status, resp.read().decode("utf-8", "replace")
         except HTTPError as exc:
             return exc.code, "HTTP %d" % exc.code
