@@ -180,6 +180,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 ansible_facts:
   description: C(gpufleet_burn_in), every sample over time, kept for the report's charts (also when it fails).
   returned: when the burn-in ran
@@ -261,12 +263,6 @@ roce:
   type: dict
   sample: {"ports": [{"ibdev": "mlx5_0", "port": 1, "netdev": "ens21np0"}], "window_s": 180.3,
            "deltas": {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 53120}}, "error": null}
-changes:
-  description: Always empty; a burn-in changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 from ansible.module_utils.basic import AnsibleModule

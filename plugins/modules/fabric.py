@@ -80,6 +80,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description: C(fabric.neighbor[<ibdev>]) and, per link, C(fabric.switch_*[<node>:<ibdev> -> <leaf>:<port>]).
   returned: always
@@ -88,11 +90,6 @@ checks:
   sample: [{"name": "fabric.switch_pfc[node01:mlx5_4 -> leaf02:swp1]", "ok": false, "value": [],
             "limit": [3], "unit": "", "message": "node01:mlx5_4 -> leaf02:swp1: the switch has PFC on
             priorities none, the host on 3"}]
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
 hints:
   description: Leaves LLDP hears that are not in O(switches).
   returned: always

@@ -51,6 +51,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description: C(fleet.versions[<field>]) per field, or one C(fleet.versions) when there were too few peers.
   returned: always
@@ -60,12 +62,6 @@ checks:
     - {"name": "fleet.versions[vbios]", "ok": false, "value": "96.00.74.00.00", "limit": "96.00.74.00.01",
        "unit": "", "message": "node05: GPU VBIOS 96.00.74.00.00 differs from the 96.00.74.00.01 that 9 of the
        10 nodes of 16 x NVIDIA B300 run: the odd node out ..."}
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -77,6 +77,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description: C(health.nccl_gpus), C(health.nccl_correct) and C(health.nccl_busbw), then with O(roce_ports)
     the C(fabric.*) checks of every RoCE port over the run (C(health.nccl_roce_counters) when they could not
@@ -97,12 +99,6 @@ roce:
     O(roce_ports) or RoCE ports.
   returned: when the run finished
   type: dict
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 import os

@@ -48,12 +48,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-changes:
-  description: Always empty; this module only reads.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description:
     - C(nccl_topology.file) (the file exists and is an NCCL topology), C(nccl_topology.gpus) and

@@ -113,6 +113,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description: The health checks (see the description), each with name, ok, value, limit, unit and message.
   returned: always
@@ -150,12 +152,6 @@ ansible_facts:
         - C(gpu_product) and C(gpu_count) (what makes nodes peers), C(driver), C(cuda), C(vbios) (the
           GPUs' distinct VBIOS versions) and C(nic_firmware) (the RDMA devices' distinct C(fw_ver)).
       type: dict
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 import os

@@ -82,6 +82,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description:
     - Per RoCE port, C(fabric.retransmits[<dev>]), C(fabric.qp_failures[<dev>]),
@@ -111,12 +113,6 @@ deltas:
   returned: always
   type: dict
   sample: {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 2950, "rx_prio3_pause_duration": 188000}}
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 import time

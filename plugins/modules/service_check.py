@@ -124,6 +124,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description:
     - C(service.health[<name>]) (value the HTTP status or the error), C(service.models[<name>]) (value the
@@ -158,12 +160,6 @@ prefix_cache:
   sample: {"queries": 10931263819.0, "hits": 630469280.0, "source": "vllm:prefix_cache_queries_total",
            "hit_rate": 0.0577, "window": "lifetime", "window_queries": 10931263819.0,
            "window_hits": 630469280.0, "reset": false, "prefix_caching_enabled": true}
-changes:
-  description: Always empty; the check changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 import time

@@ -181,6 +181,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 verdict:
   description: C(pass) (every check passed), C(blocked) (some failed; the module fails) or C(overridden).
   returned: always
@@ -217,12 +219,6 @@ override:
   type: dict
   sample: {"reason": "CHG-4711: flow meter on loop B replaced, flow verified by hand",
            "failed_checks": ["coolant.flow_lpm[1/Board1]"]}
-changes:
-  description: Always empty; the gate changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 from ansible.module_utils.basic import AnsibleModule

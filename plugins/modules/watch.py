@@ -136,6 +136,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+# changes (always empty): the no_changes fragment
+extends_documentation_fragment: [gpufleet.node.no_changes]
 checks:
   description:
     - Per GPU C(gpu_power.enforced_limit_w[<uuid>]) and the C(thermal.*[<uuid>]) checks; per RoCE port the
@@ -166,12 +168,6 @@ ansible_facts:
           C(generation_tokens_per_second), C(requests_running), C(requests_waiting),
           C(preemptions_per_second), C(kv_cache_usage_ratio)). A reading that could not be taken is null.
       type: dict
-changes:
-  description: Always empty; the module changes nothing.
-  returned: always
-  type: list
-  elements: dict
-  sample: []
 """
 
 import math
