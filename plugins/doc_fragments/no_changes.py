@@ -5,10 +5,6 @@ contract: each module returns checks and changes, and these change nothing)."""
 
 
 class ModuleDocFragment:
-    DOCUMENTATION = r"""
-options: {}
-"""
-
     RETURN = r"""
 changes:
   description: Always empty; the module changes nothing.
