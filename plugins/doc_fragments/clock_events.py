@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The forbidden_reasons option of the modules that judge GPUs with module_utils.thermal_verdict (the
+"""The forbidden_reasons option of the modules that judge GPUs with module_utils.thermal.thermal_verdict (the
 idle gate and the burn-in take it from the same gpu_limit_spec, with the same default)."""
 
 

@@ -1,7 +1,7 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The roce_* options of the modules that read the node's RoCE ports around a load they make (the
-burn-in, the NCCL all-reduce): module_utils.roce_reading's WINDOW_OPTIONS and window_for."""
+burn-in, the NCCL all-reduce): module_utils.rdma.roce_reading's WINDOW_OPTIONS and window_for."""
 
 
 class ModuleDocFragment:

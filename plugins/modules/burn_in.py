@@ -266,7 +266,22 @@ roce:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings import thermal_sampler
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+    ReadError as HealthReadError,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+    read_pcie,
+    under_load_checks,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
+    WINDOW_OPTIONS,
+    OptionError,
+    ReadError,
+    window_for,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.burn_in import (
     DEFAULT_LIMITS,
     DEFAULT_PROMPT,
     Load,
@@ -276,22 +291,12 @@ from ansible_collections.gpufleet.node.plugins.module_utils.burn_in import (
     checks,
     run,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import thermal_sampler
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import ReadError as HealthReadError
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import read_pcie, under_load_checks
-from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
-    WINDOW_OPTIONS,
-    OptionError,
-    ReadError,
-    window_for,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     GPU_SKIPS,
     gpu_limit_spec,
     limit_errors,
     limits_from_params,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
 
 _LIMITS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons", "min_utilization_pct")
 

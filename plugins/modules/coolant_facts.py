@@ -249,12 +249,12 @@ requests:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.redfish_client import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.redfish_client import (
     RedfishClient,
     RedfishError,
     normalize_baseuri,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check
 
 
 def _bmc_check(baseuri, exc):

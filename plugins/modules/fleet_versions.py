@@ -65,7 +65,7 @@ checks:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.fleet_versions import judge
+from ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions import judge
 
 
 def main():

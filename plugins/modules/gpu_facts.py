@@ -216,8 +216,8 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     ParseError,
     build_topology,
     parse_query_xml,

@@ -135,7 +135,7 @@ instances:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_pinning as role
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_pinning as role
 
 
 def main():

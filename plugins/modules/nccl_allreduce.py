@@ -105,15 +105,15 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_tests
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl_bandwidth import argv, judge
-from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import ENV, first_line, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl.nccl_bandwidth import argv, judge
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
     WINDOW_OPTIONS,
     OptionError,
     ReadError,
     window_for,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import ENV, first_line, tool_path
 
 _SIZE = re.compile(r"^[0-9]{1,12}[KMG]?$")
 

@@ -126,8 +126,8 @@ nics:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topology as role
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as role
 
 
 def main():

@@ -86,9 +86,9 @@ differences:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 
 
 def _check(name, ok, value, limit, message):

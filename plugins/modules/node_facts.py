@@ -173,8 +173,8 @@ roles:
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import node_versions
-from ansible_collections.gpufleet.node.plugins.module_utils.drift import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions
+from ansible_collections.gpufleet.node.plugins.module_utils.node.drift import (
     ROLES,
     compare_roles,
     fabric_refusal,

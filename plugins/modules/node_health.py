@@ -157,7 +157,8 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
     OPTIONS_SPEC,
     ReadError,
     diag_input_errors,
@@ -167,7 +168,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
     read,
     read_diag,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
 
 
 def _dcgmi(module, path, level):

@@ -197,7 +197,8 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import run_parsed
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
     ParseError,
     ib_ports,
     list_ib_devices,
@@ -213,7 +214,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import (
     read_roce_tos,
     read_traffic_class,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import run_parsed
 
 _MLXLINK_KEYS = (
     "state",

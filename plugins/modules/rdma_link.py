@@ -161,9 +161,9 @@ boot_commands:
 
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma_link as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link as role
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
 
 
 def _text(rows):

@@ -192,10 +192,13 @@ switch_config:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import boot_files
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import ParseError
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma_desired import QOS_SETTINGS, nvue_snippet
+from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (
+    QOS_SETTINGS,
+    nvue_snippet,
+)
 
 
 def _text(state):

@@ -118,7 +118,8 @@ deltas:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
     ReadError,
     deltas,
     judge,
@@ -127,7 +128,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import 
     threshold_errors,
     thresholds_from,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import tool_path
 
 # The clock and sleep this module uses (tests replace them, not the time module's).
 _monotonic = time.monotonic

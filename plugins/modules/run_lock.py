@@ -68,8 +68,8 @@ holder:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import run_lock
-from ansible_collections.gpufleet.node.plugins.module_utils.results import hint
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import hint
+from ansible_collections.gpufleet.node.plugins.module_utils.node import run_lock
 
 
 def main():

@@ -166,16 +166,16 @@ import time
 from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check as _check
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm_metrics import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check as _check
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_metrics import (
     MetricsError,
     cache_config,
     hit_rate_between,
     parse_prometheus,
     prefix_cache,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm_service import (
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service import (
     health_check,
     prefix_cache_check,
     prefix_cache_name,

@@ -173,8 +173,8 @@ import contextlib
 import signal
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils import switch_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.nvue_client import NvueError
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
 
 
 @contextlib.contextmanager

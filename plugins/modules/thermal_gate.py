@@ -222,12 +222,13 @@ override:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu_readings import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings import (
     ReadError,
     thermal_sampler,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.results import check
-from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     COOLANT_SKIPS,
     DEFAULT_LIMITS,
     GPU_SKIPS,
@@ -236,7 +237,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict impo
     limit_errors,
     limits_from_params,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi
 
 _SKIP = dict(GPU_SKIPS, **COOLANT_SKIPS)
 _LIMITS = (

@@ -173,24 +173,28 @@ ansible_facts:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import OPTIONS_SPEC as HEALTH_SPEC
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
     input_errors as health_input_errors,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.node_health import limits_from
-from ansible_collections.gpufleet.node.plugins.module_utils.roce_reading import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import limits_from
+from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
+    WINDOW_RANGE,
+    InstanceWatch,
+    Watch,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
     ReadError,
     roce_ports,
     threshold_errors,
     thresholds_from,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import (
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     LOAD_LIMITS,
     gpu_limit_spec,
     limit_errors,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.tool_runner import nvidia_smi, tool_path
-from ansible_collections.gpufleet.node.plugins.module_utils.watch import WINDOW_RANGE, InstanceWatch, Watch
 
 _LIMIT_KEYS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons")
 

@@ -1,7 +1,7 @@
 """The controller's side of the results vocabulary: the facts verdicts and a host's status.
 
 ``check``, ``change``, ``hint`` and HARMFUL_REASONS are the collection's own
-(plugins/module_utils/results.py, loaded from this checkout), so a check judged here on the
+(plugins/module_utils/core/results.py, loaded from this checkout), so a check judged here on the
 controller and one judged by a module on the node are built by the same code, under the same name:
 ``gpufleet facts`` names a condition as the role or the gate that owns it does
 (``gpu_power.enforced_limit_w[<uuid>]``, ``rdma_link.link_state[<ibdev>]``,
@@ -24,15 +24,16 @@ _REPO_DIR = Path(__file__).resolve().parents[2]
 
 Check = dict[str, Any]
 
-_RESULTS_NAME = "ansible_collections.gpufleet.node.plugins.module_utils.results"
+_RESULTS_NAME = "ansible_collections.gpufleet.node.plugins.module_utils.core.results"
 
 
 def _results() -> ModuleType:
-    """plugins/module_utils/results.py (stdlib only), loaded once; shared with the modules' own import."""
+    """plugins/module_utils/core/results.py (stdlib only), loaded once; shared with the modules'
+    own import."""
     loaded = sys.modules.get(_RESULTS_NAME)
     if loaded is not None:
         return loaded
-    path = _REPO_DIR / "plugins" / "module_utils" / "results.py"
+    path = _REPO_DIR / "plugins" / "module_utils" / "core" / "results.py"
     spec = importlib.util.spec_from_file_location("gpufleet._module_utils_results", path)
     if spec is None or spec.loader is None:  # pragma: no cover - the checkout is incomplete
         raise ImportError(f"cannot load gpufleet's results vocabulary from {path}")

@@ -10,7 +10,7 @@ a node drift already refused (its inputs, a role that cannot be planned, its fab
 switches (`gpufleet switch` changes them; drift --fix changes nodes only).
 
 The odd node out: node_facts also returns each node's driver, CUDA, VBIOS and NIC firmware
-(``gpufleet_versions``), and the gate's judge (plugins/module_utils/fleet_versions.py) compares them
+(``gpufleet_versions``), and the gate's judge (plugins/module_utils/node/fleet_versions.py) compares them
 here, across every node of the report (compare_versions), for a local run and for the slices of one
 job alike (from_events): one pass on the controller, no task per node.
 """
@@ -77,7 +77,7 @@ def _failed_task(result: runner.HostResult, outcome: str) -> dict[str, object]:
 
 VERSIONS_FACT = "gpufleet_versions"
 VERSIONS_CHECK = "fleet.versions"
-_FLEET_VERSIONS = "ansible_collections.gpufleet.node.plugins.module_utils.fleet_versions"
+_FLEET_VERSIONS = "ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions"
 
 
 def _versions_judge() -> Callable[[Mapping[str, Any]], dict[str, list[dict[str, Any]]]]:

@@ -16,7 +16,7 @@ MAX_DEPTH = 64
 _TEXT_FIELDS = ("playbook", "host", "task", "task_action", "resolved_action", "role", "resolved_role", "play")
 # playbook_on_stats' per-host counts.
 _STATS_COUNTS = ("ok", "failures", "dark", "skipped", "changed", "processed", "ignored", "rescued")
-# The module result contract (plugins/module_utils/results.py): a check's and a change's fields.
+# The module result contract (plugins/module_utils/core/results.py): a check's and a change's fields.
 _CHECK_FIELDS = ("name", "ok", "value", "limit", "unit", "message")
 _CHANGE_FIELDS = ("setting", "from", "to")
 

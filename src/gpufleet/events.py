@@ -23,7 +23,8 @@ OUTCOMES = {
 }
 STATS_EVENT = "playbook_on_stats"
 
-# What gpufleet's modules report beyond Ansible's own keys (the module contract, module_utils/results.py).
+# What gpufleet's modules report beyond Ansible's own keys (the module contract,
+# module_utils/core/results.py).
 _KEYS = ("changes", "checks", "hints", "reboot_required")
 
 # The plays that check every role's inputs before anything changes are named so (provision.yml,

@@ -7,7 +7,7 @@ run, so a lock never outlives its holder. The records are read and written under
 runs starting at the same instant cannot both pass.
 
 This lock sees one controller's runs; the lock every controller sees is on the node itself
-(playbooks/tasks/hold_node.yml, module_utils/run_lock.py), taken by the playbooks.
+(playbooks/tasks/hold_node.yml, module_utils/node/run_lock.py), taken by the playbooks.
 """
 
 from __future__ import annotations

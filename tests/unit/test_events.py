@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.node.plugins.module_utils import results
+from ansible_collections.gpufleet.node.plugins.module_utils.core import results
 
 from gpufleet import events
 

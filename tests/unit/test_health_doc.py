@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ansible_collections.gpufleet.node.plugins.module_utils import xid
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import xid
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "health-checks.md"
 

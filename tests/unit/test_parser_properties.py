@@ -21,20 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import (
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp, sonic_qos
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     dcgm,
     gpu_health_readings,
-    lldp,
-    nccl_tests,
-    nccl_topo,
     nvidia_smi,
     nvlink,
-    rdma,
-    roce_counters,
-    sonic_qos,
-    vllm_metrics,
     xid,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests, nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 from hypothesis import HealthCheck, given, settings
 
 from tests.unit.mutations import FIXTURES, digits_swapped, mutated, read_capture

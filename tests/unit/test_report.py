@@ -118,7 +118,7 @@ def test_one_status_function(kwargs: dict[str, Any], status: str) -> None:
 
 
 def test_the_controller_uses_the_collections_vocabulary() -> None:
-    from ansible_collections.gpufleet.node.plugins.module_utils import results
+    from ansible_collections.gpufleet.node.plugins.module_utils.core import results
 
     assert checks.HARMFUL_REASONS == results.HARMFUL_REASONS
     assert checks.check("a", 1, 2, 3, "u", "m") == results.check("a", 1, 2, 3, "u", "m")

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import burn_in as bi
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import decode_reasons, parse_query_csv
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
+    decode_reasons,
+    parse_query_csv,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_in as bi
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import dcgm
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import dcgm
 
 from tests.unit.mutations import read_capture
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import drain_state
+from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
 
 SHOW = """NodeName=node02 Arch=x86_64 CoresPerSocket=56
    State={state} ThreadsPerCore=2

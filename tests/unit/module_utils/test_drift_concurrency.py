@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import drift, plan_node
+from ansible_collections.gpufleet.node.plugins.module_utils.node import drift, plan_node
 
 
 class FakeModule:

@@ -1,4 +1,4 @@
-"""The verdicts on a RoCE link end to end (module_utils/fabric_path.py): cabling from LLDP (the real
+"""The verdicts on a RoCE link end to end (module_utils/fabric/fabric_path.py): cabling from LLDP (the real
 lldpctl capture first), then the switch side of lossless RoCE on the simulated leaf's NVUE trees, with
 each switch fault the simulator will inject: PFC off, ECN off, a lossy DSCP map, a low MTU."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import fabric_path, lldp
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric_path, lldp
 
 from gpufleet.sim import nvue_state
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.node.plugins.module_utils import fleet_versions
+from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions
 
 
 def versions(**change: Any) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_desired, nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_desired, nvidia_smi
 
 from gpufleet.sim import build, faults_gpu, state
 from gpufleet.sim.tools import nvsmi_topo, nvsmi_xml

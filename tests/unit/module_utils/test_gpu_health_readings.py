@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_health_readings, nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings, nvidia_smi
 
 from tests.unit.mutations import read_capture
 

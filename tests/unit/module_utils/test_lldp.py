@@ -1,4 +1,4 @@
-"""plugins/module_utils/lldp.py on the real lldpctl captures (tests/fixtures/real/lldp, INDEX.md §9).
+"""plugins/module_utils/fabric/lldp.py on the real lldpctl captures (tests/fixtures/real/lldp, INDEX.md §9).
 
 Every capture parses to the neighbours asserted here; the shapes `-f json` takes with other
 neighbour counts (one interface as an object, mgmt-ip as a list, a chassis with no name) are
@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import lldp
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp
 
 from tests.unit.mutations import FIXTURES
 

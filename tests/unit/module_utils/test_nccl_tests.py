@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_tests
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests
 
 from tests.unit.mutations import read_capture
 

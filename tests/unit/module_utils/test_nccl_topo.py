@@ -6,7 +6,8 @@ import platform
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo, nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 
 from gpufleet.sim import build, faults_gpu, faults_topo, state, sysfs
 from gpufleet.sim.tools import nvsmi_topo

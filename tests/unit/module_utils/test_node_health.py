@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.node.plugins.module_utils import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     gpu_health_readings,
     node_health,
     nvlink,

@@ -8,7 +8,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import node_versions, rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from gpufleet.sim import faults_health
 from tests.unit.modules.simnode import SMI, SimNode

@@ -3,8 +3,8 @@
 import re
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import ParseError
 
 FULL = "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-FULL-capture.txt"
 BANNER = "#" * 80

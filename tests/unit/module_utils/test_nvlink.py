@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvlink
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvlink
 
 from tests.unit.mutations import read_capture
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 from ansible.module_utils.urls import open_url
-from ansible_collections.gpufleet.node.plugins.module_utils import nvue_client as nc
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client as nc
 
 from gpufleet.sim import faults_switch, nvue, nvue_state
 from tests.unit.module_utils.conftest import Leaf

@@ -1,4 +1,4 @@
-"""Parsers of plugins/module_utils/rdma.py on real captured outputs, and the sysfs readers.
+"""Parsers of plugins/module_utils/rdma/rdma.py on real captured outputs, and the sysfs readers.
 
 Every file in tests/fixtures/real/mellanox has a case below (a test fails if one is added
 without one). Formats with no capture in the fixtures are checked on real outputs published
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from tests.unit.mutations import FIXTURES
 

@@ -1,13 +1,13 @@
 """rdma_desired: the comparisons and plans behind rdma_link and rdma_qos, table-driven; and the
-`ethtool -a` parser they read global pause with (module_utils.rdma)."""
+`ethtool -a` parser they read global pause with (module_utils.rdma.rdma)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma_desired as rd
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_desired as rd
 
 from gpufleet.sim.tools import ethtool
 

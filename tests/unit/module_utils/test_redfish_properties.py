@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import redfish_client as rf
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,4 +1,4 @@
-"""plugins/module_utils/roce_counters.py: ethtool -S and rdma statistic on the real captures
+"""plugins/module_utils/rdma/roce_counters.py: ethtool -S and rdma statistic on the real captures
 (tests/fixtures/real/ethtool, rdma-statistic; INDEX.md §9), and the judgement of a RoCE port's
 counters over a window, table-driven over the fabric's failure modes (issue 12 §3).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
 
 from tests.unit.mutations import FIXTURES
 

@@ -1,4 +1,4 @@
-"""plugins/module_utils/roce_reading.py: a node's RoCE ports and their counters read (exact argv, the C
+"""plugins/module_utils/rdma/roce_reading.py: a node's RoCE ports and their counters read (exact argv, the C
 locale, ethtool -S before the sysfs hw_counters), failures that name the tool, and the judgement of
 two readings, on the simulator's node and leaves (tests/unit/modules/rocenode.py)."""
 
@@ -9,13 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import (
-    nccl_bandwidth,
-    rdma,
-    roce_counters,
-    roce_reading,
-    watch,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_bandwidth
+from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters, roce_reading
 
 from gpufleet.sim import sysfs_rdma
 from tests.unit.modules import rocenode

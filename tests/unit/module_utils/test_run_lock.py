@@ -1,4 +1,4 @@
-"""The run lock on the node (module_utils/run_lock.py): one holder at a time, taken atomically, named
+"""The run lock on the node (module_utils/node/run_lock.py): one holder at a time, taken atomically, named
 when refused, broken only when asked; a file that is no holder's record holds nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import run_lock
+from ansible_collections.gpufleet.node.plugins.module_utils.node import run_lock
 
 
 def holder(run: str) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""plugins/module_utils/sonic_qos.py on the real SONiC CONFIG_DB captures (tests/fixtures/real/sonic,
+"""plugins/module_utils/fabric/sonic_qos.py on the real SONiC CONFIG_DB captures (tests/fixtures/real/sonic,
 INDEX.md §9), and the lossless questions on a switch assembled from them.
 
 The stock AZURE map sends the host's RoCE DSCP 26 to TC 1, a lossy class: the issue's example of
@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import sonic_qos
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_qos
 
 from tests.unit.mutations import FIXTURES
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible_collections.gpufleet.node.plugins.module_utils import nvue_client, switch_qos
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client
 
 from gpufleet.sim import faults_switch, nvue_state
 from gpufleet.sim.bmc import tls

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import redfish_client as rf
-from ansible_collections.gpufleet.node.plugins.module_utils import thermal_verdict as tv
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     parse_query_text,
     parse_query_xml,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal import thermal_verdict as tv
 
 HGX_Q = "nvidia-smi-text/gpud-8xH100-80GB-HBM3-535.161.08-q.txt"
 IDLE_Q = "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-idle-q.txt"

@@ -1,4 +1,4 @@
-"""module_utils.tool_runner: path lookup, the C locale, and the messages a failed tool leaves."""
+"""module_utils.core.tool_runner: path lookup, the C locale, and the messages a failed tool leaves."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 
 
 class Failed(Exception):

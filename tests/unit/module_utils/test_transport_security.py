@@ -1,5 +1,5 @@
 """What every management client (Redfish for BMCs, NVUE for switches) sends and how it tells a failure
-below HTTP (module_utils/transport_security.py)."""
+below HTTP (module_utils/mgmt/transport_security.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import ssl
 from urllib.error import URLError
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import transport_security as ts
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import transport_security as ts
 
 
 def test_request_options_never_use_netrc_and_send_json() -> None:

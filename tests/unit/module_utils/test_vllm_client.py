@@ -6,7 +6,7 @@ import json
 import socket
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm_client import VllmClient, model_ids
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient, model_ids
 
 from tests.unit.module_utils.test_burn_in import FakeVllm
 

@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import vllm_metrics as vm
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics as vm
 
 FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
 RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"

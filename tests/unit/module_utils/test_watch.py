@@ -1,4 +1,4 @@
-"""module_utils/watch.py: the watch sample on real captures, a power cap in waves seen in one of three
+"""module_utils/node/watch.py: the watch sample on real captures, a power cap in waves seen in one of three
 samples, a reason that came and went between samples seen by its counter, the vLLM window's hit rate
 and what the instance served, and fail-closed reads."""
 
@@ -9,8 +9,10 @@ import io
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi, vllm_metrics, watch
-from ansible_collections.gpufleet.node.plugins.module_utils.thermal_verdict import LOAD_LIMITS
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import LOAD_LIMITS
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 
 H100_LOAD = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
 H200_LOAD = "nvidia-smi-csv/utku-h200-590.48.01-load-query-gpu.csv"

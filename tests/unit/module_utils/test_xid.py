@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import xid
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import xid
 
 from tests.unit.mutations import read_capture
 

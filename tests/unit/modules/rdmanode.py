@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from gpufleet.sim import build, faults_rdma, state, sysfs_rdma
 
@@ -88,7 +88,7 @@ def render(root: Path) -> None:
 
 
 def install(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
-    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma."""
+    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma.rdma."""
     render(node.root)
     monkeypatch.setattr(rdma, "SYSFS_ROOT", str(node.root))
     monkeypatch.setattr(

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 
 from gpufleet.sim import build, state, sysfs
 from gpufleet.sim.tools import nvidia_smi

@@ -15,8 +15,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi as smi_queries
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as smi_queries
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 
 from gpufleet.sim import build, state

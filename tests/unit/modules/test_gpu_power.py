@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import gpu_power as power_role
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_power as power_role
 from ansible_collections.gpufleet.node.plugins.modules import gpu_power
 
 from gpufleet.sim import faults_gpu, state

@@ -1,4 +1,4 @@
-"""gpufleet.node.nccl_allreduce and its judge (module_utils/nccl_bandwidth.py) on real all_reduce_perf
+"""gpufleet.node.nccl_allreduce and its judge (module_utils/nccl/nccl_bandwidth.py) on real all_reduce_perf
 captures (Azure ND H200 v5: 8 GPUs at 477 GB/s; two 8 x H100 nodes at 71 GB/s), the binary a script
 that prints them, run for real under coreutils' timeout."""
 
@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_bandwidth, nccl_tests
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_bandwidth, nccl_tests
 from ansible_collections.gpufleet.node.plugins.modules import nccl_allreduce
 
 from tests.unit.modules import harness

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, nccl_topology_check
 
 from gpufleet.sim import faults_gpu, faults_rdma, faults_topo

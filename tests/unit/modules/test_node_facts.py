@@ -1,5 +1,6 @@
-"""gpufleet.node.node_facts runs each role's own validate + plan (module_utils/<role>.py), so drift and the
-role module's check mode give the same changes and messages; its options are each role module's spec."""
+"""gpufleet.node.node_facts runs each role's own validate + plan (module_utils/<domain>/<role>.py), so
+drift and the role module's check mode give the same changes and messages; its options are each role
+module's spec."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from unittest import mock
 
 import pytest
 import yaml
-from ansible_collections.gpufleet.node.plugins.module_utils import drift, rdma
-from ansible_collections.gpufleet.node.plugins.module_utils import nccl_topology as nccl_topology_role
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as nccl_topology_role
+from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
 
 from tests.unit.modules import harness

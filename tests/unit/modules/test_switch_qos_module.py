@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from ansible.module_utils.urls import open_url
-from ansible_collections.gpufleet.node.plugins.module_utils import nvue_client
-from ansible_collections.gpufleet.node.plugins.module_utils import switch_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client
 from ansible_collections.gpufleet.node.plugins.modules import switch_qos
 
 from gpufleet.sim import faults_switch, nvue, nvue_state

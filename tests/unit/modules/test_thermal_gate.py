@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     REASON_BITS,
     THERMAL_FIELDS,
     parse_query_text,
@@ -206,7 +206,7 @@ def test_a_failed_nvidia_smi_blocks_with_its_error() -> None:
 
 def test_the_burn_in_judges_the_same_names(cool_gpus: list[dict[str, Any]]) -> None:
     """Idle and under load, one thermal judge: the same check names per GPU."""
-    from ansible_collections.gpufleet.node.plugins.module_utils import burn_in
+    from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_in
 
     result, _ = run_module({"gpus": cool_gpus, "coolant": coolant(19.2)})
     idle = {c["name"] for c in result["checks"] if c["name"].startswith("thermal.")}

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi as parser
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as parser
 
 from gpufleet.sim import build, faults, faults_gpu, faults_thermal, state, thermal
 from gpufleet.sim.tools import nvidia_smi, nvsmi_common

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import ethtool

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     gpu_health_readings,
     nvidia_smi,
     nvlink,
-    roce_counters,
     xid,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
 
 from gpufleet.sim import (
     boot,

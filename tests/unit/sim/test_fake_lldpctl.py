@@ -1,5 +1,5 @@
 """The simulated `lldpctl -f json0|json`: the fleet's cabling as lldpd reports it, read back with the
-parser gpufleet uses on real nodes (module_utils/lldp.py, tested on the real captures first)."""
+parser gpufleet uses on real nodes (module_utils/fabric/lldp.py, tested on the real captures first)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import lldp
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import lldpctl

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import dcgm, nccl_tests
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import dcgm
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests
 
 from gpufleet.sim import build, faults, faults_switch, nccl_model, node, nvue, state, sysfs, thermal
 from gpufleet.sim.tools import all_reduce_perf, dcgmi

@@ -588,7 +588,7 @@ def test_runs_on_the_node_python_with_the_stdlib_only(b300: Path, tmp_path: Path
 @pytest.fixture(scope="module")
 def parsers() -> ModuleType:
     # tests/conftest.py put the checkout's collection on sys.path.
-    return importlib.import_module("ansible_collections.gpufleet.node.plugins.module_utils.nvidia_smi")
+    return importlib.import_module("ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi")
 
 
 def degrade(node_dir: Path) -> None:

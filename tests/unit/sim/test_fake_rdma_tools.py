@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from gpufleet.sim import faults_rdma, state, sysfs_rdma
 from gpufleet.sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink

@@ -1,6 +1,6 @@
 """The simulated RoCE counters (sim/roce_traffic.py, `ethtool -S` and sysfs hw_counters): each condition
 of a port's path moves the counters it should and not the others, read back with gpufleet's own
-parser and judged with its judge (module_utils/roce_counters.py, tested on the real captures first).
+parser and judged with its judge (module_utils/rdma/roce_counters.py, tested on the real captures first).
 
 A fleet directory in tmp_path: node01 (built by sim/build.py, its sysfs rendered) and its two leaves
 (sim/nvue.prepare), whose NVUE trees a test edits as the switch faults do.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
 
 from gpufleet.sim import build, nvue, nvue_state, roce_traffic, state, sysfs, sysfs_rdma, thermal
 from gpufleet.sim.tools import ethtool

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils import nvidia_smi as parser
-from ansible_collections.gpufleet.node.plugins.module_utils import roce_counters
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as parser
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
 
 from gpufleet.sim import build, faults, faults_switch, nvue, roce_traffic, serving, state, sysfs, sysfs_rdma
 from gpufleet.sim.tools import nvidia_smi, vllm_engine, vllm_http

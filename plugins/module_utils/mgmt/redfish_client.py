@@ -1,0 +1,736 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Redfish coolant readings: a small client on Ansible's open_url and pure parsers.
+
+The parsers take Redfish JSON documents (dicts) and return plain data. A reading the BMC
+does not give (property absent, ``Reading: null``, a non-number) is None, never 0, so a gate
+can tell "no flow sensor" from "no flow".
+
+The client follows links from the service root (``/redfish/v1``) to
+``Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>`` and, when the service has them, to
+``ThermalEquipment/CDUs/<id>`` with their coolant connectors and leak detection, as DMTF's
+public-liquid-cooled-server and public-cooling-unit mockups shape them. It authenticates with
+a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
+HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
+exponential backoff. Every request has a wall-clock deadline on all of it (``timeout``: connect,
+send, the whole answer) and an answer is at most ``max_body`` bytes (transport_security's
+bounded_request, as the NVUE client's). Credentials and the session token never appear in its
+messages.
+
+It fails closed and raises only RedfishError: a plain-HTTP address (without a stated reason) or
+an unusable CA file is refused before any request (transport_security, the rule every management
+client shares); a body that is not JSON or is nested past Python's recursion limit, and a reading
+that is not finite, overflows a float or lies outside its physical range, are errors naming the
+BMC, never a number a gate could pass.
+
+Runs on the controller (the BMCs sit on the management network); stdlib plus
+ansible.module_utils only.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import math
+import time
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit, urlunsplit
+
+from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
+from ansible.module_utils.urls import open_url
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.transport_security import (
+    MAX_BODY,
+    BodyTooLarge,
+    DeadlineExceeded,
+    TransportConfigError,
+    bounded_request,
+    check_ca_file,
+    request_options,
+    require_tls,
+    seconds,
+    size,
+    transport_failure,
+)
+
+SERVICE_ROOT = "/redfish/v1"
+_HEADERS = {"Accept": "application/json", "OData-Version": "4.0"}
+# Health and DetectorState values in rising order of trouble (Resource.Health, LeakDetector.DetectorState).
+HEALTH_ORDER = ("OK", "Warning", "Critical")
+# Members whose Status.State says they are not there are not read as failed readings.
+_NOT_PRESENT = frozenset(("Absent",))
+# HTTP statuses a busy or restarting BMC answers with; worth another try.
+_RETRY_STATUS = frozenset((502, 503, 504))
+# Never wait longer than this for one Retry-After, whatever the BMC asks for.
+_MAX_RETRY_AFTER_S = 30.0
+# Collections are paged with Members@odata.nextLink; a BMC that loops is cut off here.
+_MAX_PAGES = 50
+# Physical ranges of the readings (low, high, unit). A reading outside is a faulty sensor or
+# firmware, not a state of the loop: no facility or CDU loop moves 10 m3/min, coolant is neither
+# below -40 C nor above 150 C, and supply and return never differ by more than 100 K.
+FLOW_RANGE = (0.0, 10000.0, "L/min")
+TEMPERATURE_RANGE = (-40.0, 150.0, "C")
+DELTA_RANGE = (-100.0, 100.0, "K")
+# The settings the messages name: the module option and the role input / inventory variable.
+ADDRESS_SETTING = "baseuri (thermal_gate_bmc_address, or gpufleet_bmc_address in inventory)"
+HTTP_REASON_SETTING = "insecure_http_reason (thermal_gate_bmc_insecure_http_reason)"
+CA_SETTING = "ca_path (thermal_gate_bmc_ca_path, or gpufleet_bmc_ca_path in inventory)"
+
+
+class RedfishError(Exception):
+    """A request failed in a way the operator must fix; ``kind`` says which way.
+
+    kind is one of: auth (HTTP 401/403), not_found (404), connection (refused, timeout,
+    unreachable, after retries), deadline (no whole answer within the request's deadline, never
+    retried), too_large (an answer over the size limit), tls (certificate verification), http
+    (other statuses, 503
+    after retries), protocol (not JSON, nested too deeply, not Redfish), reading (a reading that
+    is not finite or outside its physical range), config (a plain-HTTP address without a reason,
+    an unusable CA file: found before any request, never retried), usage (no usable address).
+    """
+
+    def __init__(self, kind, message, status=None):
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+# ---------------------------------------------------------------- parsing (pure)
+
+
+def reading(value, what="reading", valid=None):
+    """A Redfish SensorExcerpt (``{"Reading": 14.8, ...}``) or plain number -> float or None.
+
+    None when there is no number (absent, null, a string, a bool). A number that is not finite
+    (JSON's 1e999 is inf, NaN), too large for a float, or outside ``valid`` (low, high, unit)
+    raises RedfishError (kind reading) naming ``what``: a gate must not judge it, nor read it as
+    missing.
+    """
+    if isinstance(value, dict):
+        value = value.get("Reading")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        raise RedfishError(
+            "reading", "%s is a %d-digit integer, too large to be a reading" % (what, len(str(abs(value))))
+        ) from None
+    if not math.isfinite(number):
+        raise RedfishError("reading", "%s is %s, not a finite number" % (what, number))
+    if valid is not None and not valid[0] <= number <= valid[1]:
+        low, high, unit = valid
+        raise RedfishError(
+            "reading",
+            "%s reads %s %s, outside the physical range %s..%s %s"
+            % (what, _num(number), unit, _num(low), _num(high), unit),
+        )
+    return number
+
+
+def _num(value):
+    return "%d" % value if float(value).is_integer() and abs(value) < 1e15 else "%g" % value
+
+
+def _list(value):
+    return value if isinstance(value, list) else []
+
+
+def _state(doc):
+    return _text(_status(doc).get("State"))
+
+
+def _status(doc):
+    status = doc.get("Status") if isinstance(doc, dict) else None
+    return status if isinstance(status, dict) else {}
+
+
+def _text(value):
+    return value if isinstance(value, str) and value else None
+
+
+def worst(states):
+    """The most severe of Health/DetectorState values; None when there is none.
+
+    A value outside HEALTH_ORDER (a vendor string) counts as worse than Critical: it is not
+    known to be fine.
+    """
+    known = [s for s in states if s is not None]
+    if not known:
+        return None
+
+    def rank(state):
+        return HEALTH_ORDER.index(state) if state in HEALTH_ORDER else len(HEALTH_ORDER)
+
+    return max(known, key=rank)
+
+
+# connector field -> (CoolantConnector property, physical range)
+_CONNECTOR_READINGS = (
+    ("flow_lpm", "FlowLitersPerMinute", FLOW_RANGE),
+    ("rated_flow_lpm", "RatedFlowLitersPerMinute", FLOW_RANGE),
+    ("supply_c", "SupplyTemperatureCelsius", TEMPERATURE_RANGE),
+    ("return_c", "ReturnTemperatureCelsius", TEMPERATURE_RANGE),
+    ("delta_c", "DeltaTemperatureCelsius", DELTA_RANGE),
+)
+
+
+def parse_connector(doc, key=None):
+    """One CoolantConnector resource -> its readings.
+
+    Returns ``{key, id, name, uri, state, health, flow_lpm, rated_flow_lpm, supply_c,
+    return_c, delta_c, delta_computed, leak, leak_detectors, leak_detector_uris}``. delta_c is
+    DeltaTemperatureCelsius when the BMC gives it, else return - supply when both exist
+    (delta_computed true), else None. leak is filled in by the caller from the connector's
+    own detectors or its chassis'. A reading that is not finite or outside its physical range
+    raises RedfishError (kind reading) naming the connector and the property.
+    """
+    status = _status(doc)
+    key = key or _text(doc.get("Id"))
+    uri = _text(doc.get("@odata.id"))
+    where = "coolant connector %s%s" % (key, " (%s)" % uri if uri else "")
+    values = {}
+    for field, prop, valid in _CONNECTOR_READINGS:
+        try:
+            values[field] = reading(doc.get(prop), "%s %s" % (where, prop), valid)
+        except RedfishError as exc:
+            raise RedfishError(
+                "reading",
+                "%s; the sensor or the BMC firmware is faulty, so the loop cannot be judged (fail closed)"
+                % exc,
+            ) from None
+    supply, ret, delta = values["supply_c"], values["return_c"], values["delta_c"]
+    computed = False
+    if delta is None and supply is not None and ret is not None:
+        delta = round(ret - supply, 2)
+        computed = True
+    uris = [
+        d["@odata.id"]
+        for d in _list(doc.get("LeakDetectors"))
+        if isinstance(d, dict) and isinstance(d.get("@odata.id"), str)
+    ]
+    return {
+        "key": key,
+        "id": _text(doc.get("Id")),
+        "name": _text(doc.get("Name")),
+        "uri": uri,
+        "state": _text(status.get("State")),
+        "health": _text(status.get("Health")),
+        "flow_lpm": values["flow_lpm"],
+        "rated_flow_lpm": values["rated_flow_lpm"],
+        "supply_c": supply,
+        "return_c": ret,
+        "delta_c": delta,
+        "delta_computed": computed,
+        "leak": None,
+        "leak_detectors": [],
+        "leak_detector_uris": uris,
+    }
+
+
+def parse_leak_detector(doc):
+    """One LeakDetector resource -> ``{name, uri, state}`` (None when it is not present)."""
+    if _state(doc) in _NOT_PRESENT:
+        return None
+    return {
+        "name": _text(doc.get("Name")) or _text(doc.get("Id")),
+        "uri": _text(doc.get("@odata.id")),
+        "state": _text(doc.get("DetectorState")),
+    }
+
+
+def parse_leak_detection(doc):
+    """A LeakDetection resource -> (detectors from its LeakDetectorGroups, LeakDetectors link).
+
+    The groups carry each detector's DetectorState inline, so the common case needs no
+    further request; the link is for services that list detectors only in the collection.
+    """
+    detectors = []
+    for group in _list(doc.get("LeakDetectorGroups")):
+        if not isinstance(group, dict):
+            continue
+        for det in _list(group.get("Detectors")):
+            if isinstance(det, dict):
+                detectors.append(
+                    {
+                        "name": _text(det.get("DeviceName")),
+                        "uri": _text(det.get("DataSourceUri")),
+                        "state": _text(det.get("DetectorState")),
+                    }
+                )
+    return detectors, _link(doc, "LeakDetectors")
+
+
+def leak_state(detectors):
+    """Worst DetectorState of the detectors; None when no detector reports one."""
+    return worst(d.get("state") for d in detectors)
+
+
+def coolant_report(service, chassis, cdus):
+    """Assemble the coolant_facts result from what the client read.
+
+    ``chassis`` is ``[{id, uri, health, leak_detectors, connectors}]``; ``cdus`` is
+    ``[{id, name, uri, state, health, health_rollup, conditions, leak_detectors, connectors}]``.
+    Each connector gets ``leak``: the worst state of its own detectors, else of its chassis'
+    (or CDU's), else None. Returns ``{service, chassis, connectors, cdus}``; connectors is
+    the flat list of every chassis connector (the node's cold-plate loops).
+    """
+    connectors = []
+    for box in chassis:
+        box["leak"] = leak_state(box["leak_detectors"])
+        for conn in box["connectors"]:
+            _inherit_leak(conn, box["leak_detectors"])
+            connectors.append(conn)
+    for cdu in cdus:
+        cdu["leak"] = leak_state(cdu["leak_detectors"])
+        for conn in cdu["connectors"]:
+            _inherit_leak(conn, cdu["leak_detectors"])
+    return {"service": service, "chassis": chassis, "connectors": connectors, "cdus": cdus}
+
+
+def _inherit_leak(conn, fallback):
+    own = conn["leak_detectors"]
+    conn["leak"] = leak_state(own) if own else leak_state(fallback)
+
+
+def normalize_baseuri(baseuri):
+    """'10.0.0.5' / '10.0.0.5:8443' / 'https://bmc01' -> 'https://10.0.0.5[:port]' (no path)."""
+    text = (baseuri or "").strip()
+    if not text:
+        raise RedfishError(
+            "usage", "baseuri is empty; give the BMC's address, e.g. 10.20.1.11 or https://bmc01"
+        )
+    if "://" not in text:
+        text = "https://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RedfishError("usage", "baseuri %s is not an http(s) address of a BMC" % baseuri)
+    if parts.username or parts.password:
+        raise RedfishError("usage", "baseuri must not carry credentials; use username and password")
+    return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
+
+
+# ---------------------------------------------------------------- the client
+
+
+def _link(doc, name):
+    value = doc.get(name) if isinstance(doc, dict) else None
+    return _text(value.get("@odata.id")) if isinstance(value, dict) else None
+
+
+def decode_json(raw, where):
+    """An HTTP body -> the JSON value; RedfishError (protocol) naming ``where`` when it cannot be read.
+
+    ``where`` is e.g. "BMC https://bmc01 answered GET /redfish/v1". Not UTF-8, not JSON, an integer
+    past Python's digit limit, or nesting past its recursion limit are all the BMC's fault.
+    """
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise RedfishError("protocol", "%s with JSON nested too deeply to read" % where) from None
+    except ValueError:
+        raise RedfishError("protocol", "%s with something that is not JSON" % where) from None
+
+
+def _usable_path(path):
+    """A link http.client can send: printable ASCII without spaces (else urllib raises ValueError)."""
+    return isinstance(path, str) and bool(path) and all("!" <= ch <= "~" for ch in path)
+
+
+class RedfishClient:
+    """Reads a Redfish service; use as a context manager so a session is always closed.
+
+    ``opener`` is open_url's signature (tests pass open_url itself against a local server);
+    ``sleep`` is time.sleep, replaceable so retry tests do not wait.
+    """
+
+    def __init__(
+        self,
+        baseuri,
+        username,
+        password,
+        auth="session",
+        validate_certs=True,
+        ca_path=None,
+        timeout=10,
+        max_body=MAX_BODY,
+        retries=3,
+        retry_delay=1.0,
+        use_proxy=False,
+        opener=open_url,
+        sleep=time.sleep,
+        insecure_http_reason=None,
+    ):
+        self.baseuri = normalize_baseuri(baseuri)
+        # Before anything is sent: no password over plain HTTP without a reason on the record, and a
+        # CA file that is named must be one (a local error, said as such, never retried).
+        try:
+            self.transport_hint = require_tls(
+                self.baseuri, "BMC", ADDRESS_SETTING, HTTP_REASON_SETTING, insecure_http_reason
+            )
+            if ca_path:
+                check_ca_file(ca_path, "BMC", CA_SETTING)
+        except TransportConfigError as exc:
+            raise RedfishError("config", str(exc)) from None
+        self._username = username
+        self._password = password
+        self.auth = auth
+        self.validate_certs = validate_certs
+        self.ca_path = ca_path
+        self.timeout = timeout
+        self.max_body = int(max_body)
+        self.retries = max(int(retries), 0)
+        self.retry_delay = float(retry_delay)
+        self.use_proxy = use_proxy
+        self._open = opener
+        self._sleep = sleep
+        self._token = None
+        self.session_uri = None
+        self.requests = 0
+        self.retried = 0
+
+    # -- plumbing
+
+    def _url(self, path):
+        if not _usable_path(path):
+            raise RedfishError(
+                "protocol",
+                "BMC %s linked to %s, which is not a usable URI" % (self.baseuri, ("%r" % (path,))[:200]),
+            )
+        if path.startswith(("http://", "https://")):
+            parts = urlsplit(path)
+            if urlunsplit((parts.scheme, parts.netloc, "", "", "")) != self.baseuri:
+                raise RedfishError("protocol", "BMC %s linked outside itself (%s)" % (self.baseuri, path))
+            return path
+        return self.baseuri + (path if path.startswith("/") else "/" + path)
+
+    def _call(self, method, path, body=None, authenticate=True):
+        """One request with retries; returns (status, headers, parsed JSON or None)."""
+        url = self._url(path)
+        kwargs = request_options(
+            method, _HEADERS, body, self.timeout, self.validate_certs, self.ca_path, self.use_proxy, "safe"
+        )
+        headers = kwargs["headers"]
+        if authenticate and self._token:
+            headers["X-Auth-Token"] = self._token
+        elif authenticate and self.auth == "basic":
+            kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
+        attempt = 0
+        while True:
+            attempt += 1
+            self.requests += 1
+            delay = self.retry_delay * (2 ** (attempt - 1))
+            try:
+                answer = bounded_request(self._open, url, kwargs, self.timeout, self.max_body)
+                return answer.status, answer.headers, self._json(answer.body, method, path, self.baseuri)
+            except DeadlineExceeded:
+                raise RedfishError(
+                    "deadline",
+                    "BMC %s did not answer %s %s in full within %ss (the deadline of one request: connect, "
+                    "send and the whole answer; option timeout); a BMC this slow is not read"
+                    % (self.baseuri, method, path, seconds(self.timeout)),
+                ) from None
+            except BodyTooLarge as exc:
+                raise RedfishError(
+                    "too_large",
+                    "BMC %s answered %s %s with more than %s, the most one Redfish answer may hold"
+                    % (self.baseuri, method, path, size(exc.limit)),
+                ) from None
+            except HTTPError as exc:
+                err = self._http_error(exc, method, path)
+                if exc.code not in _RETRY_STATUS or attempt > self.retries:
+                    raise err from None
+                delay = self._retry_after(exc, delay)
+            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as exc:
+                err = self._connection_error(exc, path)
+                if err.kind == "tls" or attempt > self.retries:
+                    raise err from None
+            self.retried += 1
+            self._sleep(delay)
+
+    @staticmethod
+    def _json(raw, method, path, baseuri):
+        if not raw:
+            return None
+        try:
+            return decode_json(raw, "BMC %s answered %s %s" % (baseuri, method, path))
+        except RedfishError:
+            if method == "DELETE":
+                return None
+            raise
+
+    @staticmethod
+    def _retry_after(exc, delay):
+        value = exc.headers.get("Retry-After") if exc.headers else None
+        try:
+            wait = float(value)
+        except (TypeError, ValueError):
+            return delay
+        # NaN is no wait at all (time.sleep refuses it); inf is the longest wait there is.
+        return min(max(wait, 0.0), _MAX_RETRY_AFTER_S) if not math.isnan(wait) else delay
+
+    def _http_error(self, exc, method, path):
+        code = exc.code
+        where = "BMC %s" % self.baseuri
+        if code == 401:
+            how = (
+                "session login" if path.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
+            )
+            return RedfishError(
+                "auth",
+                "%s rejected the credentials (HTTP 401 on %s %s, %s); check the vaulted BMC username "
+                "and password for this host" % (where, method, path, how),
+                401,
+            )
+        if code == 403:
+            return RedfishError(
+                "auth",
+                "%s refused %s %s (HTTP 403); the BMC account needs at least the ReadOnly role"
+                % (where, method, path),
+                403,
+            )
+        if code == 404:
+            return RedfishError(
+                "not_found",
+                "%s has no %s (HTTP 404); check baseuri and that the BMC firmware implements Redfish "
+                "ThermalSubsystem/CoolantConnectors" % (where, path),
+                404,
+            )
+        if code in _RETRY_STATUS:
+            return RedfishError(
+                "http",
+                "%s answered %s %s with HTTP %d after %d retries; the BMC is busy or restarting, try again "
+                "later" % (where, method, path, code, self.retries),
+                code,
+            )
+        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, path, code), code)
+
+    def _connection_error(self, exc, path):
+        kind, detail = transport_failure(exc, self.timeout)
+        if kind == "untrusted":
+            return RedfishError(
+                "tls",
+                "TLS verification of BMC %s failed (%s); set ca_path to the CA that signed the BMC's "
+                "certificate (validate_certs: false only in a lab)" % (self.baseuri, detail),
+            )
+        if kind == "tls":
+            return RedfishError("tls", "TLS handshake with BMC %s failed (%s)" % (self.baseuri, detail))
+        return RedfishError(
+            "connection",
+            "could not reach BMC %s (%s, %d retries) reading %s; check the BMC address and that its Redfish "
+            "service is up on the management network" % (self.baseuri, detail, self.retries, path),
+        )
+
+    def get(self, path):
+        _status, _headers, doc = self._call("GET", path)
+        if not isinstance(doc, dict):
+            raise RedfishError(
+                "protocol", "BMC %s answered GET %s without a JSON object" % (self.baseuri, path)
+            )
+        return doc
+
+    def members(self, path):
+        """Every member URI of a collection, following Members@odata.nextLink pages."""
+        uris, page, pages = [], path, 0
+        while page and pages < _MAX_PAGES:
+            doc = self.get(page)
+            uris.extend(
+                m["@odata.id"]
+                for m in _list(doc.get("Members"))
+                if isinstance(m, dict) and _text(m.get("@odata.id"))
+            )
+            page = _text(doc.get("Members@odata.nextLink"))
+            pages += 1
+        return uris
+
+    # -- session
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.logout()
+        return False
+
+    def login(self, root):
+        """Open a session when auth is session; basic auth needs nothing."""
+        if self.auth != "session":
+            return
+        links = root.get("Links") if isinstance(root.get("Links"), dict) else {}
+        sessions = _link(links, "Sessions") or SERVICE_ROOT + "/SessionService/Sessions"
+        try:
+            _status, headers, doc = self._call(
+                "POST",
+                sessions,
+                body={"UserName": self._username, "Password": self._password},
+                authenticate=False,
+            )
+        except RedfishError as exc:
+            if exc.kind == "not_found" or exc.status == 405:
+                raise RedfishError(
+                    "http",
+                    "BMC %s does not accept Redfish sessions at %s (HTTP %s); set auth: basic"
+                    % (self.baseuri, sessions, exc.status),
+                    exc.status,
+                ) from None
+            raise
+        token = headers.get("x-auth-token")
+        if not token:
+            raise RedfishError(
+                "protocol", "BMC %s created a session without an X-Auth-Token; set auth: basic" % self.baseuri
+            )
+        self._token = token
+        self.session_uri = headers.get("location") or _text(
+            doc.get("@odata.id") if isinstance(doc, dict) else None
+        )
+
+    @property
+    def token(self):
+        return self._token
+
+    def logout(self):
+        """DELETE the session; a failure here is not worth failing the read for (it expires)."""
+        if not self._token:
+            return None
+        uri, self.session_uri = self.session_uri, None
+        try:
+            if uri:
+                saved, self.retries = self.retries, 0
+                try:
+                    self._call("DELETE", uri)
+                finally:
+                    self.retries = saved
+                return None
+            return (
+                "BMC %s did not say where its session lives; it stays open until it times out" % self.baseuri
+            )
+        except RedfishError as exc:
+            return "could not close the Redfish session on BMC %s (%s); it expires on its own" % (
+                self.baseuri,
+                exc.kind,
+            )
+        finally:
+            self._token = None
+
+    # -- discovery
+
+    def _detectors(self, uris):
+        found = []
+        for uri in uris:
+            det = parse_leak_detector(self.get(uri))
+            if det is not None:
+                found.append(det)
+        return found
+
+    def _leak_detection(self, uri):
+        detectors, link = parse_leak_detection(self.get(uri))
+        if not detectors and link:
+            detectors = self._detectors(self.members(link))
+        return detectors
+
+    def _connectors(self, collection, prefix):
+        out = []
+        for uri in self.members(collection):
+            doc = self.get(uri)
+            if _state(doc) in _NOT_PRESENT:
+                continue
+            try:
+                conn = parse_connector(
+                    doc, key="%s/%s" % (prefix, _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1])
+                )
+            except RedfishError as exc:
+                raise RedfishError(exc.kind, "BMC %s: %s" % (self.baseuri, exc)) from None
+            conn["leak_detectors"] = self._detectors(conn.pop("leak_detector_uris"))
+            out.append(conn)
+        return out
+
+    def _chassis(self, uri):
+        doc = self.get(uri)
+        cid = _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1]
+        thermal = _link(doc, "ThermalSubsystem")
+        if not thermal:
+            return None
+        sub = self.get(thermal)
+        detectors = []
+        if _link(sub, "LeakDetection"):
+            detectors = self._leak_detection(_link(sub, "LeakDetection"))
+        elif _link(doc, "LeakDetectors"):
+            detectors = self._detectors(self.members(_link(doc, "LeakDetectors")))
+        connectors = (
+            self._connectors(_link(sub, "CoolantConnectors"), cid) if _link(sub, "CoolantConnectors") else []
+        )
+        return {
+            "id": cid,
+            "uri": uri,
+            "health": _text(_status(doc).get("Health")),
+            "leak_detectors": detectors,
+            "connectors": connectors,
+        }
+
+    def _cdu(self, uri):
+        doc = self.get(uri)
+        cid = _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1]
+        status = _status(doc)
+        connectors = []
+        for link, side in (
+            ("PrimaryCoolantConnectors", "primary"),
+            ("SecondaryCoolantConnectors", "secondary"),
+            ("CoolantConnectors", "connector"),
+        ):
+            if _link(doc, link):
+                for conn in self._connectors(_link(doc, link), "CDU%s/%s" % (cid, side)):
+                    conn["side"] = side
+                    connectors.append(conn)
+        conditions = [
+            {"message": _text(c.get("Message")), "severity": _text(c.get("Severity"))}
+            for c in _list(status.get("Conditions"))
+            if isinstance(c, dict) and c.get("Severity") not in (None, "OK")
+        ]
+        return {
+            "id": cid,
+            "name": _text(doc.get("Name")),
+            "uri": uri,
+            "state": _text(status.get("State")),
+            "health": _text(status.get("Health")),
+            "health_rollup": _text(status.get("HealthRollup")),
+            "conditions": conditions,
+            "leak_detectors": self._leak_detection(_link(doc, "LeakDetection"))
+            if _link(doc, "LeakDetection")
+            else [],
+            "connectors": connectors,
+        }
+
+    def read_coolant(self, chassis_ids=None, cdus=True):
+        """Log in, walk the links, return coolant_report(...); the caller closes the session."""
+        root = self.get(SERVICE_ROOT)
+        if "@odata.id" not in root and "RedfishVersion" not in root:
+            raise RedfishError(
+                "protocol", "%s%s is not a Redfish service root" % (self.baseuri, SERVICE_ROOT)
+            )
+        self.login(root)
+        service = {
+            "baseuri": self.baseuri,
+            "redfish_version": _text(root.get("RedfishVersion")),
+            "uuid": _text(root.get("UUID")),
+        }
+        chassis = []
+        if _link(root, "Chassis"):
+            for uri in self.members(_link(root, "Chassis")):
+                cid = uri.rstrip("/").rsplit("/", 1)[-1]
+                if chassis_ids and cid not in chassis_ids:
+                    continue
+                box = self._chassis(uri)
+                if box is not None:
+                    chassis.append(box)
+        missing = sorted(set(chassis_ids or ()) - {b["id"] for b in chassis})
+        if missing:
+            raise RedfishError(
+                "not_found",
+                "BMC %s has no chassis %s with a ThermalSubsystem; it has: %s"
+                % (self.baseuri, ", ".join(missing), ", ".join(b["id"] for b in chassis) or "none"),
+            )
+        found_cdus = []
+        if cdus and _link(root, "ThermalEquipment"):
+            equipment = self.get(_link(root, "ThermalEquipment"))
+            if _link(equipment, "CDUs"):
+                found_cdus = [self._cdu(uri) for uri in self.members(_link(equipment, "CDUs"))]
+        return coolant_report(service, chassis, found_cdus)

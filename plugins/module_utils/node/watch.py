@@ -1,0 +1,416 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpufleet watch: one read-only look at a node in service, over a short window.
+
+Three of the incidents this toolkit exists for happened while the node served: a PDU's protection
+lowered every GPU's enforced power limit in waves, RoCE retransmits stalled NCCL, a prompt template
+collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over ``window_s``:
+
+- the GPUs: nvidia-smi's watch sample (nvidia_smi.watch_query) at the start, the middle and the
+  end, so a cap that comes and goes in waves shorter than the window is still seen in a sample,
+  and the clock event reason counters, so a reason that came and went between samples still is;
+- the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
+  each link's state, rate and flaps, each port's share of the traffic);
+- the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
+  uncorrectable ECC, NVLink links, Xid events since boot;
+- each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
+  queries served in between, as the gate judges it, and what the instance served).
+
+Nothing is written, no load is generated, nothing is restarted. The checks carry the names the
+other commands use (``gpu_power.enforced_limit_w[<uuid>]``, ``thermal.*[<uuid>]``,
+``fabric.*[<ibdev>]``, ``service.*[<instance>]``); :func:`fact` is the ``gpufleet_watch``
+reading the report and gpufleet.prom show.
+
+Runs on the managed node (Python 3.11, stdlib only).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health, nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
+    POWER_BUDGET_CAUSE,
+    watts_arg,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
+    ECN_LOOP_COUNTERS,
+    LINK_DOWN_COUNTERS,
+    RETRANSMIT_COUNTERS,
+    link_up,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import gpu_checks
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_metrics import (
+    MetricsError,
+    hit_rate_between,
+    parse_prometheus,
+    prefix_cache,
+    serving,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service import (
+    health_check,
+    prefix_cache_check,
+    prefix_cache_name,
+)
+
+# The throttle reasons a watch reports per GPU: the power cap (a limit at work: harmful only when
+# the enforced limit is below the requested one, which gpu_power.enforced_limit_w judges) and the
+# harmful ones.
+WATCHED_REASONS = ("sw_power_cap", *HARMFUL_REASONS)
+WINDOW_RANGE = (1.0, 300.0)
+
+
+class GpuReadError(Exception):
+    """nvidia-smi's watch sample could not be run or read; the message names the command."""
+
+
+def read_gpus(run_command, smi):
+    """One watch sample of every GPU (nvidia_smi.parse_watch_sample's records)."""
+    argv = nvidia_smi.watch_query(smi)
+    rc, out, err = tool_runner.read_command(run_command, argv, environ_update=tool_runner.ENV)
+    if rc != 0:
+        raise GpuReadError("%s failed (rc %s): %s" % (" ".join(argv[:2]), rc, (err or out).strip()))
+    try:
+        return nvidia_smi.parse_watch_sample(out)
+    except nvidia_smi.ParseError as exc:
+        raise GpuReadError(str(exc)) from None
+
+
+# ---------------------------------------------------------------- GPUs
+
+
+def _mean(values):
+    known = [v for v in values if v is not None]
+    return round(sum(known) / len(known), 2) if known else None
+
+
+def _extreme(values, pick):
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
+
+
+def _counter_seconds(first, last):
+    """Seconds each reason was active between two samples (a counter that went down counts from 0)."""
+    out = {}
+    for name in nvidia_smi.REASON_COUNTERS:
+        old, new = first["reason_us"].get(name), last["reason_us"].get(name)
+        if old is None or new is None:
+            out[name] = None
+        else:
+            out[name] = round((new - old if new >= old else new) / 1e6, 3)
+    return out
+
+
+def summarize_gpus(samples):
+    """Per GPU (by UUID, in the last sample's order), the window's readings: the hottest
+    temperatures, the smallest T.Limit margin, the lowest enforced limit, every reason seen in a
+    sample or whose counter moved, the counters' totals."""
+    by_uuid = {}
+    for sample in samples:
+        for gpu in sample:
+            by_uuid.setdefault(gpu["uuid"], []).append(gpu)
+    summary = []
+    for gpu in samples[-1]:
+        seen = by_uuid[gpu["uuid"]]
+        counted = _counter_seconds(seen[0], seen[-1]) if len(seen) > 1 else {}
+        reasons = []
+        for s in seen:
+            reasons.extend(r for r in (s["reasons"] or []) if r not in reasons)
+        reasons.extend(r for r, secs in sorted(counted.items()) if secs and r not in reasons)
+        summary.append(
+            {
+                "uuid": gpu["uuid"],
+                "index": gpu["index"],
+                "gpu_c": _extreme([s["gpu_c"] for s in seen], max),
+                "memory_c": _extreme([s["memory_c"] for s in seen], max),
+                "tlimit_c": _extreme([s["tlimit_c"] for s in seen], min),
+                # a sample that did not report its reasons fails the reasons check closed
+                "reasons": None if any(s["reasons"] is None for s in seen) else reasons,
+                # the window's mean draw: one sample may fall on a wave's crest or its trough
+                "power_w": _mean([s["power_w"] for s in seen]),
+                "requested_limit_w": gpu["requested_limit_w"],
+                "enforced_limit_w": _extreme([s["enforced_limit_w"] for s in seen], min),
+                "capped_samples": sum(1 for s in seen if _capped(s)),
+                "samples": len(seen),
+                "reason_seconds": counted,
+                "reason_us": gpu["reason_us"],
+            }
+        )
+    return summary
+
+
+def _capped(gpu):
+    enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
+    return enforced is not None and requested is not None and round(enforced, 2) < round(requested, 2)
+
+
+def power_check(gpu, window_s):
+    """``gpu_power.enforced_limit_w[<uuid>]``: the lowest limit the GPU enforced in the window
+    against the one it was asked for (power.limit), and the likely cause when it is lower."""
+    name = "gpu_power.enforced_limit_w[%s]" % gpu["uuid"]
+    enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
+    if enforced is None or requested is None:
+        why = "%s power limits not reported (fail closed)" % gpu["uuid"]
+        return check(name, False, enforced, requested, "W", why)
+    if not gpu["capped_samples"]:
+        why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
+        return check(name, True, enforced, requested, "W", why)
+    capped_s = (gpu["reason_seconds"] or {}).get("sw_power_cap")
+    during = "" if not capped_s else "; power-capped %g s of %g s" % (capped_s, window_s)
+    return check(
+        name,
+        False,
+        enforced,
+        requested,
+        "W",
+        "%s enforces %s W, below the requested %s W, in %d of %d samples over %g s%s: %s is capping it "
+        "(check the rack's PDU before raising limits)"
+        % (
+            gpu["uuid"],
+            watts_arg(enforced),
+            watts_arg(requested),
+            gpu["capped_samples"],
+            gpu["samples"],
+            window_s,
+            during,
+            POWER_BUDGET_CAUSE,
+        ),
+    )
+
+
+def gpu_fact(gpu):
+    """A GPU's entry in the gpufleet_watch reading."""
+    reasons = gpu["reasons"] or []
+    return {
+        "index": gpu["index"],
+        "uuid": gpu["uuid"],
+        "power_limit_w": {"requested": gpu["requested_limit_w"], "enforced": gpu["enforced_limit_w"]},
+        "power_draw_w": gpu["power_w"],
+        "temperature_c": {"gpu": gpu["gpu_c"], "memory": gpu["memory_c"]},
+        "tlimit_c": gpu["tlimit_c"],
+        "throttle_active": {r: int(r in reasons) for r in WATCHED_REASONS},
+        "throttle_seconds_total": {
+            r: (None if us is None else round(us / 1e6, 3)) for r, us in (gpu["reason_us"] or {}).items()
+        },
+    }
+
+
+# ---------------------------------------------------------------- RoCE ports
+
+
+def _rate(delta, names, seconds):
+    known = [delta[n] for n in names if n in delta]
+    return round(sum(known) / seconds, 3) if known else None
+
+
+def port_facts(window):
+    """Per port, the rates the window measured (None where the port lacks the counter)."""
+    summary = window.summary()
+    seconds = summary["window_s"]
+    if not seconds:
+        return []
+    out = []
+    for port in summary["ports"]:
+        delta = summary["deltas"].get(port["ibdev"], {})
+        rx_pause = "rx_prio%d_pause_duration" % window.priority
+        # pause durations are microseconds: seconds paused per second of the window
+        paused = {}
+        if rx_pause in delta:
+            paused[str(window.priority)] = round(delta[rx_pause] / 1e6 / seconds, 6)
+        link = (summary["links"].get(port["ibdev"]) or {}).get("end") or {}
+        flaps = [delta[n] for n in LINK_DOWN_COUNTERS if n in delta]
+        out.append(
+            {
+                "ibdev": port["ibdev"],
+                "link_up": int(link_up(link)) if link else None,
+                "rate_gbps": link.get("rate_gbps") if link and link_up(link) else None,
+                "link_down_events": max(flaps) if flaps else None,
+                "retransmits_per_second": _rate(delta, RETRANSMIT_COUNTERS, seconds),
+                "pause_seconds_per_second": paused,
+                "rx_discards_per_second": _rate(delta, ("rx_discards_phy",), seconds),
+                "cnp_sent_per_second": _rate(delta, (ECN_LOOP_COUNTERS[1],), seconds),
+                "ecn_marked_per_second": _rate(delta, (ECN_LOOP_COUNTERS[0],), seconds),
+            }
+        )
+    return out
+
+
+# ---------------------------------------------------------------- vLLM instances
+
+
+def _scrape(client):
+    status, text = client.get("/metrics")
+    if status != 200:
+        return None
+    try:
+        return parse_prometheus(text)
+    except MetricsError:
+        return None
+
+
+class InstanceWatch:
+    """One vLLM instance: /health and /metrics when the window opens and when it closes."""
+
+    def __init__(self, name, url, min_hit_ratio, timeout=5, client=None):
+        self.name, self.url, self.min_hit_ratio = name, url, min_hit_ratio
+        self.client = client or VllmClient(url, timeout)
+        self.before = None
+        self.health = (None, "")
+
+    def start(self):
+        self.before = _scrape(self.client)
+
+    def stop(self, seconds):
+        """(checks, fact) over the window of ``seconds``."""
+        status, text = self.client.get("/health")
+        health = health_check(self.name, status, text)
+        after = _scrape(self.client) if status == 200 else None
+        fact = {"name": self.name, "up": int(status == 200), "prefix_cache_hit_ratio": None}
+        if self.before is None or after is None:
+            fact.update(dict.fromkeys(serving_keys()))
+            why = "its /metrics could not be read twice" if status == 200 else "it is down"
+            cache = check(
+                prefix_cache_name(self.name),
+                False,
+                None,
+                self.min_hit_ratio,
+                "ratio",
+                "%s prefix-cache hit rate unknown: %s (fail closed)" % (self.name, why),
+            )
+            return [health, cache], fact
+        judged = hit_rate_between(prefix_cache(self.before), prefix_cache(after))
+        rate = judged["hit_rate"]
+        fact["prefix_cache_hit_ratio"] = None if rate is None else round(rate, 4)
+        served = serving(self.before, after, seconds)
+        fact.update({k: (None if v is None else round(v, 4)) for k, v in served.items()})
+        if rate is None and not fact.get("requests_running"):
+            # an idle instance has no hit rate to judge; that is not a failure of the node
+            cache = check(
+                prefix_cache_name(self.name),
+                True,
+                None,
+                self.min_hit_ratio,
+                "ratio",
+                "%s served no prompt in the %g s window; hit rate not judged" % (self.name, seconds),
+            )
+        else:
+            cache = prefix_cache_check(
+                self.name, rate, self.min_hit_ratio, judged["queries"], "over %g s of serving" % seconds
+            )
+        return [health, cache], fact
+
+
+def serving_keys():
+    return (
+        "generation_tokens_per_second",
+        "preemptions_per_second",
+        "requests_running",
+        "requests_waiting",
+        "kv_cache_usage_ratio",
+    )
+
+
+# ---------------------------------------------------------------- the window
+
+
+class Watch:
+    """Reads a node over ``window_s`` seconds: :meth:`run` -> ``(checks, fact)``."""
+
+    def __init__(
+        self,
+        run_command,
+        smi,
+        window_s,
+        limits,
+        ports,
+        instances,
+        ethtool="ethtool",
+        priority=roce_reading.DEFAULT_PRIORITY,
+        thresholds=None,
+        clock=time.monotonic,
+        sleep=time.sleep,
+        root=None,
+        peers=None,
+        health=None,
+    ):
+        # health: node_health's options ({expected_gpu_count, dmesg, nvlink, limits, turned_off}), or None
+        self.health = health
+        self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
+        self.instances = instances
+        self.clock, self.sleep = clock, sleep
+        self.roce = roce_reading.Window(
+            run_command,
+            ports,
+            ethtool,
+            priority,
+            thresholds,
+            clock,
+            root,
+            name="watch.roce_counters",
+            during="during the watch window",
+            peers=peers,
+        )
+
+    def _sample(self, samples, errors):
+        try:
+            samples.append(read_gpus(self.run_command, self.smi))
+        except GpuReadError as exc:
+            errors.append(str(exc))
+
+    def _health(self):
+        """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
+        the bus, a row remap pending, uncorrectable ECC, an NVLink link down, Xid events since boot."""
+        h = self.health
+        try:
+            readings = node_health.read(self.run_command, self.smi, h.get("dmesg"), h.get("nvlink", True))
+        except node_health.ReadError as exc:
+            why = "the node's health could not be read: %s (fail closed)" % exc
+            return [check("watch.health", False, str(exc), None, "", why)], None
+        found = node_health.judge(readings, h.get("expected_gpu_count"), h.get("limits"), h.get("turned_off"))
+        return found, node_health.fact(readings)
+
+    def run(self):
+        samples, errors = [], []
+        started = self.clock()
+        self._sample(samples, errors)
+        self.roce.start()
+        for instance in self.instances:
+            instance.start()
+        # the middle sample: a cap in waves shorter than the window falls on one of the three
+        self.sleep(self.window_s / 2.0)
+        self._sample(samples, errors)
+        self.sleep(max(self.window_s - (self.clock() - started), 0))
+        self._sample(samples, errors)
+        self.roce.stop()
+        seconds = round(max(self.clock() - started, 0.001), 1)
+        checks = []
+        fact = {"window_s": seconds, "gpus": [], "ports": port_facts(self.roce), "instances": []}
+        if errors or not samples:
+            checks.append(
+                check(
+                    "watch.gpus",
+                    False,
+                    errors[0] if errors else None,
+                    None,
+                    "",
+                    "the GPUs could not be read: %s (fail closed)" % (errors[0] if errors else "no sample"),
+                )
+            )
+        else:
+            gpus = summarize_gpus(samples)
+            checks.extend(power_check(g, seconds) for g in gpus)
+            checks.extend(gpu_checks(gpus, self.limits))
+            fact["gpus"] = [gpu_fact(g) for g in gpus]
+        checks.extend(self.roce.checks())
+        if self.health is not None:
+            found, fact["health"] = self._health()
+            checks.extend(found)
+        for instance in self.instances:
+            found, entry = instance.stop(seconds)
+            checks.extend(found)
+            fact["instances"].append(entry)
+        return checks, fact

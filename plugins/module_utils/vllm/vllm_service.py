@@ -1,0 +1,58 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The verdicts on a vLLM instance, once: ``service.health[<name>]`` and
+``service.prefix_cache_hit_rate[<name>]``, for the gate's service_check and for watch.
+
+Pure, stdlib only: runs on the managed node (Python 3.11).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+
+# Where a prefix-cache collapse with no error anywhere usually comes from.
+PREFIX_CACHE_CAUSE = "a prompt template that varies the prefix - a timestamp, a session id - does this"
+
+
+def health_check(label, status, text, waited_s=0):
+    """``service.health[<label>]``: ``status`` is /health's HTTP status, None when it did not
+    answer (``text`` then says why)."""
+    ok = status == 200
+    if ok:
+        msg = "%s /health answers 200" % label
+    elif status is None:
+        msg = "%s /health did not answer (%s)%s; check that the instance is running" % (
+            label,
+            text,
+            " within %d s" % waited_s if waited_s else "",
+        )
+        msg += " (journalctl -u its unit)"
+    else:
+        msg = "%s /health answers %s%s" % (label, status, " after %d s" % waited_s if waited_s else "")
+    return check("service.health[%s]" % label, ok, status if status is not None else text, 200, "", msg)
+
+
+def prefix_cache_name(label):
+    return "service.prefix_cache_hit_rate[%s]" % label
+
+
+def prefix_cache_check(label, rate, floor, queries, where):
+    """``service.prefix_cache_hit_rate[<label>]`` for a hit rate over ``queries`` tokens ``where``
+    ("since the server started", "over 5 s of serving"); None rate: no query, fail closed."""
+    name = prefix_cache_name(label)
+    if rate is None:
+        msg = "%s had no prefix-cache queries %s; send traffic first (fail closed)" % (label, where)
+        return check(name, False, None, floor, "ratio", msg)
+    tokens = "" if queries is None else " over %d queried tokens" % queries
+    ok = rate >= floor
+    msg = "%s prefix-cache hit rate %.4g%s %s, %s the %s floor" % (
+        label,
+        rate,
+        tokens,
+        where,
+        "at or above" if ok else "below",
+        floor,
+    )
+    if not ok:
+        msg += " (%s)" % PREFIX_CACHE_CAUSE
+    return check(name, ok, round(rate, 4), floor, "ratio", msg)
