@@ -98,8 +98,8 @@ hints:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric as role
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import RoleFailed
 
 
 def main():

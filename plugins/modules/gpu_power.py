@@ -164,8 +164,8 @@ gpus:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_power as role
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
 
 
 def main():

@@ -192,7 +192,7 @@ switch_config:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (

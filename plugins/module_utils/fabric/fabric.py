@@ -20,6 +20,7 @@ Runs on the node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check, hint
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_path import (
     judge_neighbor,
@@ -27,7 +28,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_path i
     link_label,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.lldp import TOOL, ParseError, parse_lldpctl
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import read_ib_port
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import port_names
 

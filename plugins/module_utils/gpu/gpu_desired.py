@@ -45,6 +45,40 @@ def same_watts(a, b):
     return a is not None and b is not None and round(float(a), 2) == round(float(b), 2)
 
 
+def power_check(gpu, window_s):
+    """``gpu_power.enforced_limit_w[<uuid>]``: the lowest limit the GPU enforced in the window
+    against the one it was asked for (power.limit), and the likely cause when it is lower."""
+    name = "gpu_power.enforced_limit_w[%s]" % gpu["uuid"]
+    enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
+    if enforced is None or requested is None:
+        why = "%s power limits not reported (fail closed)" % gpu["uuid"]
+        return results.check(name, False, enforced, requested, "W", why)
+    if not gpu["capped_samples"]:
+        why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
+        return results.check(name, True, enforced, requested, "W", why)
+    capped_s = (gpu["reason_seconds"] or {}).get("sw_power_cap")
+    during = "" if not capped_s else "; power-capped %g s of %g s" % (capped_s, window_s)
+    return results.check(
+        name,
+        False,
+        enforced,
+        requested,
+        "W",
+        "%s enforces %s W, below the requested %s W, in %d of %d samples over %g s%s: %s is capping it "
+        "(check the rack's PDU before raising limits)"
+        % (
+            gpu["uuid"],
+            watts_arg(enforced),
+            watts_arg(requested),
+            gpu["capped_samples"],
+            gpu["samples"],
+            window_s,
+            during,
+            POWER_BUDGET_CAUSE,
+        ),
+    )
+
+
 # ---------------------------------------------------------------- power
 
 

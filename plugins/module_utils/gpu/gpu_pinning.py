@@ -3,7 +3,7 @@
 """The gpu_pinning role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.gpu_pinning runs plan then apply; node_facts (drift) runs plan only, on a
-module_utils.node.plan_node.PlanNode.
+module_utils.core.plan_node.PlanNode.
 
 Runs on the managed node (Python 3.11, stdlib only).
 """

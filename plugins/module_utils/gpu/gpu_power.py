@@ -3,7 +3,7 @@
 """The gpu_power role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.gpu_power runs plan then apply; node_facts (drift) runs plan only, on a
-module_utils.node.plan_node.PlanNode. The plan includes the boot path that re-applies the limits at every
+module_utils.core.plan_node.PlanNode. The plan includes the boot path that re-applies the limits at every
 boot: the limits by GPU UUID (:data:`CONF`), the script that applies and verifies them
 (:data:`SCRIPT_TEXT`, shipped here since a module cannot read role files) and its unit.
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_apply import GpuPower
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
 
 __all__ = [
     "ARGUMENT_SPEC",

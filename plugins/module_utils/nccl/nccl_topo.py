@@ -21,8 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import quoteattr
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core import parsing, results
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files, parsing, results
 
 TOPO_VERSION = "1"
 # What NCCL writes for an NVLink whose far end is an NVSwitch it cannot see over PCI.

@@ -3,7 +3,7 @@
 """The nccl_topology role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.nccl_topology runs plan then apply; node_facts (drift) runs plan only, on a
-module_utils.node.plan_node.PlanNode. The topology is rendered from the node (module_utils.nccl.nccl_topo) and
+module_utils.core.plan_node.PlanNode. The topology is rendered from the node (module_utils.nccl.nccl_topo) and
 validated before it may replace the file.
 
 Runs on the managed node (Python 3.11, stdlib only).

@@ -4,7 +4,7 @@
 
 Nothing here knows a setting: each role is its module_utils file (rdma_link, rdma_qos, gpu_power,
 nccl_topology, gpu_pinning), whose ``validate`` and ``plan`` are the ones its module runs, here on a
-read-only module_utils.node.plan_node.PlanNode. So a role's changes (its boot files included), checks and
+read-only module_utils.core.plan_node.PlanNode. So a role's changes (its boot files included), checks and
 failure messages are those of ``provision --check``.
 
 The roles are planned concurrently and share one plan_node.Commands, so a command two roles need
@@ -18,16 +18,16 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import (
+    Commands,
+    PlanNode,
+    RoleFailed,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_pinning, gpu_power
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import ParseError as SmiParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo, nccl_topology
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import (
-    Commands,
-    PlanNode,
-    RoleFailed,
-)
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link, rdma_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 

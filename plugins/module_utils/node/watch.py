@@ -31,10 +31,7 @@ import time
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health, nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
-    POWER_BUDGET_CAUSE,
-    watts_arg,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
     ECN_LOOP_COUNTERS,
@@ -146,40 +143,6 @@ def summarize_gpus(samples):
 def _capped(gpu):
     enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
     return enforced is not None and requested is not None and round(enforced, 2) < round(requested, 2)
-
-
-def power_check(gpu, window_s):
-    """``gpu_power.enforced_limit_w[<uuid>]``: the lowest limit the GPU enforced in the window
-    against the one it was asked for (power.limit), and the likely cause when it is lower."""
-    name = "gpu_power.enforced_limit_w[%s]" % gpu["uuid"]
-    enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
-    if enforced is None or requested is None:
-        why = "%s power limits not reported (fail closed)" % gpu["uuid"]
-        return check(name, False, enforced, requested, "W", why)
-    if not gpu["capped_samples"]:
-        why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
-        return check(name, True, enforced, requested, "W", why)
-    capped_s = (gpu["reason_seconds"] or {}).get("sw_power_cap")
-    during = "" if not capped_s else "; power-capped %g s of %g s" % (capped_s, window_s)
-    return check(
-        name,
-        False,
-        enforced,
-        requested,
-        "W",
-        "%s enforces %s W, below the requested %s W, in %d of %d samples over %g s%s: %s is capping it "
-        "(check the rack's PDU before raising limits)"
-        % (
-            gpu["uuid"],
-            watts_arg(enforced),
-            watts_arg(requested),
-            gpu["capped_samples"],
-            gpu["samples"],
-            window_s,
-            during,
-            POWER_BUDGET_CAUSE,
-        ),
-    )
 
 
 def gpu_fact(gpu):

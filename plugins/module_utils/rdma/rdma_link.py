@@ -3,7 +3,7 @@
 """The rdma_link role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.rdma_link runs plan then apply; node_facts (drift) runs plan only, on a
-module_utils.node.plan_node.PlanNode. So provision --check and drift run the same reads, name the same
+module_utils.core.plan_node.PlanNode. So provision --check and drift run the same reads, name the same
 changes and checks and fail with the same messages. The plan includes the boot files (the script
 that re-applies MTU, RoCE mode and ToS at boot, and its unit), rendered here.
 
@@ -12,8 +12,8 @@ Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import parallel
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import (
     ROCE_SETTINGS,
     LinkPort,

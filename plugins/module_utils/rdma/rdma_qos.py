@@ -4,7 +4,7 @@
 
 The module gpufleet.node.rdma_qos runs :func:`plan` then :func:`apply` over every RoCE interface of
 the node (or the ones named); node_facts (drift) runs :func:`plan` only, on a
-module_utils.node.plan_node.PlanNode. The ports are chosen here, once; the boot script that re-applies
+module_utils.core.plan_node.PlanNode. The ports are chosen here, once; the boot script that re-applies
 the QoS at boot, and its unit, are rendered here.
 
 Runs on the managed node (Python 3.11, stdlib only).
@@ -12,8 +12,8 @@ Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
-from ansible_collections.gpufleet.node.plugins.module_utils.node.plan_node import parallel
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import read_ib_port
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import (
     QosInterface,

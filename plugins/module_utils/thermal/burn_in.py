@@ -23,13 +23,13 @@ import threading
 import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     THERMAL_FIELDS,
     ParseError,
     parse_thermal_sample,
     thermal_query,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     LOAD_LIMITS,
     gpu_checks,
@@ -410,7 +410,7 @@ def _readings(summary):
 
 
 def _power_reading(uuid, acc):
-    """watch.power_check's reading of one GPU over the burn-in: its lowest enforced limit against
+    """gpu_desired.power_check's reading of one GPU over the burn-in: its lowest enforced limit against
     the requested one, in how many of its samples."""
     return {
         "uuid": uuid,

@@ -1,4 +1,4 @@
-"""module_utils.node.boot_files: the roles' boot files as changes, from the node (drift) and from a
+"""module_utils.core.boot_files: the roles' boot files as changes, from the node (drift) and from a
 template/copy task's diff (provision's report), under the same names."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 
 CONF = "/etc/gpufleet/gpu-power.conf"
 UNIT_FILE = "/etc/systemd/system/gpufleet-gpu-power.service"

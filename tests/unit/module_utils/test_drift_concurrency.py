@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.node import drift, plan_node
+from ansible_collections.gpufleet.node.plugins.module_utils.core import plan_node
+from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 
 
 class FakeModule:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.node import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 
 
 @pytest.fixture(autouse=True)
