@@ -32,6 +32,8 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import signal
+import threading
 import time
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit, urlunsplit
@@ -336,6 +338,10 @@ def _usable_path(path):
     return isinstance(path, str) and bool(path) and all("!" <= ch <= "~" for ch in path)
 
 
+def _exit_on_sigterm(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
 class RedfishClient:
     """Reads a Redfish service; use as a context manager so a session is always closed.
 
@@ -383,6 +389,7 @@ class RedfishClient:
         self.use_proxy = use_proxy
         self._open = opener
         self._sleep = sleep
+        self._saved_sigterm = None
         self._token = None
         self.session_uri = None
         self.requests = 0
@@ -545,10 +552,21 @@ class RedfishClient:
     # -- session
 
     def __enter__(self):
+        # A gate stopped while the BMC is read (SIGTERM to the module's process) would leave the
+        # session open, and a BMC with leaked sessions refuses the next login: SIGTERM unwinds
+        # through __exit__ instead, which deletes the session.
+        self._saved_sigterm = None
+        if threading.current_thread() is threading.main_thread():
+            self._saved_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
         return self
 
     def __exit__(self, *exc):
-        self.logout()
+        try:
+            self.logout()
+        finally:
+            if self._saved_sigterm is not None:
+                signal.signal(signal.SIGTERM, self._saved_sigterm)
+                self._saved_sigterm = None
         return False
 
     def login(self, root):

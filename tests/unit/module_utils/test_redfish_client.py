@@ -13,9 +13,13 @@ import copy
 import datetime
 import ipaddress
 import json
+import os
 import secrets
+import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -464,6 +468,32 @@ def test_session_discovery_login_and_logout(bmc: FakeBmc, tls: tuple[Path, ssl.S
         ("CDU1/primary/1", "primary", 42.0, 10.0, "OK"),
         ("CDU1/secondary/1", "secondary", 42.0, 18.0, "OK"),
     ]
+
+
+SIGTERMED_READER = """
+import sys, time
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
+with rf.RedfishClient(sys.argv[1], sys.argv[2], sys.argv[3], ca_path=sys.argv[4]) as rc:
+    rc.login(rc.get(rf.SERVICE_ROOT))
+    print("logged in", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_reader_stopped_by_sigterm_deletes_its_session(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """A gate stopped while a module reads the BMC: the session is deleted, not leaked (a real BMC
+    with leaked sessions refuses the next login until they time out)."""
+    collections = Path(rf.__file__).parents[6]  # the collections path ansible_collections is found in
+    env = dict(os.environ, PYTHONPATH=str(collections))
+    argv = [sys.executable, "-c", SIGTERMED_READER, bmc.url, USER, PASSWORD, str(tls[0])]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env) as reader:
+        assert reader.stdout is not None and reader.stdout.readline().strip() == "logged in"
+        assert len(bmc.sessions) == 1
+        reader.send_signal(signal.SIGTERM)
+        assert reader.wait(timeout=30) == 128 + signal.SIGTERM
+    assert bmc.sessions == {} and len(bmc.deleted) == 1
 
 
 def test_basic_auth_sends_credentials_with_every_request(

@@ -6,6 +6,7 @@ import base64
 import http.client
 import json
 import ssl
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,6 +250,28 @@ def test_session_limit_answers_503(bmc: tuple[Client, str, Any]) -> None:
     status, headers, body = client.request("POST", sessions, {"UserName": "admin", "Password": password})
     assert status == 503 and headers["Retry-After"] == "30"
     assert body["error"]["code"] == "Base.1.18.SessionLimitExceeded"
+
+
+def test_idle_sessions_expire_and_free_their_slots(
+    bmc: tuple[Client, str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions left open (a client that never logged out) are gone after SessionTimeout, as on a real
+    BMC: neither listed nor counted against the limit, so the next login succeeds."""
+    client, password, _ = bmc
+    sessions = f"{resources.ROOT}/SessionService/Sessions"
+    for _ in range(server.MAX_SESSIONS):
+        status, headers, _ = client.request("POST", sessions, {"UserName": "admin", "Password": password})
+        assert status == 201
+    old_token = {"X-Auth-Token": headers["X-Auth-Token"]}
+    assert client.request("POST", sessions, {"UserName": "admin", "Password": password})[0] == 503
+    later = time.monotonic() + resources.SESSION_TIMEOUT_S + 1
+    monkeypatch.setattr(server.time, "monotonic", lambda: later)
+    status, headers, _ = client.request("POST", sessions, {"UserName": "admin", "Password": password})
+    assert status == 201
+    token = {"X-Auth-Token": headers["X-Auth-Token"]}
+    status, _, listed = client.request("GET", sessions, headers=token)
+    assert status == 200 and listed["Members"] == [{"@odata.id": headers["Location"]}]
+    assert client.request("GET", resources.CHASSIS, headers=old_token)[0] == 401
 
 
 def test_not_found_and_not_allowed(bmc: tuple[Client, str, Any]) -> None:

@@ -21,7 +21,7 @@ import ssl
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType
@@ -43,7 +43,7 @@ WATCH_S = 0.1
 class Session:
     ident: str
     user: str
-    last_used: float = field(default_factory=time.monotonic)
+    last_used: float
 
 
 class SessionLimitError(Exception):
@@ -73,13 +73,19 @@ class Bmc:
         with self.lock:
             self.sessions.clear()
 
+    def _expire(self) -> None:
+        """Drops the sessions idle past SessionTimeout (the lock held): a real BMC expires them on
+        its own, so they neither stay listed nor count against MAX_SESSIONS."""
+        now = time.monotonic()
+        for token, current in list(self.sessions.items()):
+            if now - current.last_used > resources.SESSION_TIMEOUT_S:
+                del self.sessions[token]
+
     def session_for(self, token: str) -> Session | None:
         with self.lock:
+            self._expire()
             current = self.sessions.get(token)
             if current is None:
-                return None
-            if time.monotonic() - current.last_used > resources.SESSION_TIMEOUT_S:
-                del self.sessions[token]
                 return None
             current.last_used = time.monotonic()
             return current
@@ -89,9 +95,11 @@ class Bmc:
         if not passwords.verify(self.state().get("bmc", {}), user, password):
             return None
         with self.lock:
+            self._expire()
             if len(self.sessions) >= MAX_SESSIONS:
                 raise SessionLimitError
-            token, current = secrets.token_urlsafe(24), Session(secrets.token_hex(8).upper(), user)
+            token = secrets.token_urlsafe(24)
+            current = Session(secrets.token_hex(8).upper(), user, time.monotonic())
             self.sessions[token] = current
             return token, current
 
@@ -105,6 +113,7 @@ class Bmc:
 
     def open_sessions(self) -> dict[str, str]:
         with self.lock:
+            self._expire()
             return {s.ident: s.user for s in self.sessions.values()}
 
 
