@@ -2,7 +2,8 @@
 # Installs the Debian packages the simulated fleet needs (sshd, iproute2, util-linux) when missing,
 # and promtool, which the unit tests run on gpufleet's metrics and alert rules (Debian ships it in
 # prometheus; without its recommended prometheus-node-exporter), and chromium, the headless browser
-# the report.html tests open the page in (Playwright drives it; it never downloads a browser).
+# the report.html tests open the page in (Playwright drives it; it never downloads a browser), and
+# systemd-analyze, systemd's own verifier of the unit files gpufleet writes (tests/unit/test_systemd_verify.py).
 set -eu
 need=()
 command -v /usr/sbin/sshd >/dev/null 2>&1 || need+=(openssh-server)
@@ -12,6 +13,7 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 [ -x /usr/bin/python3 ] || need+=(python3)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 [ -x /usr/bin/chromium ] || need+=(chromium)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the simulated fleet and the tests need: ${need[*]} (run as root, or install them)" >&2; exit 2

@@ -314,6 +314,20 @@ def test_a_clean_node_passes_serves_and_is_resumed_only_after_passing(gated) -> 
     assert "drained" not in host.get("message", "")
 
 
+def test_the_units_on_an_admitted_node_pass_systemds_verifier(gated) -> None:
+    """`systemd-analyze verify` inside the node, on every unit file there: the vLLM instances the gate
+    started and the boot units provision wrote (tests/unit/test_systemd_verify.py does the same for
+    contrib/ and for each boot unit's text in a root it lays out)."""
+    address = _address(gated["fleet"], "node01")
+    # the files, not the host's own symlinks its /etc overlay shows (units the node does not have)
+    find = "find /etc/systemd/system -maxdepth 1 -type f -name '*.service'"
+    listed = node_ssh(gated["fleet"], address, find).stdout.split()
+    assert {f"/etc/systemd/system/vllm-{i}.service" for i in INSTANCES} <= set(listed), listed
+    verify = "systemd-analyze verify --man=no " + " ".join(listed)
+    done = node_ssh(gated["fleet"], address, verify, check=False)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
 def test_low_flow_blocks_before_start_naming_reading_and_limit(gated) -> None:
     host = gated["report"]["hosts"][_node("low-coolant-flow")]
     flow = _failed(host, "coolant.flow_lpm")

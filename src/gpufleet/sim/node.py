@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.sim import build, state, sysfs, toolclient, toolserver
+from gpufleet.sim import build, state, sysfs, systemd_targets, toolclient, toolserver
 from gpufleet.sim.tools import INSTALL_DIRS, TOOLS
 
 SRC_DIR = Path(__file__).resolve().parents[2]
@@ -135,6 +135,7 @@ def prepare(spec: NodeSpec, authorized_key: str, client: bytes | None = None) ->
     for command in TOOLS:
         _install_tool(spec, command, client)
     (spec.directory / "units" / "nvidia-persistenced.service").write_text(PERSISTENCED_UNIT, encoding="utf-8")
+    systemd_targets.write(spec.directory / "units")
     keys = spec.directory / "root" / ".ssh" / "authorized_keys"
     keys.write_text(authorized_key, encoding="utf-8")
     keys.chmod(0o600)
