@@ -173,6 +173,7 @@ ansible_facts:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
@@ -259,9 +260,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    errors = _input_errors(p)
-    if errors:
-        module.fail_json(msg="Refusing to watch: %s." % "; ".join(errors), input_error=True)
+    refuse_bad_input(module, "watch", _input_errors(p))
     result = dict(changed=False, checks=[], changes=[])
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     try:
