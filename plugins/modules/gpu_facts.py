@@ -23,9 +23,6 @@ description:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.attributes.facts
-attributes:
-  check_mode:
-    details: Only reads; runs the same commands in check mode.
 notes:
   - Needs a loaded NVIDIA driver.
   - C(temperature.tlimit_c) is the margin to the GPU's slowdown temperature (T.Limit), not a temperature;

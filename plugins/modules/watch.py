@@ -114,9 +114,6 @@ extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only reads; the same readings and checks in check mode.
 notes:
   - The module sleeps O(window_s) seconds. Every tool runs with C(LC_ALL=C).
   - Clock event reason counters need driver R535 or later; without them only the samples are judged.
