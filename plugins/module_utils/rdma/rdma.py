@@ -573,15 +573,17 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
                 % (ca["ca"], ca.get("num_ports"), len(ca["ports"]))
             )
         for port in ca["ports"]:
-            missing = [
-                key for key in ("state", "physical_state", "rate_gbps", "link_layer") if key not in port
-            ]
-            if missing:
-                raise ParseError(
-                    "ibstat: %s port %d has no %s (output truncated?)"
-                    % (ca["ca"], port["port"], ", ".join(missing))
-                )
+            _require_fields("ibstat", ca["ca"], port, ("state", "physical_state", "rate_gbps", "link_layer"))
     return cas
+
+
+def _require_fields(tool: str, ca: str, port: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """A port block that lacks one of ``keys`` is a truncated output, never a port without a link."""
+    missing = [key for key in keys if key not in port]
+    if missing:
+        raise ParseError(
+            "%s: %s port %d has no %s (output truncated?)" % (tool, ca, port["port"], ", ".join(missing))
+        )
 
 
 _CODED = re.compile(r"^(\d+): (.+)$")
@@ -628,12 +630,7 @@ def parse_ibstatus(text: str) -> list[dict[str, Any]]:
     if not ports:
         raise ParseError("ibstatus: no \"Infiniband device '<name>' port <n> status:\" block")
     for entry in ports:
-        missing = [key for key in ("state", "phys_state", "rate", "link_layer") if key not in entry]
-        if missing:
-            raise ParseError(
-                "ibstatus: %s port %d has no %s (output truncated?)"
-                % (entry["ca"], entry["port"], ", ".join(missing))
-            )
+        _require_fields("ibstatus", entry["ca"], entry, ("state", "phys_state", "rate", "link_layer"))
     return ports
 
 

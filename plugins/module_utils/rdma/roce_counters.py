@@ -218,6 +218,11 @@ def _rate(count: int, seconds: float) -> float:
     return round(count / seconds, 3)
 
 
+def _at_most(name: str, value: float, limit: float, unit: str, message: str) -> dict[str, Any]:
+    """A counter's verdict: what grew over the window passes at or below its limit."""
+    return check(name, value <= limit, value, limit, unit, message)
+
+
 def judge_port(
     device: str,
     before: Mapping[str, int],
@@ -250,9 +255,8 @@ def judge_port(
     if retransmits is not None:
         rate = _rate(retransmits, seconds)
         checks.append(
-            check(
+            _at_most(
                 "fabric.retransmits[%s]" % device,
-                rate <= limits["retransmits_per_s"],
                 rate,
                 limits["retransmits_per_s"],
                 "1/s",
@@ -264,9 +268,8 @@ def judge_port(
     failures = _sum(before, after, QP_FAILURE_COUNTERS)
     if failures is not None:
         checks.append(
-            check(
+            _at_most(
                 "fabric.qp_failures[%s]" % device,
-                failures <= limits["qp_failures"],
                 failures,
                 limits["qp_failures"],
                 "",
@@ -281,9 +284,8 @@ def judge_port(
     if rx_us is not None or tx_us is not None:
         paused_pct = round(max(rx_us or 0, tx_us or 0) / (seconds * 1e6) * 100, 3)
         checks.append(
-            check(
+            _at_most(
                 "fabric.pause_duration[%s]" % device,
-                paused_pct <= limits["pause_pct"],
                 paused_pct,
                 limits["pause_pct"],
                 "%",
@@ -295,9 +297,8 @@ def judge_port(
     storms = _sum(before, after, PAUSE_STORM_COUNTERS)
     if storms is not None:
         checks.append(
-            check(
+            _at_most(
                 "fabric.pause_storm[%s]" % device,
-                storms <= limits["pause_storm_events"],
                 storms,
                 limits["pause_storm_events"],
                 "",
@@ -315,9 +316,8 @@ def judge_port(
             continue
         rate = _rate(grew, seconds)
         checks.append(
-            check(
+            _at_most(
                 "fabric.%s[%s]" % (counter.replace("_phy", ""), device),
-                rate <= limits[key],
                 rate,
                 limits[key],
                 "1/s",
