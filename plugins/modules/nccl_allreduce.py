@@ -52,6 +52,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - gpufleet.node.roce_window
+  - gpufleet.node.roce_window.judge
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
