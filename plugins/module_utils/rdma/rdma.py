@@ -68,6 +68,11 @@ def _firmware(value: str | None, where: str) -> str | None:
     return value
 
 
+def _lines(text: str) -> list[str]:
+    """The tool's lines, stripped, blank ones left out (they separate blocks, saying nothing)."""
+    return [line for line in (raw.strip() for raw in text.splitlines()) if line]
+
+
 def _na(value: str) -> str | None:
     value = value.strip()
     return None if value in ("", "N/A", "NA") else value
@@ -221,10 +226,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
     section = None
     tc_number = None
     seen_priority_row = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         if line.startswith("DCBX mode:"):
             qos["dcbx_mode"] = _na(line.split(":", 1)[1])
         elif line.startswith("Priority trust state:"):
@@ -533,10 +535,7 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
     """`ibstat`: one dict per CA with its fields and ``ports`` (a list, each with ``port``)."""
     cas: list[dict[str, Any]] = []
     port: dict[str, Any] | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         match = re.match(r"^CA '([^']+)'$", line)
         if match:
             cas.append({"ca": match.group(1), "ports": []})
@@ -600,10 +599,7 @@ def _coded(value: str, what: str) -> tuple[int, str]:
 def parse_ibstatus(text: str) -> list[dict[str, Any]]:
     """`ibstatus`: one dict per device port (the kernel's sysfs port files, formatted)."""
     ports: list[dict[str, Any]] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         match = re.match(r"^Infiniband device '([^']+)' port (\d+) status:$", line)
         if match:
             ports.append({"ca": match.group(1), "port": int(match.group(2))})
