@@ -60,10 +60,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.added_facts]
 ansible_facts:
-  description: Facts added to the host.
-  returned: success
-  type: complex
   contains:
     gpufleet_driver_version:
       description: NVIDIA driver version.
