@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,14 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi
+from tests.unit.local_server import LocalServer
 
 LOAD_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
 IDLE_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-idle-query-gpu.csv"
 SMI = "/usr/bin/nvidia-smi"
 
 
-class FakeVllm:
+class FakeVllm(LocalServer):
     """/health, /v1/models, /v1/completions and /metrics of one instance, on 127.0.0.1."""
 
     def __init__(self, model: str = "GLM-5.2-NVFP4", hit_rate: float = 0.9) -> None:
@@ -92,11 +93,9 @@ class FakeVllm:
                 doc = {"object": "text_completion", "choices": [{"text": " ok" * body["max_tokens"]}]}
                 return self._send(200, json.dumps(doc).encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.serve(Handler)
         self.port = int(self.server.server_address[1])
         self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def metrics(self) -> str:
         if callable(self.metrics_text):
@@ -117,15 +116,6 @@ class FakeVllm:
 
     def completions(self) -> int:
         return sum(1 for p in self.paths if p == "/v1/completions")
-
-    def __enter__(self) -> FakeVllm:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 @pytest.fixture
