@@ -3,8 +3,9 @@
 """The attributes of each kind of gpufleet module, whole: what each attribute means (as
 ansible.builtin's action_common_attributes words it) and how far the kind supports it. A module
 extends exactly one of READ_ONLY, FACTS or WRITES (or the bare DOCUMENTATION, then words its own
-check_mode and diff_mode) and adds its own C(details) next to it. Literal YAML: ansible-test reads
-doc fragments as plain strings."""
+check_mode and diff_mode). Each kind's check_mode C(details) say what most such modules do; a module
+whose check mode does something else writes its own (Ansible keeps the module's over the
+fragment's). Literal YAML: ansible-test reads doc fragments as plain strings."""
 
 
 class ModuleDocFragment:
@@ -23,6 +24,7 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Changes nothing; the same reads and checks in check mode.
   diff_mode:
     description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
@@ -38,6 +40,7 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Only reads; runs the same commands in check mode.
   diff_mode:
     description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
@@ -56,6 +59,7 @@ attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Reads the same and reports in RV(changes) exactly what a run would change; writes nothing.
   diff_mode:
     description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: full

@@ -1,7 +1,9 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The roce_* options of the modules that read the node's RoCE ports around a load they make (the
-burn-in, the NCCL all-reduce): module_utils.rdma.roce_reading's WINDOW_OPTIONS and window_for."""
+"""The roce_* options of the modules that read the node's RoCE ports: DOCUMENTATION, roce_ports, for
+those that read them around a load they make (the burn-in, the NCCL all-reduce; they extend JUDGE
+too); JUDGE, how the ports are judged, also for watch. module_utils.rdma.roce_reading's
+WINDOW_OPTIONS and JUDGE_OPTIONS."""
 
 
 class ModuleDocFragment:
@@ -19,6 +21,11 @@ options:
         the tool.
     type: bool
     default: true
+"""
+
+    # How the RoCE ports read are judged: with DOCUMENTATION around a load, and watch's window.
+    JUDGE = r"""
+options:
   roce_priority:
     description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
     type: int

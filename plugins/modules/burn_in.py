@@ -128,6 +128,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.roce_window
+  - gpufleet.node.roce_window.judge
   - gpufleet.node.clock_events
   - gpufleet.node.attributes
 attributes:

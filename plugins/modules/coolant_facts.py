@@ -157,10 +157,9 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.added_facts]
 ansible_facts:
   description: Facts added to the host (the node, not the controller the module ran on).
-  returned: success
-  type: complex
   contains:
     gpufleet_coolant:
       description: What the BMC reported.

@@ -29,9 +29,6 @@ options:
     required: true
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only compares; the same checks in check mode.
 seealso:
   - module: gpufleet.node.node_health
 author:

@@ -23,9 +23,6 @@ description:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.attributes.facts
-attributes:
-  check_mode:
-    details: Only reads; runs the same commands in check mode.
 notes:
   - Needs a loaded NVIDIA driver.
   - C(temperature.tlimit_c) is the margin to the GPU's slowdown temperature (T.Limit), not a temperature;
@@ -63,10 +60,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.added_facts]
 ansible_facts:
-  description: Facts added to the host.
-  returned: success
-  type: complex
   contains:
     gpufleet_driver_version:
       description: NVIDIA driver version.

@@ -52,6 +52,7 @@ options:
     default: 300
 extends_documentation_fragment:
   - gpufleet.node.roce_window
+  - gpufleet.node.roce_window.judge
   - gpufleet.node.attributes.read_only
 attributes:
   check_mode:
@@ -105,6 +106,7 @@ import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import ENV, first_line, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl.nccl_bandwidth import argv, judge
@@ -152,9 +154,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    errors = _input_errors(p)
-    if errors:
-        module.fail_json(msg="Refusing to run the all-reduce: %s." % "; ".join(errors), input_error=True)
+    refuse_bad_input(module, "run the all-reduce", _input_errors(p))
     result = dict(changed=False, checks=[], changes=[])
     if module.check_mode:
         module.exit_json(skipped=True, msg="check mode: the all-reduce loads every GPU; not run", **result)

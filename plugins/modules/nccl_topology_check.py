@@ -25,9 +25,6 @@ options:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only reads; the same in check mode.
 notes:
   - A failed check does not fail the task; gate on RV(matches) or the checks.
 seealso:

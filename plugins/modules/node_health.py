@@ -157,6 +157,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
     OPTIONS_SPEC,
@@ -207,8 +208,7 @@ def main():
     errors = input_errors(p, "thermal_gate_health_") + diag_input_errors(
         p["dcgm_diag_level"], p["dcgm_diag_timeout_s"]
     )
-    if errors:
-        module.fail_json(msg="Refusing to judge the node's health: %s." % "; ".join(errors), input_error=True)
+    refuse_bad_input(module, "judge the node's health", errors)
     result = dict(changed=False, checks=[], gpus=[], xids=None, dcgm_diag=None, changes=[])
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     dmesg = tool_path(module, "dmesg") if p["kernel_log"] else None

@@ -85,10 +85,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.added_facts]
 ansible_facts:
-  description: Facts added to the host.
-  returned: success
-  type: complex
   contains:
     gpufleet_rdma:
       description: RDMA facts of the node.

@@ -91,10 +91,6 @@ options:
 extends_documentation_fragment:
   - gpufleet.node.boot_unit
   - gpufleet.node.attributes.writes
-attributes:
-  check_mode:
-    details:
-      - Reads the same and reports in RV(changes) exactly what a run would change; writes nothing.
 notes:
   - Needs C(mlnx_qos) (MLNX_OFED/DOCA-OFED or mlnx-tools) for O(trust) and O(pfc_priorities), the mlx5
     driver's C(ecn/) sysfs files for O(ecn_priorities) and O(cnp_dscp), and C(ethtool) for O(global_pause).

@@ -53,9 +53,6 @@ options:
     default: {}
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only reads; the same readings and checks in check mode.
 notes:
   - Needs C(ethtool) and the mlx5 drivers' counter names (C(mlx5_core), C(mlx5_ib)); C(ethtool) runs with
     C(LC_ALL=C).

@@ -77,9 +77,6 @@ options:
     default: true
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only reads; the same checks in check mode.
 seealso:
   - name: vLLM metrics
     description: The metric names vLLM exports on /metrics.

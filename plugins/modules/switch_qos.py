@@ -173,6 +173,7 @@ import contextlib
 import signal
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
 
@@ -205,9 +206,7 @@ def _diff(changes, name):
 
 def main():
     module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    errors = role.validate(module.params)
-    if errors:
-        module.fail_json(msg="; ".join(errors), input_error=True)
+    refuse_bad_input(module, "read or change the switch", role.validate(module.params))
     try:
         nvue = role.client(module.params, module.params["name"])
     except NvueError as exc:

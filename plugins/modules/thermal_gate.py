@@ -115,9 +115,6 @@ extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only computes; the same verdict in check mode.
 seealso:
   - module: gpufleet.node.coolant_facts
   - module: gpufleet.node.burn_in

@@ -67,22 +67,6 @@ options:
     description: Smallest margin to the GPU's slowdown temperature (T.Limit) in service.
     type: float
     default: 3
-  roce_priority:
-    description: The RoCE priority, the one with PFC (the fleet's lossless profile uses 3).
-    type: int
-    default: 3
-  roce_thresholds:
-    description:
-      - Limits that replace M(gpufleet.node.roce_health)'s defaults, by name
-        (see O(gpufleet.node.roce_health#module:thresholds)).
-    type: dict
-    default: {}
-  roce_cabling:
-    description:
-      - The node's cabling plan, RoCE port to the leaf port it is cabled to (the fabric role's
-        C(fabric_cabling)). Only named in the messages of a port whose link fails.
-    type: dict
-    default: {}
   health:
     description:
       - Also judge the hardware's health as the gate does (M(gpufleet.node.node_health)'s checks, from one
@@ -113,10 +97,8 @@ options:
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.clock_events
+  - gpufleet.node.roce_window.judge
   - gpufleet.node.attributes.read_only
-attributes:
-  check_mode:
-    details: Only reads; the same readings and checks in check mode.
 notes:
   - The module sleeps O(window_s) seconds. Every tool runs with C(LC_ALL=C).
   - Clock event reason counters need driver R535 or later; without them only the samples are judged.
@@ -173,6 +155,7 @@ ansible_facts:
 import math
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
@@ -185,6 +168,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
     Watch,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
+    JUDGE_OPTIONS,
     ReadError,
     roce_ports,
     threshold_errors,
@@ -248,9 +232,7 @@ def main():
             instances=dict(type="list", elements="dict", default=[]),
             instance_host=dict(type="str", default="127.0.0.1"),
             min_prefix_cache_hit_rate=dict(type="float", default=0.5),
-            roce_priority=dict(type="int", default=3),
-            roce_thresholds=dict(type="dict", default={}),
-            roce_cabling=dict(type="dict", default={}),
+            **JUDGE_OPTIONS,
             health=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
             **HEALTH_SPEC,
@@ -259,9 +241,7 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    errors = _input_errors(p)
-    if errors:
-        module.fail_json(msg="Refusing to watch: %s." % "; ".join(errors), input_error=True)
+    refuse_bad_input(module, "watch", _input_errors(p))
     result = dict(changed=False, checks=[], changes=[])
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     try:

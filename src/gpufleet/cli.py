@@ -429,7 +429,7 @@ def _demo_watch(fleet: Fleet, report_dir: Path) -> Report:
         )
         watched = watch_mod.watch(
             watch_mod.WatchOptions(
-                fleet.inventory_path, "node01,node02", report_dir, None, fleet.vault_password_file
+                fleet.inventory_path, "node01,node02", report_dir, fleet.vault_password_file
             ),
             commands.progress,
         )
@@ -561,7 +561,9 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
         )
         return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
     if args.command == "watch":
-        watch_options = watch_mod.WatchOptions(inventory, args.limit, args.report_dir, args.window, vault)
+        watch_options = watch_mod.WatchOptions(
+            inventory, args.limit, args.report_dir, vault, window_s=args.window
+        )
         watched = watch_mod.watch(watch_options, commands.progress)
         if args.textfile_dir is not None:
             prom.write_textfile(watched, args.textfile_dir)

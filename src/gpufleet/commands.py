@@ -13,14 +13,10 @@ from gpufleet.report_files import write
 
 
 @dataclass(frozen=True)
-class CommonOptions:
-    inventory: Path
-    limit: str | None
-    report_dir: Path
+class CommonOptions(runner.Target):
     tags: str | None = None
     check: bool = False
     diff: bool = False
-    vault_password_file: Path | None = None
     # take the nodes' run locks even from another run's record (that run is gone)
     break_lock: bool = False
 

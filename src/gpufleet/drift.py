@@ -22,7 +22,6 @@ import math
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 from gpufleet import catalog, checks, interrupt, runner
@@ -34,11 +33,7 @@ DRIFT_FORKS = 256
 
 
 @dataclass(frozen=True)
-class DriftOptions:
-    inventory: Path
-    limit: str | None
-    report_dir: Path
-    vault_password_file: Path | None = None
+class DriftOptions(runner.Target):
     fix: bool = False
     batch: str = "10%"
     max_fail_percent: float = 0.0

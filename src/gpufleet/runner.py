@@ -67,6 +67,17 @@ def run_limit(playbook: str, limit: str | None) -> str | None:
 
 
 @dataclass(frozen=True)
+class Target:
+    """What a command runs against, whichever it is (its options extend this): the inventory, the
+    --limit, where its report goes and the vault password file."""
+
+    inventory: Path
+    limit: str | None
+    report_dir: Path
+    vault_password_file: Path | None = None
+
+
+@dataclass(frozen=True)
 class RunOptions:
     playbook: str
     inventory: Path

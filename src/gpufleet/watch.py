@@ -8,7 +8,6 @@ the report, with the checks' messages (value, limit, likely cause).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from gpufleet import checks, runner
 from gpufleet.drift import DRIFT_FORKS
@@ -17,12 +16,8 @@ from gpufleet.report_files import write
 
 
 @dataclass(frozen=True)
-class WatchOptions:
-    inventory: Path
-    limit: str | None
-    report_dir: Path
+class WatchOptions(runner.Target):
     window_s: float | None = None
-    vault_password_file: Path | None = None
 
 
 def watch_host(result: runner.HostResult) -> HostReport:

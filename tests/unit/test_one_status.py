@@ -173,57 +173,19 @@ def _run(command: str, replay: dict[str, Any], report_dir: Path) -> dict[str, st
     return _written(report_dir)
 
 
-# What each command's report says of each host (and so its console).
-EXPECTED = {
-    "drift": {
-        "leaf01": "drifted",
-        "leaf02": "ok",
-        "node01": "ok",
-        "node02": "drifted",
-        "node03": "failed",
-        "node04": "failed",
-        "node05": "unreachable",
-    },
-    "drift --fix": {
-        "leaf01": "drifted",
-        "leaf02": "ok",
-        "node01": "ok",
-        "node02": "changed",
-        "node03": "failed",
-        "node04": "failed",
-        "node05": "unreachable",
-    },
-    "check": {
-        "leaf01": "drifted",
-        "leaf02": "ok",
-        "node01": "ok",
-        "node02": "drifted",
-        "node03": "failed",
-        "node04": "failed",
-        "node05": "unreachable",
-    },
+HOSTS = ("leaf01", "leaf02", "node01", "node02", "node03", "node04", "node05")
+# What each command's report says of each host (and so its console), a status per host of HOSTS.
+STATUSES = {
+    "drift": ("drifted", "ok", "ok", "drifted", "failed", "failed", "unreachable"),
+    "drift --fix": ("drifted", "ok", "ok", "changed", "failed", "failed", "unreachable"),
+    "check": ("drifted", "ok", "ok", "drifted", "failed", "failed", "unreachable"),
     # provision only reads the leaves: leaf01's difference is drift, not a change
-    "provision": {
-        "leaf01": "drifted",
-        "leaf02": "ok",
-        "node01": "ok",
-        "node02": "changed",
-        "node03": "failed",
-        "node04": "failed",
-        "node05": "unreachable",
-    },
-    # the gate judges nodes: one that passed is ok though its drain and re-assertion changed it; a leaf
-    # is judged by its checks (a leaf that cannot be read blocks)
-    "gate": {
-        "leaf01": "ok",
-        "leaf02": "ok",
-        "node01": "ok",
-        "node02": "ok",
-        "node03": "blocked",
-        "node04": "blocked",
-        "node05": "unreachable",
-    },
+    "provision": ("drifted", "ok", "ok", "changed", "failed", "failed", "unreachable"),
+    # the gate judges nodes: one that passed is ok though its drain and re-assertion changed it; a
+    # leaf is judged by its checks (a leaf that cannot be read blocks)
+    "gate": ("ok", "ok", "ok", "ok", "blocked", "blocked", "unreachable"),
 }
+EXPECTED = {command: dict(zip(HOSTS, statuses, strict=True)) for command, statuses in STATUSES.items()}
 
 
 @pytest.mark.parametrize("command", sorted(EXPECTED))

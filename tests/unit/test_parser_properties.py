@@ -208,6 +208,22 @@ def _without(prefixes: tuple[str, ...], parse: Callable[[str], Any]) -> Callable
     return lambda text: parse("".join(x for x in text.splitlines(True) if not x.strip().startswith(prefixes)))
 
 
+def _folder(
+    folder: str,
+    name: str,
+    parse: Callable[[str], Any],
+    error: type[Exception],
+    tool: str,
+    markup: str,
+    check: Callable[[Any], None] = finite_readings,
+) -> list[Case]:
+    """One case per capture in ``tests/fixtures/real/<folder>``, all read by the same parser."""
+    return [
+        Case(f"{folder}/{path.name}", name, parse, error, tool, markup, check)
+        for path in sorted((FIXTURES / folder).iterdir())
+    ]
+
+
 def _health_cases() -> list[Case]:
     """Issue 25's parsers: NVLink, all_reduce_perf, Xid, dcgmi diag -j, the -q -x health readings."""
     cases = []
@@ -235,82 +251,33 @@ def _health_cases() -> list[Case]:
                 finite_readings,
             )
         )
-    for path in sorted((FIXTURES / "nccl-tests").iterdir()):
-        rel = "nccl-tests/" + path.name
-        parse = nccl_tests.parse_all_reduce
-        cases.append(
-            Case(
-                rel,
-                "parse_all_reduce",
-                parse,
-                nccl_tests.ParseError,
-                "all_reduce_perf",
-                "text",
-                finite_readings,
-            )
+    health_xml = ("parse_health_xml", gpu_health_readings.parse_health_xml, nvidia_smi.ParseError)
+    return (
+        cases
+        + _folder(
+            "nccl-tests",
+            "parse_all_reduce",
+            nccl_tests.parse_all_reduce,
+            nccl_tests.ParseError,
+            "all_reduce_perf",
+            "text",
         )
-    for path in sorted((FIXTURES / "xid").iterdir()):
-        rel = "xid/" + path.name
-        cases.append(
+        + _folder("xid", "parse_kernel_log", xid.parse_kernel_log, xid.ParseError, "kernel log (Xid)", "text")
+        + _folder("dcgm", "parse_diag_json", dcgm.parse_diag_json, dcgm.ParseError, "dcgmi diag -j", "json")
+        + [
             Case(
-                rel,
-                "parse_kernel_log",
-                xid.parse_kernel_log,
-                xid.ParseError,
-                "kernel log (Xid)",
-                "text",
-                finite_readings,
+                "h200-device/nvidia-smi-q-x-idle.xml", *health_xml, "nvidia-smi -q -x", "xml", finite_readings
             )
-        )
-    for path in sorted((FIXTURES / "dcgm").iterdir()):
-        rel = "dcgm/" + path.name
-        cases.append(
-            Case(
-                rel,
-                "parse_diag_json",
-                dcgm.parse_diag_json,
-                dcgm.ParseError,
-                "dcgmi diag -j",
-                "json",
-                finite_readings,
-            )
-        )
-    for path in [
-        FIXTURES / "h200-device" / "nvidia-smi-q-x-idle.xml",
-        *sorted((FIXTURES / "nvidia-smi-xml").iterdir()),
-    ]:
-        rel = f"{path.parent.name}/{path.name}"
-        parse = gpu_health_readings.parse_health_xml
-        cases.append(
-            Case(
-                rel,
-                "parse_health_xml",
-                parse,
-                nvidia_smi.ParseError,
-                "nvidia-smi -q -x",
-                "xml",
-                finite_readings,
-            )
-        )
-    return cases
+        ]
+        + _folder("nvidia-smi-xml", *health_xml, "nvidia-smi -q -x", "xml")
+    )
 
 
 def _cases() -> list[Case]:
-    cases = []
     smi = nvidia_smi.ParseError
-    for path in sorted((FIXTURES / "nvidia-smi-xml").iterdir()):
-        rel = "nvidia-smi-xml/" + path.name
-        cases.append(
-            Case(
-                rel,
-                "parse_query_xml",
-                nvidia_smi.parse_query_xml,
-                smi,
-                "nvidia-smi -q -x",
-                "xml",
-                finite_readings,
-            )
-        )
+    cases = _folder(
+        "nvidia-smi-xml", "parse_query_xml", nvidia_smi.parse_query_xml, smi, "nvidia-smi -q -x", "xml"
+    )
     text_dirs = ("nvidia-smi-text", "nvidia-smi-power-perf")
     for folder in text_dirs:
         for path in sorted((FIXTURES / folder).iterdir()):
@@ -321,80 +288,58 @@ def _cases() -> list[Case]:
                 parse, check = nvidia_smi.parse_query_text, _gpus_as_announced
             cases.append(Case(rel, "parse_query_text", parse, smi, "nvidia-smi -q", "text", check))
     full = "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-FULL-capture.txt"
-    cases.append(
-        Case(full, "parse_list", nvidia_smi.parse_list, smi, "nvidia-smi -L", "text", finite_readings)
+    topo = ("parse_topo_matrix", nvidia_smi.parse_topo_matrix, smi, "nvidia-smi topo -m", "text")
+    cases += [
+        Case(full, "parse_list", nvidia_smi.parse_list, smi, "nvidia-smi -L", "text", finite_readings),
+        Case(full, *topo, finite_readings),
+    ]
+    cases += _folder(
+        "nvidia-smi-csv",
+        "parse_query_csv",
+        nvidia_smi.parse_query_csv,
+        smi,
+        "nvidia-smi --query-gpu",
+        "text",
+        _csv_rows,
     )
-    for path in sorted((FIXTURES / "nvidia-smi-csv").iterdir()):
-        rel = "nvidia-smi-csv/" + path.name
-        cases.append(
-            Case(
-                rel,
-                "parse_query_csv",
-                nvidia_smi.parse_query_csv,
-                smi,
-                "nvidia-smi --query-gpu",
-                "text",
-                _csv_rows,
-            )
-        )
-    for path in [*sorted((FIXTURES / "topo-matrix").iterdir()), FIXTURES / full]:
-        rel = f"{path.parent.name}/{path.name}"
-        cases.append(
-            Case(
-                rel,
-                "parse_topo_matrix",
-                nvidia_smi.parse_topo_matrix,
-                smi,
-                "nvidia-smi topo -m",
-                "text",
-                finite_readings,
-            )
-        )
-    for path in sorted((FIXTURES / "nccl-topo").iterdir()):
-        rel = "nccl-topo/" + path.name
-        cases.append(
-            Case(
-                rel,
-                "nccl_topo.parse",
-                nccl_topo.parse,
-                nccl_topo.TopologyError,
-                "NCCL topology",
-                "xml",
-                finite_readings,
-            )
-        )
+    cases += _folder("topo-matrix", *topo)
+    cases += _folder(
+        "nccl-topo", "nccl_topo.parse", nccl_topo.parse, nccl_topo.TopologyError, "NCCL topology", "xml"
+    )
     for path in sorted((FIXTURES / "mellanox").iterdir()):
         rel = "mellanox/" + path.name
         tool, parse = next(v for k, v in _RDMA.items() if path.name.startswith(k))
         cases.append(Case(rel, parse.__name__, parse, rdma.ParseError, tool, "text", finite_readings))
-    for path in sorted((FIXTURES / "vllm-metrics").iterdir()):
-        rel = "vllm-metrics/" + path.name
-        cases.append(
-            Case(rel, "vllm_metrics", _vllm, vllm_metrics.MetricsError, "vLLM /metrics", "text", _vllm_check)
-        )
-    for path in sorted((FIXTURES / "lldp").iterdir()):
-        rel = "lldp/" + path.name
-        cases.append(
-            Case(rel, "parse_lldpctl", lldp.parse_lldpctl, lldp.ParseError, "lldpctl", "json", _lldp)
-        )
-    for path in sorted((FIXTURES / "ethtool").iterdir()):
-        rel = "ethtool/" + path.name
-        parse = roce_counters.parse_ethtool_stats
-        cases.append(
-            Case(rel, "parse_ethtool_stats", parse, roce_counters.ParseError, "ethtool -S", "text", _counters)
-        )
-    for path in sorted((FIXTURES / "rdma-statistic").iterdir()):
-        rel = "rdma-statistic/" + path.name
-        error = roce_counters.ParseError
-        cases.append(
-            Case(rel, "parse_rdma_statistic", _rdma_statistic, error, "rdma statistic", "text", _counters)
-        )
-    for path in sorted((FIXTURES / "sonic").iterdir()):
-        rel = "sonic/" + path.name
-        parse = sonic_qos.parse_config_db
-        cases.append(
-            Case(rel, "parse_config_db", parse, sonic_qos.ParseError, "SONiC CONFIG_DB", "json", _sonic_qos)
-        )
+    cases += _folder(
+        "vllm-metrics", "vllm_metrics", _vllm, vllm_metrics.MetricsError, "vLLM /metrics", "text", _vllm_check
+    )
+    cases += _folder("lldp", "parse_lldpctl", lldp.parse_lldpctl, lldp.ParseError, "lldpctl", "json", _lldp)
+    counters = ("text", _counters)
+    cases += _folder(
+        "ethtool",
+        "parse_ethtool_stats",
+        roce_counters.parse_ethtool_stats,
+        roce_counters.ParseError,
+        "ethtool -S",
+        *counters,
+    )
+    cases += _folder(
+        "rdma-statistic",
+        "parse_rdma_statistic",
+        _rdma_statistic,
+        roce_counters.ParseError,
+        "rdma statistic",
+        *counters,
+    )
+    cases += _folder(
+        "sonic",
+        "parse_config_db",
+        sonic_qos.parse_config_db,
+        sonic_qos.ParseError,
+        "SONiC CONFIG_DB",
+        "json",
+        _sonic_qos,
+    )
     return cases + _health_cases()
 
 

@@ -2,5 +2,6 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What every domain shares, and imports nothing else of the collection: the result contract
 (results: check, change, hint), the parsers' guard (parsing), how a device tool is run
-(tool_runner), the read-only node the roles plan against (plan_node) and their boot files.
+(tool_runner), how a module refuses bad input (inputs), the read-only node the roles plan against
+(plan_node) and their boot files.
 """

@@ -485,38 +485,38 @@ def pcie_checks(gpu: Mapping[str, Any], under_load: bool = False) -> list[dict[s
     return out
 
 
+# The remapped-rows flags, each a fault when set (health.row_remap_<flag>): the message when set,
+# when clear. A GPU that does not report a flag is not judged on it.
+_ROW_REMAP_FLAGS = (
+    (
+        "pending",
+        "%s has a row remap pending: it takes effect at the next GPU reset; reset the GPU before it serves",
+        "%s has no row remap pending",
+    ),
+    (
+        "failure",
+        "%s row remapping failed: a memory bank ran out of spare rows; the GPU needs service",
+        "%s row remapping has not failed",
+    ),
+)
+
+
 def memory_checks(gpu: Mapping[str, Any], limits: Mapping[str, int | None]) -> list[dict[str, Any]]:
     uuid, out = gpu["uuid"], []
     rows = gpu.get("remapped_rows") or {}
-    pending = rows.get("pending")
-    if pending is not None:
-        out.append(
-            check(
-                "health.row_remap_pending[%s]" % uuid,
-                not pending,
-                pending,
-                False,
-                "",
-                "%s has a row remap pending%s"
-                % (uuid, ": it takes effect at the next GPU reset; reset the GPU before it serves")
-                if pending
-                else "%s has no row remap pending" % uuid,
+    for key, bad, good in _ROW_REMAP_FLAGS:
+        flag = rows.get(key)
+        if flag is not None:
+            out.append(
+                check(
+                    "health.row_remap_%s[%s]" % (key, uuid),
+                    not flag,
+                    flag,
+                    False,
+                    "",
+                    (bad if flag else good) % uuid,
+                )
             )
-        )
-    failure = rows.get("failure")
-    if failure is not None:
-        out.append(
-            check(
-                "health.row_remap_failure[%s]" % uuid,
-                not failure,
-                failure,
-                False,
-                "",
-                "%s row remapping failed: a memory bank ran out of spare rows; the GPU needs service" % uuid
-                if failure
-                else "%s row remapping has not failed" % uuid,
-            )
-        )
     ecc = gpu.get("ecc") or {}
     for scope, key in (
         ("volatile", "max_volatile_uncorrectable_ecc"),

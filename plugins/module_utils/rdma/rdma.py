@@ -68,6 +68,11 @@ def _firmware(value: str | None, where: str) -> str | None:
     return value
 
 
+def _lines(text: str) -> list[str]:
+    """The tool's lines, stripped, blank ones left out (they separate blocks, saying nothing)."""
+    return [line for line in (raw.strip() for raw in text.splitlines()) if line]
+
+
 def _na(value: str) -> str | None:
     value = value.strip()
     return None if value in ("", "N/A", "NA") else value
@@ -221,10 +226,7 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
     section = None
     tc_number = None
     seen_priority_row = False
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         if line.startswith("DCBX mode:"):
             qos["dcbx_mode"] = _na(line.split(":", 1)[1])
         elif line.startswith("Priority trust state:"):
@@ -533,10 +535,7 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
     """`ibstat`: one dict per CA with its fields and ``ports`` (a list, each with ``port``)."""
     cas: list[dict[str, Any]] = []
     port: dict[str, Any] | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         match = re.match(r"^CA '([^']+)'$", line)
         if match:
             cas.append({"ca": match.group(1), "ports": []})
@@ -573,15 +572,17 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
                 % (ca["ca"], ca.get("num_ports"), len(ca["ports"]))
             )
         for port in ca["ports"]:
-            missing = [
-                key for key in ("state", "physical_state", "rate_gbps", "link_layer") if key not in port
-            ]
-            if missing:
-                raise ParseError(
-                    "ibstat: %s port %d has no %s (output truncated?)"
-                    % (ca["ca"], port["port"], ", ".join(missing))
-                )
+            _require_fields("ibstat", ca["ca"], port, ("state", "physical_state", "rate_gbps", "link_layer"))
     return cas
+
+
+def _require_fields(tool: str, ca: str, port: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """A port block that lacks one of ``keys`` is a truncated output, never a port without a link."""
+    missing = [key for key in keys if key not in port]
+    if missing:
+        raise ParseError(
+            "%s: %s port %d has no %s (output truncated?)" % (tool, ca, port["port"], ", ".join(missing))
+        )
 
 
 _CODED = re.compile(r"^(\d+): (.+)$")
@@ -598,10 +599,7 @@ def _coded(value: str, what: str) -> tuple[int, str]:
 def parse_ibstatus(text: str) -> list[dict[str, Any]]:
     """`ibstatus`: one dict per device port (the kernel's sysfs port files, formatted)."""
     ports: list[dict[str, Any]] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
+    for line in _lines(text):
         match = re.match(r"^Infiniband device '([^']+)' port (\d+) status:$", line)
         if match:
             ports.append({"ca": match.group(1), "port": int(match.group(2))})
@@ -628,12 +626,7 @@ def parse_ibstatus(text: str) -> list[dict[str, Any]]:
     if not ports:
         raise ParseError("ibstatus: no \"Infiniband device '<name>' port <n> status:\" block")
     for entry in ports:
-        missing = [key for key in ("state", "phys_state", "rate", "link_layer") if key not in entry]
-        if missing:
-            raise ParseError(
-                "ibstatus: %s port %d has no %s (output truncated?)"
-                % (entry["ca"], entry["port"], ", ".join(missing))
-            )
+        _require_fields("ibstatus", entry["ca"], entry, ("state", "phys_state", "rate", "link_layer"))
     return ports
 
 

@@ -218,6 +218,36 @@ def _rate(count: int, seconds: float) -> float:
     return round(count / seconds, 3)
 
 
+def _at_most(name: str, value: float, limit: float, unit: str, message: str) -> dict[str, Any]:
+    """A counter's verdict: what grew over the window passes at or below its limit."""
+    return check(name, value <= limit, value, limit, unit, message)
+
+
+# The checks that count events: name -> the counters summed, the limit's key, what they count.
+_EVENT_CHECKS = {
+    "qp_failures": (QP_FAILURE_COUNTERS, "qp_failures", "queue pairs ran out of retries"),
+    "pause_storm": (PAUSE_STORM_COUNTERS, "pause_storm_events", "pause storm events"),
+}
+
+
+def _events(
+    name: str,
+    device: str,
+    where: str,
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+    limits: Mapping[str, float],
+) -> list[dict[str, Any]]:
+    """``fabric.<name>[<device>]``: the events its counters counted over the window, at most their
+    limit; no check when the port has none of them."""
+    counters, key, what = _EVENT_CHECKS[name]
+    count = _sum(before, after, counters)
+    if count is None:
+        return []
+    message = "%s: %d %s (%s), limit %g" % (where, count, what, ", ".join(counters), limits[key])
+    return [_at_most("fabric.%s[%s]" % (name, device), count, limits[key], "", message)]
+
+
 def judge_port(
     device: str,
     before: Mapping[str, int],
@@ -250,9 +280,8 @@ def judge_port(
     if retransmits is not None:
         rate = _rate(retransmits, seconds)
         checks.append(
-            check(
+            _at_most(
                 "fabric.retransmits[%s]" % device,
-                rate <= limits["retransmits_per_s"],
                 rate,
                 limits["retransmits_per_s"],
                 "1/s",
@@ -261,19 +290,7 @@ def judge_port(
             )
         )
 
-    failures = _sum(before, after, QP_FAILURE_COUNTERS)
-    if failures is not None:
-        checks.append(
-            check(
-                "fabric.qp_failures[%s]" % device,
-                failures <= limits["qp_failures"],
-                failures,
-                limits["qp_failures"],
-                "",
-                "%s: %d queue pairs ran out of retries (rnr_nak_retry_err, req_transport_retries_exceeded), "
-                "limit %g" % (where, failures, limits["qp_failures"]),
-            )
-        )
+    checks += _events("qp_failures", device, where, before, after, limits)
 
     pause_names = ("rx_prio%d_pause" % priority, "tx_prio%d_pause" % priority)
     rx_us = _delta(before, after, "rx_prio%d_pause_duration" % priority)
@@ -281,9 +298,8 @@ def judge_port(
     if rx_us is not None or tx_us is not None:
         paused_pct = round(max(rx_us or 0, tx_us or 0) / (seconds * 1e6) * 100, 3)
         checks.append(
-            check(
+            _at_most(
                 "fabric.pause_duration[%s]" % device,
-                paused_pct <= limits["pause_pct"],
                 paused_pct,
                 limits["pause_pct"],
                 "%",
@@ -292,19 +308,7 @@ def judge_port(
             )
         )
 
-    storms = _sum(before, after, PAUSE_STORM_COUNTERS)
-    if storms is not None:
-        checks.append(
-            check(
-                "fabric.pause_storm[%s]" % device,
-                storms <= limits["pause_storm_events"],
-                storms,
-                limits["pause_storm_events"],
-                "",
-                "%s: %d pause storm events (%s), limit %g"
-                % (where, storms, ", ".join(PAUSE_STORM_COUNTERS), limits["pause_storm_events"]),
-            )
-        )
+    checks += _events("pause_storm", device, where, before, after, limits)
 
     for counter, key in (
         ("rx_discards_phy", "rx_discards_per_s"),
@@ -315,9 +319,8 @@ def judge_port(
             continue
         rate = _rate(grew, seconds)
         checks.append(
-            check(
+            _at_most(
                 "fabric.%s[%s]" % (counter.replace("_phy", ""), device),
-                rate <= limits[key],
                 rate,
                 limits[key],
                 "1/s",

@@ -376,13 +376,15 @@ class Window:
         }
 
 
-# The options of a module that reads a Window around its load (doc fragment gpufleet.node.roce_window).
-WINDOW_OPTIONS = dict(
-    roce_ports=dict(type="bool", default=True),
+# How a module judges the RoCE ports it reads (doc fragment gpufleet.node.roce_window.judge): the
+# burn-in and the all-reduce around their load, watch over its window.
+JUDGE_OPTIONS = dict(
     roce_priority=dict(type="int", default=DEFAULT_PRIORITY),
     roce_thresholds=dict(type="dict", default={}),
     roce_cabling=dict(type="dict", default={}),
 )
+# The options of a module that reads a Window around its load (doc fragment gpufleet.node.roce_window).
+WINDOW_OPTIONS = dict(roce_ports=dict(type="bool", default=True), **JUDGE_OPTIONS)
 
 
 class OptionError(ValueError):

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +26,14 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import nvidia_smi
+from tests.unit.local_server import LocalServer
 
 LOAD_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
 IDLE_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-idle-query-gpu.csv"
 SMI = "/usr/bin/nvidia-smi"
 
 
-class FakeVllm:
+class FakeVllm(LocalServer):
     """/health, /v1/models, /v1/completions and /metrics of one instance, on 127.0.0.1."""
 
     def __init__(self, model: str = "GLM-5.2-NVFP4", hit_rate: float = 0.9) -> None:
@@ -92,11 +93,9 @@ class FakeVllm:
                 doc = {"object": "text_completion", "choices": [{"text": " ok" * body["max_tokens"]}]}
                 return self._send(200, json.dumps(doc).encode())
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.serve(Handler)
         self.port = int(self.server.server_address[1])
         self.url = f"http://127.0.0.1:{self.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def metrics(self) -> str:
         if callable(self.metrics_text):
@@ -117,15 +116,6 @@ class FakeVllm:
 
     def completions(self) -> int:
         return sum(1 for p in self.paths if p == "/v1/completions")
-
-    def __enter__(self) -> FakeVllm:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
 
 @pytest.fixture
@@ -431,12 +421,26 @@ class NoLoad:
         }
 
 
-def test_run_samples_every_interval_for_the_duration() -> None:
+def run_on_fake_clock(
+    sample: Callable[[], list[dict[str, Any]]], seconds: int, load: Any = None, **options: Any
+) -> dict[str, Any]:
+    """bi.run with the default limits, a sample a second for ``seconds`` on a clock no test waits for."""
     clock = FakeClock()
-    load = NoLoad()
-    result = bi.run(
-        lambda: [reading()], load, 10, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
+    load = NoLoad() if load is None else load
+    return bi.run(
+        sample, load, seconds, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep, **options
     )
+
+
+def reasons_check(result: dict[str, Any]) -> dict[str, Any]:
+    return next(
+        c for c in bi.checks(result, bi.DEFAULT_LIMITS) if c["name"] == "thermal.clocks_event_reasons[GPU-1]"
+    )
+
+
+def test_run_samples_every_interval_for_the_duration() -> None:
+    load = NoLoad()
+    result = run_on_fake_clock(lambda: [reading()], 10, load)
     assert load.started and load.stopped
     assert result["samples"]["count"] == 10
     assert (result["duration_s"], result["stopped_early"], result["first_bad_sample"]) == (10.0, False, None)
@@ -444,17 +448,8 @@ def test_run_samples_every_interval_for_the_duration() -> None:
 
 
 def test_run_stops_at_the_first_bad_sample() -> None:
-    clock = FakeClock()
     temps = iter([60, 70, 80, 86, 88])
-    result = bi.run(
-        lambda: [reading(gpu_c=next(temps))],
-        NoLoad(),
-        180,
-        1.0,
-        bi.Watch(bi.DEFAULT_LIMITS),
-        clock=clock,
-        sleep=clock.sleep,
-    )
+    result = run_on_fake_clock(lambda: [reading(gpu_c=next(temps))], 180)
     assert result["stopped_early"] is True
     assert result["first_bad_sample"] == {
         "t": 3.0,
@@ -470,22 +465,11 @@ def test_run_stops_at_the_first_bad_sample() -> None:
 
 
 def test_run_keeps_going_without_stop_on_bad() -> None:
-    clock = FakeClock()
-    result = bi.run(
-        lambda: [reading(reasons=["hw_thermal_slowdown"])],
-        NoLoad(),
-        5,
-        1.0,
-        bi.Watch(bi.DEFAULT_LIMITS),
-        stop_on_bad=False,
-        clock=clock,
-        sleep=clock.sleep,
-    )
+    result = run_on_fake_clock(lambda: [reading(reasons=["hw_thermal_slowdown"])], 5, stop_on_bad=False)
     assert result["samples"]["count"] == 5 and result["first_bad_sample"]["t"] == 0.0
 
 
 def test_run_when_nvidia_smi_fails() -> None:
-    clock = FakeClock()
     calls = iter([[reading()], bi.SampleError("nvidia-smi --query-gpu failed (rc=15): GPU is lost")])
 
     def sample() -> list[dict[str, Any]]:
@@ -495,7 +479,7 @@ def test_run_when_nvidia_smi_fails() -> None:
         return value
 
     load = NoLoad()
-    result = bi.run(sample, load, 60, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep)
+    result = run_on_fake_clock(sample, 60, load)
     assert load.stopped and result["stopped_early"]
     assert result["first_bad_sample"]["reading"] == "nvidia-smi"
     assert "GPU is lost" in result["first_bad_sample"]["value"]
@@ -561,21 +545,11 @@ class Counters:
 
 @pytest.mark.parametrize("temps", [[60] * 10, [60, 90]])
 def test_run_reads_the_counters_just_before_the_load_starts_and_stops(temps: list[int]) -> None:
-    clock = FakeClock()
     load = NoLoad()
     events: list[str] = []
     counters = Counters(load, events)
     values = iter(temps)
-    result = bi.run(
-        lambda: [reading(gpu_c=next(values))],
-        load,
-        10,
-        1.0,
-        bi.Watch(bi.DEFAULT_LIMITS),
-        clock=clock,
-        sleep=clock.sleep,
-        counters=counters,
-    )
+    result = run_on_fake_clock(lambda: [reading(gpu_c=next(values))], 10, load, counters=counters)
     # the load is on for the whole window (and still on at its end), even when a bad sample ends it early
     assert events == ["counters before", "counters after"] and load.stopped
     assert result["roce"] == counters.summary()
@@ -586,45 +560,25 @@ def test_run_reads_the_counters_just_before_the_load_starts_and_stops(temps: lis
 
 
 def test_run_without_counters_returns_no_roce() -> None:
-    clock = FakeClock()
-    result = bi.run(
-        lambda: [reading()], NoLoad(), 2, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
-    )
+    result = run_on_fake_clock(lambda: [reading()], 2)
     assert result["roce"] is None
 
 
 def test_an_allowed_reason_is_still_said_with_how_often() -> None:
     """The real H200 under full load: sw_power_cap in 44 of 45 samples at its 700 W limit. Allowed, so
     the check passes, but the report says so instead of "did not throttle"."""
-    clock = FakeClock()
     samples = iter(
         [[reading(reasons=[], power_w=310.0)]]
         + [[reading(reasons=["sw_power_cap"], power_w=699.0 - (n % 3))] for n in range(44)]
     )
-    result = bi.run(
-        lambda: next(samples), NoLoad(), 45, 1.0, bi.Watch(bi.DEFAULT_LIMITS), clock=clock, sleep=clock.sleep
-    )
-    reasons = next(
-        c for c in bi.checks(result, bi.DEFAULT_LIMITS) if c["name"] == "thermal.clocks_event_reasons[GPU-1]"
-    )
+    reasons = reasons_check(run_on_fake_clock(lambda: next(samples), 45))
     assert reasons["ok"] is True
     assert reasons["message"] == (
         "GPU GPU-1: no forbidden clock event reason under load; power-capped at its power limit in 44 of 45 "
         "samples, drawing up to 699 W (allowed)"
     )
     # a forbidden reason still fails
-    clock = FakeClock()
-    result = bi.run(
-        lambda: [reading(reasons=["hw_thermal_slowdown"])],
-        NoLoad(),
-        3,
-        1.0,
-        bi.Watch(bi.DEFAULT_LIMITS),
-        stop_on_bad=False,
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    failed = next(
-        c for c in bi.checks(result, bi.DEFAULT_LIMITS) if c["name"] == "thermal.clocks_event_reasons[GPU-1]"
+    failed = reasons_check(
+        run_on_fake_clock(lambda: [reading(reasons=["hw_thermal_slowdown"])], 3, stop_on_bad=False)
     )
     assert failed["ok"] is False and failed["value"] == ["hw_thermal_slowdown"]

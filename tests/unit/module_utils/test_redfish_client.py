@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+
+from tests.unit.local_server import LocalServer
 
 DMTF = "redfish/dmtf"
 USER, PASSWORD = "gate", "s3cret-Pa55-for-tests"
@@ -115,7 +117,7 @@ def make_tls(directory: Path) -> tuple[Path, ssl.SSLContext]:
     return ca_pem, context
 
 
-class FakeBmc:
+class FakeBmc(LocalServer):
     """A Redfish service on 127.0.0.1 that serves a tree and answers like a BMC."""
 
     def __init__(self, tree: dict[str, dict[str, Any]], context: ssl.SSLContext | None = None) -> None:
@@ -202,22 +204,11 @@ class FakeBmc:
             def do_DELETE(self) -> None:
                 self._handle("DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.serve(Handler)
         if context is not None:
             self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
         scheme = "https" if context is not None else "http"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> FakeBmc:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(5)
 
     def requests(self, method: str | None = None) -> list[tuple[str, str, dict[str, str], bytes]]:
         return [r for r in self.log if method is None or r[0] == method]

@@ -1,0 +1,13 @@
+# Copyright: gpufleet developers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How a module refuses inputs it cannot act on: one message shape and the ``input_error`` flag,
+which the controller's report counts as a configuration error (src/gpufleet/events.py), not a
+fault of the node. Stdlib only; runs on the managed node."""
+
+from __future__ import annotations
+
+
+def refuse_bad_input(module, doing, errors):
+    """Fails the module with "Refusing to <doing>: <errors>." when ``errors`` lists any."""
+    if errors:
+        module.fail_json(msg="Refusing to %s: %s." % (doing, "; ".join(errors)), input_error=True)
