@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet import cli, procs
+from gpufleet import cli, procs, runner
 from gpufleet.sim.fleet import Fleet, FleetConfig
 from tests.integration.scheduling import HeaviestFirst
 
@@ -79,6 +79,33 @@ def node_ssh(
     if check:
         assert done.returncode == 0, f"{command} on {address}: {done.stderr}"
     return done
+
+
+# what a passed gate leaves on a node before it starts the instances
+GATE_MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
+INSTANCES = ("glm52", "kimik3")
+
+
+def serve_as_a_passed_gate_leaves(fleet: Fleet, names: list[str]) -> None:
+    """The nodes as a passed gate leaves them, without a gate's cost (its health reads and burn-in):
+    the units installed and pinned by the gate's own steps, both markers written, both instances
+    started."""
+    result = runner.run_playbook(
+        runner.RunOptions(
+            playbook="post_maintenance.yml",
+            inventory=fleet.inventory_path,
+            limit=",".join(names),
+            tags="nccl_topology,gpu_pinning,inference_service",
+            vault_password_file=fleet.vault_password_file,
+        )
+    )
+    failed = {n: h.failure_message() for n, h in result.hosts.items() if h.failed or h.unreachable}
+    assert failed == {}
+    start = [f"mkdir -p /run/gpufleet && touch {' '.join(GATE_MARKERS)}"]
+    start += [f"systemctl start vllm-{i}.service" for i in INSTANCES]
+    addresses = json.loads(fleet.fleet_file.read_text())["nodes"]
+    for name in names:
+        node_ssh(fleet, addresses[name]["address"], " && ".join(start))
 
 
 def leftovers(root: Path) -> list[str]:

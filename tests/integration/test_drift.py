@@ -1,4 +1,4 @@
-"""`gpufleet drift [--fix]` on a simulated fleet of eleven b300-16 nodes (subnet 127.0.51).
+"""`gpufleet drift [--fix]` on a simulated fleet of eight b300-16 nodes (subnet 127.0.51).
 
 Provisioned once; the first tests run on node01..node04 (--limit): clean drift (and a dead node
 listed as unreachable; clean also says that drift renders the boot files byte for byte as provision
@@ -6,8 +6,9 @@ wrote them), a boot file edited by hand is named on its node only, faults on som
 their settings and match `provision --check` (the edited boot file too), a batched --fix drains,
 fixes and undrains only the drifted nodes and restores the boot file, a second drift is clean, and a
 batch over the failure limit stops the rollout with the remaining nodes reported as not reached. The
-last test puts every fault drift can see on its own node of the whole fleet (and one node clean) and
-holds drift's {setting, from, to} to `gpufleet check`'s on every node. Between them, node05..node08
+last test puts every fault drift can see on the whole fleet (faults that change settings of their own
+share a node, each other fault has one; two nodes clean) and holds drift's {setting, from, to} to
+`gpufleet check`'s on every node. Between them, node05..node08
 (as provisioned) show drift naming the odd node out of its versions (firmware-mismatch on node06).
 """
 
@@ -29,7 +30,7 @@ from tests.integration.conftest import node_hosts, node_ssh
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("node01", "node02", "node03", "node04")
-ALL_NODES = tuple(f"node{i:02d}" for i in range(1, 12))
+ALL_NODES = tuple(f"node{i:02d}" for i in range(1, 9))
 LIMIT = ["--limit", ",".join(NODES)]
 
 
@@ -285,19 +286,16 @@ def test_drift_names_the_odd_node_out_of_its_versions(
     assert {name: console[name] for name in PEERS} == {**dict.fromkeys(PEERS, "ok"), "node06": "failed"}
 
 
-# One fault per node, every fault drift can see; node01 stays clean and node11 gets an edited boot file.
+# Every fault drift can see; node01 and node08 stay clean and node07 gets an edited boot file. Faults
+# that each change settings of their own share a node (every node costs its drift, check and slice).
 ALL_FAULTS = {
-    "node02": "power-capped",
-    "node03": "persistence-off",
-    "node04": "bus-order-swapped",  # no setting changes: the pinning is by UUID
-    "node05": "gpu-missing",  # a role cannot be planned: failed, not drift
-    "node06": "link-down",  # a failed check, not a change
-    "node07": "pfc-off",
-    "node08": "ecn-off",
-    "node09": "roce-v1",
-    "node10": "stale-nccl-topo",
+    "node02": ("power-capped", "pfc-off", "stale-nccl-topo"),
+    "node03": ("persistence-off", "ecn-off", "roce-v1"),
+    "node04": ("bus-order-swapped",),  # no setting changes: the pinning is by UUID
+    "node05": ("gpu-missing",),  # a role cannot be planned: failed, not drift
+    "node06": ("link-down",),  # a failed check, not a change
 }
-EDITED = "node11"
+EDITED = "node07"
 
 
 def test_drift_and_check_name_the_same_changes_for_every_fault(
@@ -315,8 +313,9 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     )
     assert code == 0, {n: h["message"] for n, h in report["hosts"].items() if h["status"] != "changed"}
     assert set(node_hosts(report)) == set(NODES)
-    for name, fault in ALL_FAULTS.items():
-        assert control.fault(fleet, name, fault, clear=False) == [fault]
+    for name, injected in ALL_FAULTS.items():
+        for fault in injected:
+            assert control.fault(fleet, name, fault, clear=False) == [fault]
     conf = fleet.root / "nodes" / EDITED / "etc-upper" / CONF
     lines = conf.read_text().splitlines(keepends=True)
     conf.write_text("".join(x if x.startswith("#") else x.split()[0] + " 1100\n" for x in lines))
@@ -342,11 +341,12 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
         **dict.fromkeys(ALL_NODES, "drifted"),
         "node01": "ok",
         "node04": "ok",
+        "node08": "ok",
         "node05": "failed",
         "node06": "failed",
     }
     named = {n: {c[0].split("[")[0] for c in changes(drift, n)} for n in ALL_NODES}
-    assert named["node02"] == {"gpu_power.enforced_limit_w"}
+    assert named["node02"] == {"gpu_power.enforced_limit_w", "rdma_qos.pfc", "nccl_topology.file"}
     # the page has a column per setting family (16 GPUs' power limits are one), not one per GPU or port
     page = open_page(tmp_path / "drift" / "report.html", ARTIFACTS / "drift-every-fault-report.png")
     assert page.console == [] and page.page_errors == []
@@ -360,16 +360,15 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
         "gpu_power.persistence_mode",
         "gpu_power.nvidia_persistenced.enabled",
         "gpu_power.nvidia_persistenced.active",
+        "rdma_qos.ecn_np",
+        "rdma_qos.ecn_rp",
+        "rdma_link.roce_mode",
     }
     # 15 GPUs: other limits in the boot conf and another topology; pinning cannot be planned
     assert named["node05"] == {"gpu_power.boot_file", "nccl_topology.file"}
     assert "gpu_pinning: Refusing to pin" in drift["hosts"]["node05"]["message"]
     # a NIC without link: the link is a failed check, and the topology is never rewritten around it
     assert named["node06"] == set()
-    assert named["node07"] == {"rdma_qos.pfc"}
-    assert named["node08"] == {"rdma_qos.ecn_np", "rdma_qos.ecn_rp"}
-    assert named["node09"] == {"rdma_link.roce_mode"}
-    assert named["node10"] == {"nccl_topology.file"}
     assert named[EDITED] == {"gpu_power.boot_file"}
     assert [c["name"] for c in drift["hosts"]["node06"]["checks"] if not c["ok"]] == [
         "rdma_link.link_state[mlx5_7]"
@@ -382,7 +381,7 @@ def three_slices_give(fleet: Fleet, local: dict[str, Any], tmp_path: Path) -> No
     only the events: `gpufleet report --from-events` on the three slices' artifacts must be ``local``,
     the report of a local `gpufleet drift` of the same fleet (hosts, statuses, changes, checks)."""
     slices = execution_node.sliced(list(ALL_NODES), 3)
-    assert [len(s) for s in slices] == [4, 4, 3]
+    assert [len(s) for s in slices] == [3, 3, 2]
     pipelines = []
     for number, hosts in enumerate(slices, start=1):
         private = execution_node.private_data_dir(

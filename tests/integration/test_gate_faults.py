@@ -21,19 +21,24 @@ from typing import Any
 
 import pytest
 
-from gpufleet import runner
 from gpufleet.sim import control, faults, faults_health, faults_switch, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
-from tests.integration.conftest import node_hosts, node_ssh, run_on
+from tests.integration.conftest import (
+    GATE_MARKERS,
+    INSTANCES,
+    node_hosts,
+    node_ssh,
+    run_on,
+    serve_as_a_passed_gate_leaves,
+)
 
 # long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
 # the utilization floor on a busy 2-core machine
 BURN_IN_SECONDS = "30"
 # how the gate drains a Slurm node (scontrol argv after the node name)
 DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
-INSTANCES = ("glm52", "kimik3")
-MARKERS = ("/run/gpufleet/thermal-gate-passed", "/run/gpufleet/gate-passed")
+MARKERS = GATE_MARKERS
 # The cabling faults block the gate through the fabric role like the switch faults do: each is gated,
 # named, in tests/integration/test_fabric.py (their leaves are shared by the nodes they cable).
 # pdu-cap-in-service caps the limits 5 s in every 10 s while a node serves: whether the gate's re-assert
@@ -106,26 +111,6 @@ def _topology(fleet: Fleet, name: str) -> str:
     return node_ssh(fleet, _address(fleet, name), "cat /etc/nccl/topo.xml").stdout
 
 
-def _serving(fleet: Fleet, names: list[str]) -> None:
-    """The nodes as a passed gate leaves them: units installed and pinned (the gate's own steps),
-    both markers written, both instances started."""
-    result = runner.run_playbook(
-        runner.RunOptions(
-            playbook="post_maintenance.yml",
-            inventory=fleet.inventory_path,
-            limit=",".join(names),
-            tags="nccl_topology,gpu_pinning,inference_service",
-            vault_password_file=fleet.vault_password_file,
-        )
-    )
-    failed = {n: h.failure_message() for n, h in result.hosts.items() if h.failed or h.unreachable}
-    assert failed == {}
-    start = [f"mkdir -p /run/gpufleet && touch {' '.join(MARKERS)}"]
-    start += [f"systemctl start vllm-{i}.service" for i in INSTANCES]
-    for name in names:
-        node_ssh(fleet, _address(fleet, name), " && ".join(start))
-
-
 def _full_reads(fleet: Fleet) -> dict[str, int]:
     """How many times each node's nvidia-smi was asked for -q -x so far (the simulator's call log)."""
     return {
@@ -139,7 +124,7 @@ def _full_reads(fleet: Fleet) -> dict[str, int]:
 def gated(fleet_factory, tmp_path_factory) -> dict[str, Any]:
     fleet: Fleet = fleet_factory(nodes=len(NODES) + 2, subnet="127.0.37")
     blocked = sorted({_node(f) for f in BLOCKING} | {WEAK_LOOP})
-    _serving(fleet, blocked)
+    serve_as_a_passed_gate_leaves(fleet, blocked)
     serving = {name: (_active(fleet, name), _markers(fleet, name)) for name in blocked}
     topology_before = _topology(fleet, _node("link-down"))
     host_vars = fleet.root / "host_vars"

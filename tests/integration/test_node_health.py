@@ -1,7 +1,8 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
 watch while serving (issue 25), on an 8-node simulated fleet (subnet 127.0.44).
 
-A first gate admits every node (they serve, as a passed gate leaves them). Then the health faults
+Every node serves first, as a passed gate leaves it (its units installed and pinned by the gate's own
+steps, its markers written, its instances started). Then the health faults
 are injected (those one read sees together on one node, each on its own GPU) and the gate runs
 again: it blocks every faulted node, naming the check with value, limit and the GPU, stops the
 instances it had, and admits the clean control node. The watch then names the faults that happen in
@@ -10,7 +11,6 @@ service (xid-94, row-remap-pending) on the serving control node.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,8 @@ import pytest
 
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import node_hosts, run_on
+from tests.integration.conftest import INSTANCES, node_hosts, run_on, serve_as_a_passed_gate_leaves
 
-INSTANCES = ("glm52", "kimik3")
 # (node, fault, the check family that must name it). The hardware faults the health read sees hit
 # different GPUs (faults_health.py: PCIe GPU 3, NVLink GPU 5, row remap GPU 2, ECC GPU 1, Xid 79 GPU 6,
 # Xid 94 GPU 4), so they share a node and each is still named with its GPU; a fault only a later step
@@ -60,14 +59,13 @@ def _failed(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
 @pytest.fixture(scope="module")
 def gated(fleet_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     fleet: Fleet = fleet_factory(nodes=1 + len(NODES), subnet="127.0.44")
-    # 11 s as below: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive
-    # after the last sample (every GPU of the instance "peaked at 0 % utilization")
-    code, first = run_on(fleet, tmp_path_factory.mktemp("first-gate"), "gate", "--burn-in-seconds", "11")
-    assert code == 0, json.dumps({n: h.get("message") for n, h in first["hosts"].items()})
+    serve_as_a_passed_gate_leaves(fleet, [CONTROL, *NODES])
     serving = {name: _active(fleet, name) for name in [CONTROL, *NODES]}
     for name, fault, _ in FAULTED:
         assert control.fault(fleet, name, fault, clear=False) == [fault]
     report_dir = tmp_path_factory.mktemp("health-gate")
+    # 11 s: in a 5 s burn-in on a loaded 2-core machine an instance's first request could arrive after
+    # the last sample (every GPU of the instance "peaked at 0 % utilization")
     code, report = run_on(fleet, report_dir, "gate", "--burn-in-seconds", "11")
     return {"fleet": fleet, "code": code, "report": report, "serving": serving, "report_dir": report_dir}
 
