@@ -76,13 +76,23 @@ def text(families: list[Family]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _series(labels: Labels) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != "le"))
+
+
 def openmetrics(families: list[Family]) -> str:
-    """OpenMetrics 1.0.0: the family named without _total, _created inside it, `# EOF` last."""
+    """OpenMetrics 1.0.0: the family named without _total, `# EOF` last; a series' _created right
+    after its other samples (the format wants each series' samples together)."""
     lines: list[str] = []
     for f in families:
         lines += [f"# HELP {f.name} {f.help}", f"# TYPE {f.name} {f.kind}"]
-        lines += [_line(f.name + suffix, labels, value) for suffix, labels, value in f.samples]
-        lines += [_line(f"{f.name}_created", labels, ts) for labels, ts in f.created]
+        created = {_series(labels): ts for labels, ts in f.created}
+        for i, (suffix, labels, value) in enumerate(f.samples):
+            lines.append(_line(f.name + suffix, labels, value))
+            series = _series(labels)
+            last = i + 1 == len(f.samples) or _series(f.samples[i + 1][1]) != series
+            if last and series in created:
+                lines.append(_line(f"{f.name}_created", dict(series), created[series]))
     return "\n".join([*lines, "# EOF"]) + "\n"
 
 
