@@ -15,7 +15,8 @@ description:
     C(service.prefix_cache_hit_rate[<name>]).
   - The hit rate comes from vLLM's counters C(vllm:prefix_cache_hits_total) /
     C(vllm:prefix_cache_queries_total) (tokens; summed over engines), the 0.8-0.9 names
-    C(vllm:gpu_prefix_cache_*_total), or vLLM V0's gauge C(vllm:gpu_prefix_cache_hit_rate).
+    C(vllm:gpu_prefix_cache_*_total), or, only from a server that exports neither (vLLM V0), the gauge
+    C(vllm:gpu_prefix_cache_hit_rate). vLLM 0.11 has no such gauge; nothing here needs it.
   - Which queries it judges - with O(baseline) (the RV(prefix_cache) of an earlier run, for example before the
     burn-in) the ones since then; with O(warmup_seconds) the ones between two scrapes that far apart;
     otherwise every query since the server started.

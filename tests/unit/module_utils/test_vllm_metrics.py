@@ -1,12 +1,19 @@
-"""vLLM /metrics parsing and the prefix-cache hit rate, on both real captures and table-driven edges."""
+"""vLLM /metrics parsing and the prefix-cache hit rate, on both real captures, table-driven edges and
+the vLLM stand-in's 0.11 exposition."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics as vm
+
+from gpufleet.sim import build, state
+from gpufleet.sim.tools import vllm_engine, vllm_exposition
+from tests.unit.sim.test_vllm_standin import config as standin_config
+from tests.unit.sim.test_vllm_standin import uuids as standin_gpus
 
 FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
 RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"
@@ -182,3 +189,25 @@ def test_values_labels_and_timestamps() -> None:
 def test_not_prometheus(body: str) -> None:
     with pytest.raises(vm.MetricsError):
         vm.parse_prometheus(body)
+
+
+def standin_scrape(tmp_path: Path, accept: str | None) -> str:
+    """What the vLLM stand-in (vLLM 0.11's exposition: histograms, no V0 gauge) serves after traffic."""
+    state.save(tmp_path, build.build_node_state("node01", "b300-16", 1))
+    engine = vllm_engine.Engine(tmp_path, standin_config(), standin_gpus(tmp_path, 0))
+    for _ in range(10):
+        engine.complete(["p" * 400], 2)
+    return vllm_exposition.render(engine, accept)[0]
+
+
+@pytest.mark.parametrize("accept", [None, "application/openmetrics-text"])
+def test_a_0_11_scrape_without_the_v0_gauge_gives_the_hit_rate_from_the_counters(
+    tmp_path: Path, accept: str | None
+) -> None:
+    body = standin_scrape(tmp_path, accept)
+    assert vm.GAUGE not in body and "vllm:e2e_request_latency_seconds_bucket{" in body
+    metrics = vm.parse_prometheus(body)
+    cache = vm.prefix_cache(metrics)
+    assert (cache["queries"], cache["hits"], cache["source"]) == (1000.0, 900.0, vm.QUERIES[0])
+    assert cache["hit_rate"] == pytest.approx(0.9) and cache["models"] == ["glm52"]
+    assert vm.cache_config(metrics)["enable_prefix_caching"] == "True"  # type: ignore[index]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -10,6 +11,7 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.modules import service_check
 
 from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.module_utils.test_vllm_metrics import standin_scrape
 from tests.unit.modules import harness
 
 FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"
@@ -66,6 +68,16 @@ def test_the_real_cliff_capture_is_flagged(vllm: FakeVllm, read_fixture: Any) ->
         "the 0.5 floor (a prompt template that varies the prefix - a timestamp, a session id - does this)"
     )
     assert result["msg"] == check["message"]
+
+
+def test_a_0_11_server_without_the_v0_gauge_is_judged_on_its_counters(vllm: FakeVllm, tmp_path: Path) -> None:
+    vllm.metrics_text = standin_scrape(tmp_path, None)
+    assert "vllm:gpu_prefix_cache_hit_rate" not in vllm.metrics_text
+    result = run_module({"url": vllm.url, "name": "glm52"})
+    assert "failed" not in result
+    check = by_name(result)["service.prefix_cache_hit_rate[glm52]"]
+    assert check["ok"] is True and check["value"] == 0.9
+    assert result["prefix_cache"]["source"] == "vllm:prefix_cache_queries_total"
 
 
 def test_no_queries_yet_fails_closed(vllm: FakeVllm, read_fixture: Any) -> None:

@@ -5,6 +5,10 @@ Every request holds a slot (at most --max-num-seqs at once, the rest wait), rais
 exactly the instance's GPUs in the node state for as long as it runs (the thermal model turns it
 into heat), and takes longer when those GPUs are throttled. The prefix-cache hit rate is the
 node's serving.prefix_cache_hit_rate (0.9; 0.07 with the prefix-cache-cliff fault).
+
+A request's sequences (its prompts times `n`) run in lockstep: one prefill, then one decode step per
+token, each of them always generating max_tokens tokens of filler text (no stop, no EOS: every
+finish reason is "length"). Streaming requests step token by token; the others sleep the decode in one.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufleet.sim import state as sim_state
 from gpufleet.sim import thermal
+from gpufleet.sim.tools.vllm_stats import Histogram, histograms
 
 # Timing of one sequence on healthy GPUs (simulated; short so tests and burn-ins stay quick):
 # prefill of the uncached prompt part, then one decode step per generated token.
@@ -55,6 +61,7 @@ class Counters:
     hits: int = 0
     preemptions: int = 0
     success: dict[str, int] = field(default_factory=lambda: {"stop": 0, "length": 0, "abort": 0})
+    histograms: dict[str, Histogram] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -64,18 +71,29 @@ class Completion:
     completion_tokens: int
 
 
+def pieces(text: str) -> list[bytes]:
+    """The simulated tokenizer: CHARS_PER_TOKEN bytes a token; an empty text is still one token."""
+    raw = text.encode()
+    return [raw[i : i + CHARS_PER_TOKEN] for i in range(0, len(raw), CHARS_PER_TOKEN)] or [b""]
+
+
 def tokens(text: str) -> int:
-    return max(1, math.ceil(len(text.encode()) / CHARS_PER_TOKEN))
+    return len(pieces(text))
 
 
-def filler(count: int) -> str:
-    return "".join(" " + _WORDS[i % len(_WORDS)] for i in range(count))
+def word(sample: int, position: int) -> str:
+    """The token a sequence generates at position; the n samples of a prompt start apart."""
+    return " " + _WORDS[(sample + position) % len(_WORDS)]
+
+
+def filler(count: int, sample: int = 0) -> str:
+    return "".join(word(sample, i) for i in range(count))
 
 
 class Engine:
     def __init__(self, node_dir: Path, config: Config, uuids: list[str]) -> None:
         self.node_dir, self.config, self.uuids = node_dir, config, uuids
-        self.counters = Counters()
+        self.counters = Counters(histograms=histograms(config.max_model_len))
         self.lock = threading.Lock()
         self.slots = threading.Semaphore(config.max_num_seqs)
         self._hit_carry = 0.0
@@ -150,36 +168,80 @@ class Engine:
             self._hit_carry -= hits
         return hits
 
-    def complete(self, prompts: list[str], max_tokens: int) -> list[Completion]:
-        """Runs the prompts as one batch of sequences; returns when the last one is done."""
-        sizes = [tokens(p) for p in prompts]
-        self._acquire(len(prompts))
+    def generate(
+        self, prompts: list[str], max_tokens: int, n: int = 1, stream: bool = False
+    ) -> Generator[int, None, None]:
+        """Runs n sequences per prompt as one batch; yields the tokens each has generated so far,
+        after every decode step when streaming, else once at the end. Closing it early aborts."""
+        arrived = time.monotonic()
+        sizes = [tokens(p) for p in prompts for _ in range(n)]
+        count = len(sizes)
+        self._acquire(count)
+        queued = time.monotonic() - arrived
+        done = 0
         try:
             with self.lock:
-                self.counters.running += len(prompts)
-                self.counters.running_tokens += sum(sizes) + max_tokens * len(prompts)
-            rate, clock = self._begin(len(prompts))
+                self.counters.running += count
+                self.counters.running_tokens += sum(sizes) + max_tokens * count
+            rate, clock = self._begin(count)
+            slow = 1 / max(clock, thermal.MIN_CLOCK_FACTOR)
             hits = [self._cached(size, rate) for size in sizes]
             uncached = max(size - hit for size, hit in zip(sizes, hits, strict=True))
-            busy = PREFILL_BASE_S + uncached * PREFILL_PER_TOKEN_S + max_tokens * DECODE_PER_TOKEN_S
             try:
-                time.sleep(busy / max(clock, thermal.MIN_CLOCK_FACTOR))
+                time.sleep((PREFILL_BASE_S + uncached * PREFILL_PER_TOKEN_S) * slow)
+                prefilled = time.monotonic()
+                step = 1 if stream else max_tokens
+                while done < max_tokens:
+                    chunk = min(step, max_tokens - done)
+                    time.sleep(chunk * DECODE_PER_TOKEN_S * slow)
+                    done += chunk
+                    yield done
             finally:
-                self._end(len(prompts))
-            with self.lock:
-                c = self.counters
-                c.prompt_tokens += sum(sizes)
-                c.generation_tokens += max_tokens * len(prompts)
-                c.queries += sum(sizes)
-                c.hits += sum(hits)
-                c.success["length"] += len(prompts)
+                self._end(count)
+                with self.lock:
+                    c = self.counters
+                    c.prompt_tokens += sum(sizes)
+                    c.generation_tokens += done * count
+                    c.queries += sum(sizes)
+                    c.hits += sum(hits)
+                    c.success["length" if done == max_tokens else "abort"] += count
+            self._observe(
+                sizes, n, done, queued, prefilled - arrived + DECODE_PER_TOKEN_S * slow, slow, arrived
+            )
         finally:
             with self.lock:
-                self.counters.running -= len(prompts)
-                self.counters.running_tokens -= sum(sizes) + max_tokens * len(prompts)
-            for _ in prompts:
+                self.counters.running -= count
+                self.counters.running_tokens -= sum(sizes) + max_tokens * count
+            for _ in sizes:
                 self.slots.release()
-        return [Completion(filler(max_tokens), size, max_tokens) for size in sizes]
+
+    def _observe(
+        self, sizes: list[int], n: int, done: int, queued: float, ttft: float, slow: float, arrived: float
+    ) -> None:
+        """The histograms of finished sequences, as vLLM records them per request."""
+        e2e = time.monotonic() - arrived
+        with self.lock:
+            h = self.counters.histograms
+            h["vllm:request_params_n"].observe(n, len(sizes) // n)
+            for size in sizes:
+                h["vllm:request_prompt_tokens"].observe(size)
+                h["vllm:request_generation_tokens"].observe(done)
+            count = len(sizes)
+            h["vllm:request_queue_time_seconds"].observe(queued, count)
+            h["vllm:time_to_first_token_seconds"].observe(ttft, count)
+            h["vllm:e2e_request_latency_seconds"].observe(e2e, count)
+            if done > 1:
+                h["vllm:inter_token_latency_seconds"].observe(DECODE_PER_TOKEN_S * slow, (done - 1) * count)
+
+    def complete(self, prompts: list[str], max_tokens: int, n: int = 1) -> list[Completion]:
+        """Runs the prompts (n samples each) as one batch; returns when the last one is done."""
+        for _ in self.generate(prompts, max_tokens, n):
+            pass
+        return [
+            Completion(filler(max_tokens, sample), tokens(prompt), max_tokens)
+            for prompt in prompts
+            for sample in range(n)
+        ]
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
@@ -195,4 +257,5 @@ class Engine:
                 "hits": c.hits,
                 "preemptions": c.preemptions,
                 "success": dict(c.success),
+                "histograms": {name: h.copy() for name, h in c.histograms.items()},
             }
