@@ -12,24 +12,25 @@ from collections import OrderedDict
 
 from xdist.scheduler import LoadScopeScheduling
 
-# Worker-seconds of each unit in a full run on a busy 2-core machine (`--durations`, setup and calls
-# together), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
+# Worker-seconds of each unit in a full run on a 2-core machine (`--durations=0`, setup, calls and
+# teardown together; 2026-12-05), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
 COST = {
-    "test_drift.py": 700,
-    "test_gate_faults.py": 550,
-    "test_node_health.py": 500,
-    "test_fail_closed.py": 450,
-    "test_watch.py": 400,
-    "test_fabric.py": 350,
-    "test_check_command.py": 250,
-    "test_gpu_roles.py": 220,
-    "test_rdma_roles.py": 200,
-    "test_interrupt_fleet.py": 180,
-    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 140,
-    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 130,
-    "test_sigterm_gate.py": 100,
+    "test_drift.py": 370,
+    "test_gate_faults.py": 340,
+    "test_fail_closed.py": 280,
+    "test_watch.py": 230,
+    "test_node_health.py": 170,
+    "test_fabric.py": 150,
+    "test_gpu_roles.py": 145,
+    "test_rdma_roles.py": 110,
+    "test_interrupt_fleet.py": 107,
+    "test_check_command.py": 95,
+    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 76,
+    "test_sim_vllm.py": 57,
+    "test_sigterm_gate.py": 41,
+    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 34,
 }
-DEFAULT_COST = 60
+DEFAULT_COST = 15
 MOLECULE = "test_molecule.py"
 
 
