@@ -45,6 +45,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -212,23 +213,13 @@ class Handler(https_service.Handler):
             )
             return
         parts = [unquote(p) for p in rest.split("/") if p]
-        switch = self.server.switch
         if self._misbehaving("patch-400") is not None:
             self._problem(400, "Bad Request", f"/{'/'.join(parts)}: the platform does not support this")
             return
         if self._misbehaving("patch-500") is not None:
             self._problem(500, "Internal Server Error", "nvued: unexpected error")
             return
-        try:
-            with nvue_state.locked(switch.state_path) as current:
-                if rev not in current.get("revisions", {}):
-                    raise KeyError(rev)
-                nvue_state.patch_revision(current, rev, parts, body)
-        except KeyError:
-            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
-        except nvue_state.PatchError as exc:
-            self._problem(400, "Bad Request", str(exc))
+        if not self._change(rev, lambda current: nvue_state.patch_revision(current, rev, parts, body)):
             return
         slow = self._misbehaving("slow-patch")
         if slow is not None:  # merged, then answered too slowly for the client to wait for
@@ -270,31 +261,30 @@ class Handler(https_service.Handler):
         if not isinstance(body, dict) or body.get("state") != "apply":
             self._problem(400, "Bad Request", 'Only {"state": "apply", ...} is supported on a revision.')
             return
-        try:
-            with nvue_state.locked(switch.state_path) as current:
-                if rev not in current.get("revisions", {}):
-                    raise KeyError(rev)
-                nvue_state.request_apply(current, rev, body, time.time())
-        except KeyError:
-            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
-        except nvue_state.PatchError as exc:
-            self._problem(400, "Bad Request", str(exc))
+        if not self._change(rev, lambda current: nvue_state.request_apply(current, rev, body, time.time())):
             return
         # [API]: the apply request answers "apply"; GET on the revision says when it is applied.
         self._send(200, {"state": "apply", "transition": {"issue": {}, "progress": ""}})
 
     def _delete_revision(self, rev: str) -> None:
+        if self._change(rev, lambda current: nvue_state.delete_revision(current, rev)):
+            self._send(200, {})
+
+    def _change(self, rev: str, change: Callable[[nvue_state.State], object]) -> bool:
+        """``change`` on the state under its lock, for revision ``rev`` (which must exist); False,
+        the problem answered, when the revision does not exist (404) or NVUE refuses it (400)."""
         try:
             with nvue_state.locked(self.server.switch.state_path) as current:
-                nvue_state.delete_revision(current, rev)
+                if rev not in current.get("revisions", {}):
+                    raise KeyError(rev)
+                change(current)
         except KeyError:
             self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
+            return False
         except nvue_state.PatchError as exc:
             self._problem(400, "Bad Request", str(exc))
-            return
-        self._send(200, {})
+            return False
+        return True
 
     do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = do_DELETE = _dispatch
 
