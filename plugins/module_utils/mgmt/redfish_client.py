@@ -373,9 +373,9 @@ class RedfishClient(HttpsClient):
         answer = self._send(method, url, path, options, self.timeout)
         return answer.status, answer.headers, self._json(answer.body, method, path)
 
-    def _json(self, raw, method, path):
+    def _json(self, raw, method, shown):
         try:
-            return super()._json(raw, method, path)
+            return super()._json(raw, method, shown)
         except RedfishError:
             if method == "DELETE":  # the session is gone whatever the BMC said about it
                 return None
@@ -391,41 +391,41 @@ class RedfishClient(HttpsClient):
         # NaN is no wait at all (time.sleep refuses it); inf is the longest wait there is.
         return min(max(wait, 0.0), _MAX_RETRY_AFTER_S) if not math.isnan(wait) else delay
 
-    def _http_error(self, exc, method, path):
+    def _http_error(self, exc, method, shown):
         code = exc.code
         where = "BMC %s" % self.baseuri
         if code == 401:
             how = (
-                "session login" if path.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
+                "session login" if shown.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
             )
             return RedfishError(
                 "auth",
                 "%s rejected the credentials (HTTP 401 on %s %s, %s); check the vaulted BMC username "
-                "and password for this host" % (where, method, path, how),
+                "and password for this host" % (where, method, shown, how),
                 401,
             )
         if code == 403:
             return RedfishError(
                 "auth",
                 "%s refused %s %s (HTTP 403); the BMC account needs at least the ReadOnly role"
-                % (where, method, path),
+                % (where, method, shown),
                 403,
             )
         if code == 404:
             return RedfishError(
                 "not_found",
                 "%s has no %s (HTTP 404); check baseuri and that the BMC firmware implements Redfish "
-                "ThermalSubsystem/CoolantConnectors" % (where, path),
+                "ThermalSubsystem/CoolantConnectors" % (where, shown),
                 404,
             )
         if code in RETRY_STATUS:
             return RedfishError(
                 "http",
                 "%s answered %s %s with HTTP %d after %d retries; the BMC is busy or restarting, try again "
-                "later" % (where, method, path, code, self.retries),
+                "later" % (where, method, shown, code, self.retries),
                 code,
             )
-        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, path, code), code)
+        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, shown, code), code)
 
     def _untrusted_message(self, detail):
         return (
@@ -433,10 +433,10 @@ class RedfishClient(HttpsClient):
             "certificate (validate_certs: false only in a lab)" % (self.baseuri, detail)
         )
 
-    def _unreachable_message(self, detail, method, path, retried):
+    def _unreachable_message(self, detail, method, shown, retried):
         return (
             "could not reach BMC %s (%s, %d retries) reading %s; check the BMC address and that its Redfish "
-            "service is up on the management network" % (self.baseuri, detail, retried, path)
+            "service is up on the management network" % (self.baseuri, detail, retried, shown)
         )
 
     def get(self, path):
