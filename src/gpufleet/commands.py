@@ -70,7 +70,7 @@ def facts(options: CommonOptions) -> Report:
     report = Report(command="facts", started=now())
     result = run_reported(
         report,
-        runner.RunOptions(playbook="facts.yml", inventory=options.inventory, limit=options.limit),
+        options.run_options("facts.yml"),
         options.report_dir,
     )
     for name, host in result.hosts.items():
@@ -87,15 +87,7 @@ def provision_host(result: runner.HostResult, check_mode: bool) -> HostReport:
         notes.insert(0, "reboot required for a change to take effect")
     if result.unreachable or result.failed:
         notes.insert(0, result.failure_message())
-    host.status = checks.host_status(
-        unreachable=result.unreachable,
-        failed=result.failed,
-        checks=result.checks,
-        changes=result.changes,
-        changed=bool(result.changed),
-        # a leaf only read (provision reads the leaves, gpufleet switch changes them): what differs is drift
-        check_mode=check_mode or result.only_read_leaf(),
-    )
+    host.status = result.status(check_mode)
     host.message = "; ".join(n for n in notes if n)
     host.configuration_error = result.refused_for_input()
     return host
@@ -115,15 +107,8 @@ def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
     report = Report(command=f"{command} --check" if options.check else command, started=now())
     result = run_reported(
         report,
-        runner.RunOptions(
-            playbook=playbook,
-            inventory=options.inventory,
-            limit=options.limit,
-            tags=options.tags,
-            check=options.check,
-            diff=options.diff,
-            vault_password_file=options.vault_password_file,
-            break_lock=options.break_lock,
+        options.run_options(
+            playbook, tags=options.tags, check=options.check, diff=options.diff, break_lock=options.break_lock
         ),
         options.report_dir,
     )
@@ -194,12 +179,7 @@ def _stop_unfinished(options: CommonOptions, stopped: runner.Canceled) -> dict[s
     with interrupt.installed():
         try:
             result = runner.run_playbook(
-                runner.RunOptions(
-                    playbook="gate_stop.yml",
-                    inventory=options.inventory,
-                    limit=",".join(names),
-                    vault_password_file=options.vault_password_file,
-                ),
+                options.run_options("gate_stop.yml", limit=",".join(names)),
                 progress=progress,
             )
         except runner.RunnerError as exc:
@@ -220,14 +200,8 @@ def gate(options: CommonOptions, burn_in_seconds: int | None = None) -> Report:
         extravars["thermal_gate_burn_in_seconds"] = burn_in_seconds
     result = run_reported(
         report,
-        runner.RunOptions(
-            playbook="post_maintenance.yml",
-            inventory=options.inventory,
-            limit=options.limit,
-            tags=options.tags,
-            extravars=extravars,
-            vault_password_file=options.vault_password_file,
-            break_lock=options.break_lock,
+        options.run_options(
+            "post_maintenance.yml", tags=options.tags, extravars=extravars, break_lock=options.break_lock
         ),
         options.report_dir,
         after_cancel=lambda stopped: _stop_unfinished(options, stopped),

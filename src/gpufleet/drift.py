@@ -226,13 +226,7 @@ def _compare(
     options: DriftOptions, progress: runner.Progress | None = None
 ) -> tuple[Report, runner.RunResult]:
     result = runner.run_playbook(
-        runner.RunOptions(
-            playbook="drift.yml",
-            inventory=options.inventory,
-            limit=options.limit,
-            forks=DRIFT_FORKS,
-            vault_password_file=options.vault_password_file,
-        ),
+        options.run_options("drift.yml", forks=DRIFT_FORKS),
         progress=progress,
     )
     report = Report(command="drift", started=now())
@@ -286,12 +280,10 @@ def fix(
             progress(f"drift --fix: batch {number}/{len(plan)}: {', '.join(batch)}")
         try:
             result = runner.run_playbook(
-                runner.RunOptions(
-                    playbook="drift_fix.yml",
-                    inventory=options.inventory,
+                options.run_options(
+                    "drift_fix.yml",
                     limit=",".join(batch),
                     forks=max(1, len(batch)),
-                    vault_password_file=options.vault_password_file,
                     break_lock=options.break_lock,
                 ),
                 progress=progress,

@@ -162,6 +162,19 @@ class HostResult:
             return f"{stopped}; left drained by '{drain}'"
         return f"{stopped}; no drain task of it had finished: in service unless the drain was under way"
 
+    def status(self, read_only: bool) -> str:
+        """checks.host_status of everything this host did: its changes are drift when the run only
+        read (``read_only``: --check, a status display of a read) or the host is a leaf only read (a
+        run on the nodes reads the leaves, gpufleet switch changes them)."""
+        return checks.host_status(
+            unreachable=self.unreachable,
+            failed=self.failed,
+            checks=self.checks,
+            changes=self.changes,
+            changed=bool(self.changed),
+            check_mode=read_only or self.only_read_leaf(),
+        )
+
     def only_read_leaf(self) -> bool:
         """Whether all this host did is the leaf switches' read (a leaf in a run on the nodes: it
         changed nothing, so what differs from its profile is drift)."""

@@ -56,17 +56,10 @@ class Judges:
 
 
 def generic_status(read_only: bool) -> StatusOf:
-    """For a run no report judges (none here yet: a Display fed events by hand): checks.host_status."""
+    """For a run no report judges (none here yet: a Display fed events by hand): HostResult.status."""
 
     def status(host: events.HostResult) -> str:
-        return checks.host_status(
-            unreachable=host.unreachable,
-            failed=host.failed,
-            checks=host.checks,
-            changes=host.changes,
-            changed=bool(host.changed),
-            check_mode=read_only or host.only_read_leaf(),
-        )
+        return host.status(read_only)
 
     return status
 

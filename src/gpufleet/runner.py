@@ -76,6 +76,17 @@ class Target:
     report_dir: Path
     vault_password_file: Path | None = None
 
+    def run_options(self, playbook: str, **settings: Any) -> RunOptions:
+        """RunOptions for ``playbook`` against this target: its inventory, its vault password file
+        and its --limit unless ``settings`` (RunOptions' other fields) name another."""
+        settings.setdefault("limit", self.limit)
+        return RunOptions(
+            playbook=playbook,
+            inventory=self.inventory,
+            vault_password_file=self.vault_password_file,
+            **settings,
+        )
+
 
 @dataclass(frozen=True)
 class RunOptions:

@@ -54,14 +54,7 @@ def watch(options: WatchOptions, progress: runner.Progress | None = None) -> Rep
         extravars["watch_window_s"] = options.window_s
     report = Report(command="watch", started=now())
     result = runner.run_playbook(
-        runner.RunOptions(
-            playbook="watch.yml",
-            inventory=options.inventory,
-            limit=options.limit,
-            extravars=extravars,
-            forks=DRIFT_FORKS,
-            vault_password_file=options.vault_password_file,
-        ),
+        options.run_options("watch.yml", extravars=extravars, forks=DRIFT_FORKS),
         progress=progress,
     )
     for name in sorted(result.hosts):

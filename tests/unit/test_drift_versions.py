@@ -5,7 +5,6 @@ console lines and the slices of one job (report --from-events)."""
 from __future__ import annotations
 
 import io
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,9 @@ import pytest
 from gpufleet import drift, events, from_events
 from gpufleet.progress import Display
 from gpufleet.report import HostReport
-
-PLAYBOOK = "/runner/project/playbooks/drift.yml"
-COMPARE = "Compare every role's desired state with the node"
-READ = "Read each leaf switch once (its side of every RoCE link)"
-
-
-def versions(**change: Any) -> dict[str, Any]:
-    base = {
-        "gpu_product": ["NVIDIA B300 SXM6 AC"],
-        "gpu_count": 16,
-        "driver": "580.95.05",
-        "cuda": "13.0",
-        "vbios": ["97.10.4A.00.02"],
-        "nic_firmware": ["40.44.1036"],
-    }
-    return {**base, **change}
-
+from tests.unit.runner_artifacts import COMPARE, READ
+from tests.unit.runner_artifacts import artifacts as _artifacts
+from tests.unit.sim_versions import versions
 
 ODD = {"vbios": ["97.10.4A.00.01"], "nic_firmware": ["40.44.1035"]}
 
@@ -146,22 +131,6 @@ def test_the_consoles_last_word_names_the_odd_node_as_the_report_does() -> None:
     assert said == {"leaf01": "ok", "node01": "ok", "node02": "ok", "node03": "failed", "node04": "ok"}
     report = {name: drift.drift_host(h).status for name, h in hosts.items()}
     assert report == said
-
-
-def _artifacts(where: Path, hosts: dict[str, tuple[str, dict[str, Any]]]) -> Path:
-    """An ansible-runner artifact directory of a drift slice (one file per event)."""
-    found: list[dict[str, Any]] = [{"event": "playbook_on_start", "event_data": {"playbook": PLAYBOOK}}]
-    for name, (play, result) in hosts.items():
-        data = {"host": name, "task": "Read", "play": play, "playbook": PLAYBOOK, "res": result}
-        found.append({"event": "runner_on_ok", "event_data": data, "created": "2026-12-04T09:00:01.5"})
-    stats = {"playbook": PLAYBOOK, "ok": dict.fromkeys(hosts, 1), "artifact_data": {}}
-    found.append({"event": "playbook_on_stats", "event_data": stats})
-    directory = where / "job_events"
-    directory.mkdir(parents=True)
-    for counter, event in enumerate(found, start=1):
-        event["counter"] = counter
-        (directory / f"{counter}-uuid.json").write_text(json.dumps(event), encoding="utf-8")
-    return where
 
 
 def test_the_slices_of_one_job_are_compared_together(tmp_path: Path) -> None:

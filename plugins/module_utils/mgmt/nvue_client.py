@@ -27,39 +27,21 @@ basic auth; URL paths follow ``nv show``: ``/nvue_v1/qos/roce``, ``/nvue_v1/inte
   request past its deadline is not sent again (a switch that slow is not read this run);
 - only GETs are retried (connection errors, HTTP 502/503/504); a write is sent once.
 
-The password is never part of a message (and is masked should a switch echo it). Errors are
-NvueError with a ``kind``. Stdlib plus ansible.module_utils only.
+The transport (TLS rules, deadlines, retries, errors below HTTP) is https_transport.HttpsClient,
+as the Redfish client's. The password is never part of a message (and is masked should a switch
+echo it). Errors are NvueError with a ``kind``. Stdlib plus ansible.module_utils only.
 """
 
 from __future__ import annotations
 
 import copy
-import http.client
 import json
 import time
-from urllib.error import HTTPError, URLError
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
-from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.redfish_client import (
-    RedfishError,
-    decode_json,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.transport_security import (
-    MAX_BODY,
-    BodyTooLarge,
-    DeadlineExceeded,
-    TransportConfigError,
-    bounded_request,
-    check_ca_file,
-    request_options,
-    require_tls,
-    seconds,
-    size,
-    transport_failure,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.https_transport import HttpsClient
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.transport_security import seconds
 
 # NVUE's REST port on Cumulus Linux 5.x ("If you do not set a port, Cumulus Linux uses the default
 # port 8765", NVIDIA's NVUE API page).
@@ -70,9 +52,6 @@ REVISION = PREFIX + "/revision"
 APPLY_BODY = {"state": "apply", "auto-prompt": {"ays": "ays_yes"}}
 # Revision states that end an apply; "applied" is the good one (NVUE API page, nvidia.nvue).
 FAILED_STATES = frozenset(("apply_fail", "ays_fail", "ignore_fail", "invalid", "apply_error"))
-# HTTP statuses of a busy or restarting switch (nginx in front of nvued); a GET is worth another try.
-_RETRY_STATUS = frozenset((502, 503, 504))
-_HEADERS = {"Accept": "application/json"}
 # The settings the messages name: the inventory variable the operator sets (roles/switch_qos/vars
 # passes it to the module option named after it).
 ADDRESS_SETTING = "gpufleet_switch_address (the module's address)"
@@ -198,52 +177,28 @@ def diff_patch(applied, path, payload):
     return out
 
 
-class NvueClient:
+class NvueClient(HttpsClient):
     """One switch's NVUE API. ``opener`` is open_url's signature; ``sleep`` and ``clock`` are replaceable."""
 
-    def __init__(
-        self,
-        address,
-        username,
-        password,
-        name=None,
-        validate_certs=True,
-        ca_path=None,
-        timeout=10,
-        max_body=MAX_BODY,
-        retries=2,
-        retry_delay=1.0,
-        use_proxy=False,
-        opener=open_url,
-        sleep=time.sleep,
-        clock=time.monotonic,
-        insecure_http_reason=None,
-    ):
-        self._password = password or ""
-        self.baseuri = normalize_address(address)
-        self.name = name or urlsplit(self.baseuri).hostname
-        self.where = "switch %s (%s)" % (self.name, self.baseuri) if name else "switch %s" % self.baseuri
-        try:
-            self.transport_hint = require_tls(
-                self.baseuri, "switch", ADDRESS_SETTING, HTTP_REASON_SETTING, insecure_http_reason
-            )
-            if ca_path:
-                check_ca_file(ca_path, "switch", CA_SETTING)
-        except TransportConfigError as exc:
-            raise self._error("config", "%s: %s" % (self.where, exc)) from None
-        self._username = username
-        self.validate_certs = validate_certs
-        self.ca_path = ca_path
-        self.timeout = timeout
-        self.max_body = int(max_body)
-        self.retries = max(int(retries), 0)
-        self.retry_delay = float(retry_delay)
-        self.use_proxy = use_proxy
-        self._open = opener
-        self._sleep = sleep
+    DEVICE = "switch"
+    API = "NVUE"
+    ADDRESS_SETTING = ADDRESS_SETTING
+    HTTP_REASON_SETTING = HTTP_REASON_SETTING
+    CA_SETTING = CA_SETTING
+    # an API answers where it is asked; a redirect is an error, not a new place to send a password
+    FOLLOW_REDIRECTS = "none"
+    SLOW_ADVICE = ", check its load and the management network"
+    TOO_LARGE_NOTE = "; nothing of it was used"
+
+    def __init__(self, address, username, password, name=None, clock=time.monotonic, retries=2, **transport):
+        """``transport``: HttpsClient's options (validate_certs, ca_path, timeout, max_body,
+        retry_delay, use_proxy, opener, sleep, insecure_http_reason)."""
+        baseuri = normalize_address(address)
+        self.name = name or urlsplit(baseuri).hostname
+        self.where = "switch %s (%s)" % (self.name, baseuri) if name else "switch %s" % baseuri
+        super().__init__(baseuri, username, password or "", retries=retries, **transport)
         self._clock = clock
         self._cache = {}
-        self.requests = 0
 
     # -- plumbing
 
@@ -253,57 +208,22 @@ class NvueClient:
             text = text.replace(self._password, _MASK)
         return NvueError(kind, text, status, revision, revision_state)
 
+    def _config_error(self, exc):
+        return self._error("config", "%s: %s" % (self.where, exc))
+
     def _url(self, path, rev=None):
         url = self.baseuri + api_path(path)
         return url + ("?rev=" + quote(rev, safe="") if rev else "")
 
     def _call(self, method, path, rev=None, body=None, deadline=None):
-        """One request (GETs retried); returns the parsed JSON body (None when empty).
+        """One request (only GETs retried); returns the parsed JSON body (None when empty).
 
         ``deadline`` (seconds, default ``timeout``) bounds each attempt on the wall clock."""
-        url = self._url(path, rev)
         shown = api_path(path) + ("?rev=%s" % rev if rev else "")
         deadline = self.timeout if deadline is None else deadline
-        # an API answers where it is asked; a redirect is an error, not a new place to send a password
-        kwargs = request_options(
-            method, _HEADERS, body, deadline, self.validate_certs, self.ca_path, self.use_proxy, "none"
-        )
-        kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
-        attempts = 1 + (self.retries if method == "GET" else 0)
-        for attempt in range(1, attempts + 1):
-            self.requests += 1
-            try:
-                raw = bounded_request(self._open, url, kwargs, deadline, self.max_body).body
-            except DeadlineExceeded:
-                raise self._error(
-                    "deadline",
-                    "%s did not answer %s %s in full within %ss (the deadline of one request: connect, "
-                    "send and the whole answer; option timeout); a switch this slow is not read, check "
-                    "its load and the management network" % (self.where, method, shown, seconds(deadline)),
-                ) from None
-            except BodyTooLarge as exc:
-                raise self._error(
-                    "too_large",
-                    "%s answered %s %s with more than %s, the most one NVUE answer may hold; nothing of "
-                    "it was used" % (self.where, method, shown, size(exc.limit)),
-                ) from None
-            except HTTPError as exc:
-                err = self._http_error(exc, method, shown)
-                if exc.code not in _RETRY_STATUS or attempt >= attempts:
-                    raise err from None
-            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as exc:
-                err = self._connection_error(exc, method, shown, attempt - 1)
-                if err.kind == "tls" or attempt >= attempts:
-                    raise err from None
-            else:
-                if not raw:
-                    return None
-                try:
-                    return decode_json(raw, "%s answered %s %s" % (self.where, method, shown))
-                except RedfishError as exc:
-                    raise self._error("protocol", str(exc)) from None
-            self._sleep(self.retry_delay * (2 ** (attempt - 1)))
-        raise self._error("connection", "%s: no answer to %s %s" % (self.where, method, shown))  # unreachable
+        options = self._options(method, body, deadline, basic_auth=True)
+        answer = self._send(method, self._url(path, rev), shown, options, deadline, retry=method == "GET")
+        return self._json(answer.body, method, shown)
 
     def _detail(self, exc):
         try:
@@ -353,23 +273,19 @@ class NvueClient:
             code,
         )
 
-    def _connection_error(self, exc, method, shown, retried):
-        kind, detail = transport_failure(exc, self.timeout)
+    def _untrusted_message(self, detail):
         against = "CA file %s" % self.ca_path if self.ca_path else "the controller's system CA certificates"
-        if kind == "untrusted":
-            return self._error(
-                "tls",
-                "TLS verification of %s failed against %s (%s); set %s to the PEM file of the CA that signed "
-                "the switch's NVUE certificate (validate_certs: false only in a lab)"
-                % (self.where, against, detail, CA_SETTING),
-            )
-        if kind == "tls":
-            return self._error("tls", "TLS handshake with %s failed (%s)" % (self.where, detail))
-        return self._error(
-            "connection",
+        return (
+            "TLS verification of %s failed against %s (%s); set %s to the PEM file of the CA that signed "
+            "the switch's NVUE certificate (validate_certs: false only in a lab)"
+            % (self.where, against, detail, CA_SETTING)
+        )
+
+    def _unreachable_message(self, detail, method, shown, retried):
+        return (
             "could not reach %s (%s, %d retries) on %s %s; check the address and that the NVUE API is "
             "enabled and listening (nv set system api listening-address)"
-            % (self.where, detail, retried, method, shown),
+            % (self.where, detail, retried, method, shown)
         )
 
     # -- reading (cached)

@@ -13,8 +13,8 @@ public-liquid-cooled-server and public-cooling-unit mockups shape them. It authe
 a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
 HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
 exponential backoff. Every request has a wall-clock deadline on all of it (``timeout``: connect,
-send, the whole answer) and an answer is at most ``max_body`` bytes (transport_security's
-bounded_request, as the NVUE client's). Credentials and the session token never appear in its
+send, the whole answer) and an answer is at most ``max_body`` bytes (https_transport.HttpsClient,
+which the NVUE client is too). Credentials and the session token never appear in its
 messages.
 
 It fails closed and raises only RedfishError: a plain-HTTP address (without a stated reason) or
@@ -29,39 +29,22 @@ ansible.module_utils only.
 
 from __future__ import annotations
 
-import http.client
-import json
 import math
 import signal
 import threading
-import time
-from urllib.error import HTTPError, URLError
 from urllib.parse import urlsplit, urlunsplit
 
-from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
-from ansible.module_utils.urls import open_url
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.transport_security import (
-    MAX_BODY,
-    BodyTooLarge,
-    DeadlineExceeded,
-    TransportConfigError,
-    bounded_request,
-    check_ca_file,
-    request_options,
-    require_tls,
-    seconds,
-    size,
-    transport_failure,
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import https_transport
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.https_transport import (
+    RETRY_STATUS,
+    HttpsClient,
 )
 
 SERVICE_ROOT = "/redfish/v1"
-_HEADERS = {"Accept": "application/json", "OData-Version": "4.0"}
 # Health and DetectorState values in rising order of trouble (Resource.Health, LeakDetector.DetectorState).
 HEALTH_ORDER = ("OK", "Warning", "Critical")
 # Members whose Status.State says they are not there are not read as failed readings.
 _NOT_PRESENT = frozenset(("Absent",))
-# HTTP statuses a busy or restarting BMC answers with; worth another try.
-_RETRY_STATUS = frozenset((502, 503, 504))
 # Never wait longer than this for one Retry-After, whatever the BMC asks for.
 _MAX_RETRY_AFTER_S = 30.0
 # Collections are paged with Members@odata.nextLink; a BMC that loops is cut off here.
@@ -322,15 +305,9 @@ def _link(doc, name):
 def decode_json(raw, where):
     """An HTTP body -> the JSON value; RedfishError (protocol) naming ``where`` when it cannot be read.
 
-    ``where`` is e.g. "BMC https://bmc01 answered GET /redfish/v1". Not UTF-8, not JSON, an integer
-    past Python's digit limit, or nesting past its recursion limit are all the BMC's fault.
+    ``where`` is e.g. "BMC https://bmc01 answered GET /redfish/v1" (https_transport.decode_json).
     """
-    try:
-        return json.loads(raw)
-    except RecursionError:
-        raise RedfishError("protocol", "%s with JSON nested too deeply to read" % where) from None
-    except ValueError:
-        raise RedfishError("protocol", "%s with something that is not JSON" % where) from None
+    return https_transport.decode_json(raw, where, RedfishError)
 
 
 def _usable_path(path):
@@ -342,60 +319,36 @@ def _exit_on_sigterm(signum, _frame):
     raise SystemExit(128 + signum)
 
 
-class RedfishClient:
+class RedfishClient(HttpsClient):
     """Reads a Redfish service; use as a context manager so a session is always closed.
 
     ``opener`` is open_url's signature (tests pass open_url itself against a local server);
     ``sleep`` is time.sleep, replaceable so retry tests do not wait.
     """
 
-    def __init__(
-        self,
-        baseuri,
-        username,
-        password,
-        auth="session",
-        validate_certs=True,
-        ca_path=None,
-        timeout=10,
-        max_body=MAX_BODY,
-        retries=3,
-        retry_delay=1.0,
-        use_proxy=False,
-        opener=open_url,
-        sleep=time.sleep,
-        insecure_http_reason=None,
-    ):
-        self.baseuri = normalize_baseuri(baseuri)
-        # Before anything is sent: no password over plain HTTP without a reason on the record, and a
-        # CA file that is named must be one (a local error, said as such, never retried).
-        try:
-            self.transport_hint = require_tls(
-                self.baseuri, "BMC", ADDRESS_SETTING, HTTP_REASON_SETTING, insecure_http_reason
-            )
-            if ca_path:
-                check_ca_file(ca_path, "BMC", CA_SETTING)
-        except TransportConfigError as exc:
-            raise RedfishError("config", str(exc)) from None
-        self._username = username
-        self._password = password
+    DEVICE = "BMC"
+    API = "Redfish"
+    ADDRESS_SETTING = ADDRESS_SETTING
+    HTTP_REASON_SETTING = HTTP_REASON_SETTING
+    CA_SETTING = CA_SETTING
+    HEADERS = (("Accept", "application/json"), ("OData-Version", "4.0"))
+    FOLLOW_REDIRECTS = "safe"
+
+    def __init__(self, baseuri, username, password, auth="session", **transport):
+        """``auth``: session or basic; ``transport``: HttpsClient's options (validate_certs, ca_path,
+        timeout, max_body, retries, retry_delay, use_proxy, opener, sleep, insecure_http_reason)."""
+        baseuri = normalize_baseuri(baseuri)
+        self.where = "BMC %s" % baseuri
+        super().__init__(baseuri, username, password, **transport)
         self.auth = auth
-        self.validate_certs = validate_certs
-        self.ca_path = ca_path
-        self.timeout = timeout
-        self.max_body = int(max_body)
-        self.retries = max(int(retries), 0)
-        self.retry_delay = float(retry_delay)
-        self.use_proxy = use_proxy
-        self._open = opener
-        self._sleep = sleep
         self._saved_sigterm = None
         self._token = None
         self.session_uri = None
-        self.requests = 0
-        self.retried = 0
 
     # -- plumbing
+
+    def _error(self, kind, message, status=None):
+        return RedfishError(kind, message, status)
 
     def _url(self, path):
         if not _usable_path(path):
@@ -413,55 +366,18 @@ class RedfishClient:
     def _call(self, method, path, body=None, authenticate=True):
         """One request with retries; returns (status, headers, parsed JSON or None)."""
         url = self._url(path)
-        kwargs = request_options(
-            method, _HEADERS, body, self.timeout, self.validate_certs, self.ca_path, self.use_proxy, "safe"
-        )
-        headers = kwargs["headers"]
+        basic = authenticate and not self._token and self.auth == "basic"
+        options = self._options(method, body, self.timeout, basic)
         if authenticate and self._token:
-            headers["X-Auth-Token"] = self._token
-        elif authenticate and self.auth == "basic":
-            kwargs.update(url_username=self._username, url_password=self._password, force_basic_auth=True)
-        attempt = 0
-        while True:
-            attempt += 1
-            self.requests += 1
-            delay = self.retry_delay * (2 ** (attempt - 1))
-            try:
-                answer = bounded_request(self._open, url, kwargs, self.timeout, self.max_body)
-                return answer.status, answer.headers, self._json(answer.body, method, path, self.baseuri)
-            except DeadlineExceeded:
-                raise RedfishError(
-                    "deadline",
-                    "BMC %s did not answer %s %s in full within %ss (the deadline of one request: connect, "
-                    "send and the whole answer; option timeout); a BMC this slow is not read"
-                    % (self.baseuri, method, path, seconds(self.timeout)),
-                ) from None
-            except BodyTooLarge as exc:
-                raise RedfishError(
-                    "too_large",
-                    "BMC %s answered %s %s with more than %s, the most one Redfish answer may hold"
-                    % (self.baseuri, method, path, size(exc.limit)),
-                ) from None
-            except HTTPError as exc:
-                err = self._http_error(exc, method, path)
-                if exc.code not in _RETRY_STATUS or attempt > self.retries:
-                    raise err from None
-                delay = self._retry_after(exc, delay)
-            except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as exc:
-                err = self._connection_error(exc, path)
-                if err.kind == "tls" or attempt > self.retries:
-                    raise err from None
-            self.retried += 1
-            self._sleep(delay)
+            options["headers"]["X-Auth-Token"] = self._token
+        answer = self._send(method, url, path, options, self.timeout)
+        return answer.status, answer.headers, self._json(answer.body, method, path)
 
-    @staticmethod
-    def _json(raw, method, path, baseuri):
-        if not raw:
-            return None
+    def _json(self, raw, method, shown):
         try:
-            return decode_json(raw, "BMC %s answered %s %s" % (baseuri, method, path))
+            return super()._json(raw, method, shown)
         except RedfishError:
-            if method == "DELETE":
+            if method == "DELETE":  # the session is gone whatever the BMC said about it
                 return None
             raise
 
@@ -475,56 +391,52 @@ class RedfishClient:
         # NaN is no wait at all (time.sleep refuses it); inf is the longest wait there is.
         return min(max(wait, 0.0), _MAX_RETRY_AFTER_S) if not math.isnan(wait) else delay
 
-    def _http_error(self, exc, method, path):
+    def _http_error(self, exc, method, shown):
         code = exc.code
         where = "BMC %s" % self.baseuri
         if code == 401:
             how = (
-                "session login" if path.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
+                "session login" if shown.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth
             )
             return RedfishError(
                 "auth",
                 "%s rejected the credentials (HTTP 401 on %s %s, %s); check the vaulted BMC username "
-                "and password for this host" % (where, method, path, how),
+                "and password for this host" % (where, method, shown, how),
                 401,
             )
         if code == 403:
             return RedfishError(
                 "auth",
                 "%s refused %s %s (HTTP 403); the BMC account needs at least the ReadOnly role"
-                % (where, method, path),
+                % (where, method, shown),
                 403,
             )
         if code == 404:
             return RedfishError(
                 "not_found",
                 "%s has no %s (HTTP 404); check baseuri and that the BMC firmware implements Redfish "
-                "ThermalSubsystem/CoolantConnectors" % (where, path),
+                "ThermalSubsystem/CoolantConnectors" % (where, shown),
                 404,
             )
-        if code in _RETRY_STATUS:
+        if code in RETRY_STATUS:
             return RedfishError(
                 "http",
                 "%s answered %s %s with HTTP %d after %d retries; the BMC is busy or restarting, try again "
-                "later" % (where, method, path, code, self.retries),
+                "later" % (where, method, shown, code, self.retries),
                 code,
             )
-        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, path, code), code)
+        return RedfishError("http", "%s answered %s %s with HTTP %d" % (where, method, shown, code), code)
 
-    def _connection_error(self, exc, path):
-        kind, detail = transport_failure(exc, self.timeout)
-        if kind == "untrusted":
-            return RedfishError(
-                "tls",
-                "TLS verification of BMC %s failed (%s); set ca_path to the CA that signed the BMC's "
-                "certificate (validate_certs: false only in a lab)" % (self.baseuri, detail),
-            )
-        if kind == "tls":
-            return RedfishError("tls", "TLS handshake with BMC %s failed (%s)" % (self.baseuri, detail))
-        return RedfishError(
-            "connection",
+    def _untrusted_message(self, detail):
+        return (
+            "TLS verification of BMC %s failed (%s); set ca_path to the CA that signed the BMC's "
+            "certificate (validate_certs: false only in a lab)" % (self.baseuri, detail)
+        )
+
+    def _unreachable_message(self, detail, method, shown, retried):
+        return (
             "could not reach BMC %s (%s, %d retries) reading %s; check the BMC address and that its Redfish "
-            "service is up on the management network" % (self.baseuri, detail, self.retries, path),
+            "service is up on the management network" % (self.baseuri, detail, retried, shown)
         )
 
     def get(self, path):

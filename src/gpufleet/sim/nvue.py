@@ -38,24 +38,21 @@ directory) and returns its password.
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import json
 import os
-import signal
 import socket
 import ssl
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpufleet.sim import nvue_state
+from gpufleet.sim import https_service, nvue_state
 from gpufleet.sim.bmc import passwords, tls
+from gpufleet.sim.https_service import context_for
 
 # NVUE's REST port on Cumulus Linux (NVUE API page: "the default port 8765").
 PORT = 8765
@@ -99,31 +96,20 @@ class Switch:
         return passwords.verify(self.read().get("api", {}), user, password)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
+class Server(https_service.TlsServer):
+    name = "nvue"
 
     def __init__(self, address: tuple[str, int], switch: Switch, context: ssl.SSLContext) -> None:
-        super().__init__(address, Handler)
         self.switch = switch
-        # The handshake runs in the request's thread, so a slow client cannot stall the listener.
-        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        print(f"nvue: {client_address[0]}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        super().__init__(address, Handler, context)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(https_service.Handler):
     server: Server
     user = ""
 
     def version_string(self) -> str:
         return "nginx"
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(30)
 
     def log_message(self, format: str, *args: Any) -> None:
         # Only the request line's method and path reach the log, never a header (Authorization).
@@ -168,13 +154,7 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- auth -----------------------------------------------------------------------------
     def _authorised(self) -> bool:
-        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
-        user, password = "", ""
-        if scheme.lower() == "basic":
-            try:
-                user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError):
-                user, password = "", ""
+        user, password = https_service.basic_credentials(self.headers.get("Authorization")) or ("", "")
         if user and self.server.switch.authorised(user, password):
             self.user = user
             return True
@@ -182,11 +162,7 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def _body(self) -> tuple[bool, Any]:
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        raw = self.rfile.read(min(length, MAX_BODY)) if length > 0 else b""
+        raw = https_service.read_body(self, MAX_BODY)
         if not raw:
             return True, None
         try:
@@ -237,23 +213,13 @@ class Handler(BaseHTTPRequestHandler):
             )
             return
         parts = [unquote(p) for p in rest.split("/") if p]
-        switch = self.server.switch
         if self._misbehaving("patch-400") is not None:
             self._problem(400, "Bad Request", f"/{'/'.join(parts)}: the platform does not support this")
             return
         if self._misbehaving("patch-500") is not None:
             self._problem(500, "Internal Server Error", "nvued: unexpected error")
             return
-        try:
-            with nvue_state.locked(switch.state_path) as current:
-                if rev not in current.get("revisions", {}):
-                    raise KeyError(rev)
-                nvue_state.patch_revision(current, rev, parts, body)
-        except KeyError:
-            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
-        except nvue_state.PatchError as exc:
-            self._problem(400, "Bad Request", str(exc))
+        if not self._change(rev, lambda current: nvue_state.patch_revision(current, rev, parts, body)):
             return
         slow = self._misbehaving("slow-patch")
         if slow is not None:  # merged, then answered too slowly for the client to wait for
@@ -295,31 +261,30 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or body.get("state") != "apply":
             self._problem(400, "Bad Request", 'Only {"state": "apply", ...} is supported on a revision.')
             return
-        try:
-            with nvue_state.locked(switch.state_path) as current:
-                if rev not in current.get("revisions", {}):
-                    raise KeyError(rev)
-                nvue_state.request_apply(current, rev, body, time.time())
-        except KeyError:
-            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
-        except nvue_state.PatchError as exc:
-            self._problem(400, "Bad Request", str(exc))
+        if not self._change(rev, lambda current: nvue_state.request_apply(current, rev, body, time.time())):
             return
         # [API]: the apply request answers "apply"; GET on the revision says when it is applied.
         self._send(200, {"state": "apply", "transition": {"issue": {}, "progress": ""}})
 
     def _delete_revision(self, rev: str) -> None:
+        if self._change(rev, lambda current: nvue_state.delete_revision(current, rev)):
+            self._send(200, {})
+
+    def _change(self, rev: str, change: Callable[[nvue_state.State], object]) -> bool:
+        """``change`` on the state under its lock, for revision ``rev`` (which must exist); False,
+        the problem answered, when the revision does not exist (404) or NVUE refuses it (400)."""
         try:
             with nvue_state.locked(self.server.switch.state_path) as current:
-                nvue_state.delete_revision(current, rev)
+                if rev not in current.get("revisions", {}):
+                    raise KeyError(rev)
+                change(current)
         except KeyError:
             self._problem(404, "Not Found", f"Revision {rev} does not exist.")
-            return
+            return False
         except nvue_state.PatchError as exc:
             self._problem(400, "Bad Request", str(exc))
-            return
-        self._send(200, {})
+            return False
+        return True
 
     do_GET = do_HEAD = do_POST = do_PATCH = do_PUT = do_DELETE = _dispatch
 
@@ -329,27 +294,21 @@ class Listener:
 
     def __init__(self, state_path: Path, address: tuple[str, int], context: ssl.SSLContext) -> None:
         self.server = Server(address, Switch(state_path), context)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1})
+        self.thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         return int(self.server.server_address[1])
 
     def start(self) -> Listener:
-        self.thread.start()
+        self.thread = https_service.serve_in_thread(self.server)
         return self
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join()
-
-
-def context_for(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
+        if self.thread is None:  # never started: only the socket to close
+            self.server.server_close()
+            return
+        https_service.stop_serving(self.server, self.thread)
 
 
 # ---------------------------------------------------------------- certificates and accounts
@@ -422,13 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cert", type=Path, required=True)
     parser.add_argument("--key", type=Path, required=True)
     args = parser.parse_args(argv)
-    stopping = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stopping = https_service.stop_on_signals()
     context = context_for(args.cert, args.key)
     listener: Listener | None = None
     seen = -1

@@ -53,15 +53,13 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime
-import fcntl
-import json
-import os
 import secrets
 import string
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from gpufleet.sim import state as sim_state
 
 State = dict[str, Any]
 Tree = dict[str, Any]
@@ -228,30 +226,14 @@ def new_state(
 # ---------------------------------------------------------------- the file
 
 
-def load(path: Path) -> State:
-    with open(path, encoding="utf-8") as handle:
-        data: State = json.load(handle)
-    return data
+# Read and written as a node's state is (sim/state.py): replaced whole, a lock file beside it.
+load = sim_state.load_file
+save = sim_state.save_file
 
 
-def save(path: Path, state: State) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, indent=1, sort_keys=True)
-    os.replace(tmp, path)
-
-
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[State]:
+def locked(path: Path) -> contextlib.AbstractContextManager[State]:
     """Read-modify-write of a switch's state file; the server and fault injection serialise here."""
-    with open(path.with_name(path.name + ".lock"), "a+", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            state = load(path)
-            yield state
-            save(path, state)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    return sim_state.locked_file(path, path.with_name(path.name + ".lock"))
 
 
 # ---------------------------------------------------------------- trees

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,20 @@ class Proc:
         return {"pid": self.pid, "start": self.start}
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time) of a process, None when there is no such process."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/<pid>/stat's fields after the command name (the state letter first), None when there is
+    no such process."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    fields = text[text.rfind(")") + 2 :].split()
-    return fields[0], int(fields[19])
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time) of a process, None when there is no such process."""
+    fields = _stat_fields(pid)
+    return None if fields is None else (fields[0], int(fields[19]))
 
 
 def identify(pid: int) -> Proc | None:
@@ -78,32 +85,27 @@ def pid_namespace(pid: int) -> str | None:
     return None
 
 
-def in_namespace(namespace: str) -> list[int]:
-    """Every live process in a PID namespace (a node's sessions, tools, vLLM stand-ins)."""
+def _live(match: Callable[[int, list[str]], bool]) -> list[int]:
+    """Every live process (neither zombie nor dead) for which ``match(pid, stat fields)`` holds."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        if pid_namespace(pid) == namespace:
-            stat = _stat(pid)
-            if stat is not None and stat[0] not in "ZX":
-                found.append(pid)
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] not in "ZX" and match(pid, fields):
+            found.append(pid)
     return found
+
+
+def in_namespace(namespace: str) -> list[int]:
+    """Every live process in a PID namespace (a node's sessions, tools, vLLM stand-ins)."""
+    return _live(lambda pid, _fields: pid_namespace(pid) == namespace)
 
 
 def in_group(pgid: int) -> list[int]:
-    """Every live process in a process group."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            text = (entry / "stat").read_text(encoding="utf-8", errors="replace")
-            fields = text[text.rfind(")") + 2 :].split()
-            if int(fields[2]) == pgid and fields[0] not in "ZX":
-                found.append(int(entry.name))
-    return found
+    """Every live process in a process group (the stat field after the parent's pid)."""
+    return _live(lambda _pid, fields: int(fields[2]) == pgid)
 
 
 def listeners(addresses: list[str]) -> list[str]:

@@ -30,27 +30,42 @@ def node_dir_from_env() -> Path:
 
 
 def load(node_dir: Path) -> State:
-    with open(node_dir / STATE_FILE, encoding="utf-8") as handle:
+    return load_file(node_dir / STATE_FILE)
+
+
+def save(node_dir: Path, state: State) -> None:
+    save_file(node_dir / STATE_FILE, state)
+
+
+def locked(node_dir: Path) -> contextlib.AbstractContextManager[State]:
+    """Read-modify-write of a node's state; concurrent tool calls serialise here."""
+    return locked_file(node_dir / STATE_FILE, node_dir / "state.lock")
+
+
+def load_file(path: Path) -> State:
+    """A state document (a node's, a simulated switch's) from its JSON file."""
+    with open(path, encoding="utf-8") as handle:
         data: State = json.load(handle)
     return data
 
 
-def save(node_dir: Path, state: State) -> None:
-    tmp = node_dir / (STATE_FILE + ".tmp")
+def save_file(path: Path, state: State) -> None:
+    """Write ``state`` to ``path`` whole or not at all (a reader never sees half a file)."""
+    tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(state, handle, indent=1, sort_keys=True)
-    os.replace(tmp, node_dir / STATE_FILE)
+    os.replace(tmp, path)
 
 
 @contextlib.contextmanager
-def locked(node_dir: Path) -> Iterator[State]:
-    """Read-modify-write of a node's state; concurrent tool calls serialise here."""
-    with open(node_dir / "state.lock", "a+", encoding="utf-8") as lock:
+def locked_file(path: Path, lock_path: Path) -> Iterator[State]:
+    """Read-modify-write of the state file ``path`` under an exclusive lock on ``lock_path``."""
+    with open(lock_path, "a+", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            state = load(node_dir)
+            state = load_file(path)
             yield state
-            save(node_dir, state)
+            save_file(path, state)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
 

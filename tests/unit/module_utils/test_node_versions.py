@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 from gpufleet.sim import faults_health
 from tests.unit.modules.simnode import SMI, SimNode
+from tests.unit.sim_versions import versions
 
 
 class Module:
@@ -40,14 +41,7 @@ def test_the_versions_are_node_healths_from_one_read(node: SimNode) -> None:
     found, failed = node_versions.read(Module(node))
     assert failed == []
     assert node.calls == [[SMI, "-q", "-x"]]
-    assert found == {
-        "gpu_product": ["NVIDIA B300 SXM6 AC"],
-        "gpu_count": 16,
-        "driver": "580.95.05",
-        "cuda": "13.0",
-        "vbios": ["97.10.4A.00.02"],
-        "nic_firmware": ["40.44.1036"],
-    }
+    assert found == versions()
 
 
 def test_a_node_with_other_firmware_reads_it(node: SimNode) -> None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime
-import ipaddress
 import json
 import os
 import secrets
@@ -29,11 +27,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from gpufleet.sim.bmc import tls as sim_tls
+from gpufleet.sim.https_service import context_for
 from tests.unit.local_server import LocalServer
 
 DMTF = "redfish/dmtf"
@@ -57,64 +53,10 @@ def load_tree(fixtures: Path) -> dict[str, dict[str, Any]]:
 
 
 def make_tls(directory: Path) -> tuple[Path, ssl.SSLContext]:
-    """A CA and a server certificate for 127.0.0.1; returns (CA PEM path, server context)."""
-    now = datetime.datetime.now(datetime.UTC)
-
-    def cert(subject: str, key: Any, issuer: x509.Name, signer: Any, ca: bool) -> x509.Certificate:
-        # Python 3.13 verifies strictly (VERIFY_X509_STRICT): key identifiers and key usage must be there.
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
-            .issuer_name(issuer)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False
-            )
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    content_commitment=False,
-                    key_encipherment=not ca,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    key_cert_sign=ca,
-                    crl_sign=ca,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-        )
-        if not ca:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            ).add_extension(x509.ExtendedKeyUsage([x509.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpufleet test BMC CA")])
-    ca_cert = cert("gpufleet test BMC CA", ca_key, ca_name, ca_key, True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    server = cert("127.0.0.1", key, ca_name, ca_key, False)
-    ca_pem = directory / "ca.pem"
-    ca_pem.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "server.pem").write_bytes(
-        server.public_bytes(serialization.Encoding.PEM) + ca_cert.public_bytes(serialization.Encoding.PEM)
-    )
-    (directory / "server.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(directory / "server.pem", directory / "server.key")
-    return ca_pem, context
+    """A CA and a server certificate for 127.0.0.1, made as the simulated fleet's BMCs' are (sim/bmc/tls:
+    what Python 3.13's strict verification asks for); returns (CA PEM path, server context)."""
+    cert, key = sim_tls.issue(directory, "server", "127.0.0.1")
+    return directory / sim_tls.CA_CERT, context_for(cert, key)
 
 
 class FakeBmc(LocalServer):

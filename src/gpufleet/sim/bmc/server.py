@@ -11,24 +11,21 @@ Run: python -m gpufleet.sim.bmc.server --node-dir D --address A --port 443 --cer
 from __future__ import annotations
 
 import argparse
-import base64
-import binascii
 import json
 import os
 import secrets
-import signal
 import ssl
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
+from gpufleet.sim import https_service
 from gpufleet.sim import state as sim_state
 from gpufleet.sim.bmc import errors, passwords, resources
+from gpufleet.sim.https_service import context_for
 
 SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
 # Unauthenticated, as DSP0266 requires: the version document and the service root.
@@ -117,31 +114,20 @@ class Bmc:
             return {s.ident: s.user for s in self.sessions.values()}
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
+class Server(https_service.TlsServer):
+    name = "bmc"
 
     def __init__(self, address: tuple[str, int], bmc: Bmc, context: ssl.SSLContext) -> None:
-        super().__init__(address, Handler)
         self.bmc = bmc
-        # The handshake runs in the request's thread, so a slow client cannot stall the listener.
-        self.socket = context.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        print(f"bmc: {client_address[0]}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        super().__init__(address, Handler, context)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class Handler(https_service.Handler):
     server: Server
     raw_body = b""
 
     def version_string(self) -> str:
         return "Redfish-Service"
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(30)
 
     # -- responses ------------------------------------------------------------------------
     def _send(self, code: int, payload: dict[str, Any] | None, headers: dict[str, str] | None = None) -> None:
@@ -173,26 +159,15 @@ class Handler(BaseHTTPRequestHandler):
                 return True
             self._unauthorized("NoValidSession")
             return False
-        scheme, _, value = (self.headers.get("Authorization") or "").partition(" ")
-        if scheme.lower() != "basic":
+        credentials = https_service.basic_credentials(self.headers.get("Authorization"))
+        if credentials is None:
             self._unauthorized("NoValidSession")
             return False
-        try:
-            user, _, password = base64.b64decode(value.strip(), validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            user, password = "", ""
+        user, password = credentials
         if passwords.verify(bmc.state().get("bmc", {}), user, password):
             return True
         self._unauthorized("ResourceAtUriUnauthorized", path, "Unauthorized")
         return False
-
-    def _read_body(self) -> bytes:
-        # read whatever was sent, so the next request on a kept-alive connection parses
-        try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            length = 0
-        return self.rfile.read(min(length, MAX_BODY)) if length > 0 else b""
 
     def _body(self) -> dict[str, Any] | None:
         try:
@@ -204,7 +179,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- methods --------------------------------------------------------------------------
     def _dispatch(self) -> None:
         bmc = self.server.bmc
-        self.raw_body = self._read_body()
+        self.raw_body = https_service.read_body(self, MAX_BODY)
         if not bmc.is_up():
             # a hung BMC answers nothing, even on a connection opened before it went down
             self.close_connection = True
@@ -274,14 +249,11 @@ class Listener:
 
     def open(self) -> None:
         self.server = Server(self.address, self.bmc, self.context)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1})
-        self.thread.start()
+        self.thread = https_service.serve_in_thread(self.server)
 
     def close(self) -> None:
         if self.server is not None and self.thread is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.thread.join()
+            https_service.stop_serving(self.server, self.thread)
         self.server = self.thread = None
         self.bmc.drop_sessions()
 
@@ -293,13 +265,6 @@ class Listener:
             self.close()
 
 
-def context_for(cert: Path, key: Path) -> ssl.SSLContext:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(cert, key)
-    return context
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="gpufleet-sim-bmc")
     parser.add_argument("--node-dir", type=Path, required=True)
@@ -308,13 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cert", type=Path, required=True)
     parser.add_argument("--key", type=Path, required=True)
     args = parser.parse_args(argv)
-    stopping = threading.Event()
-
-    def _stop(signum: int, frame: FrameType | None) -> None:
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
+    stopping = https_service.stop_on_signals()
     listener = Listener(Bmc(args.node_dir), (args.address, args.port), context_for(args.cert, args.key))
     print(f"bmc: pid {os.getpid()} on https://{args.address}:{args.port}", file=sys.stderr, flush=True)
     try:
