@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,26 @@ def serve_as_a_passed_gate_leaves(fleet: Fleet, names: list[str]) -> None:
     addresses = json.loads(fleet.fleet_file.read_text())["nodes"]
     for name in names:
         node_ssh(fleet, addresses[name]["address"], " && ".join(start))
+
+
+GPUFLEET = Path(sys.executable).parent / "gpufleet"
+
+
+def gate_process(
+    fleet: Fleet, tmp_path: Path, report_dir: Path, burn_in_seconds: int
+) -> subprocess.Popen[str]:
+    """`gpufleet gate --verbose` as a process of its own, for a test that signals it: its per-task lines
+    (stdout, stderr with them) tell where the gate is; its state directory is the test's."""
+    argv = [str(GPUFLEET), "gate", "--verbose", "--burn-in-seconds", str(burn_in_seconds)]
+    argv += [
+        "--inventory",
+        str(fleet.inventory_path),
+        "--vault-password-file",
+        str(fleet.vault_password_file),
+    ]
+    argv += ["--report-dir", str(report_dir)]
+    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def leftovers(root: Path) -> list[str]:

@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,9 +16,7 @@ import pytest
 
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import node_ssh
-
-GPUFLEET = Path(sys.executable).parent / "gpufleet"
+from tests.integration.conftest import GPUFLEET, gate_process, node_ssh
 
 
 @pytest.fixture(scope="module")
@@ -75,19 +72,8 @@ def _gate(fleet: Fleet, tmp_path: Path, name: str, signals: int) -> tuple[int, d
     for node in ("node01", "node02"):
         (host_vars / f"{node}.yml").write_text("gpufleet_drain_method: slurm\n")
     report_dir = tmp_path / name
-    # --verbose: the per-task lines tell when the burn-in starts
-    argv = [
-        str(GPUFLEET),
-        "gate",
-        "--verbose",
-        "--burn-in-seconds",
-        "20",
-        "--inventory",
-        str(fleet.inventory_path),
-    ]
-    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
-    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # the per-task lines tell when the burn-in starts
+    proc = gate_process(fleet, tmp_path, report_dir, 20)
     assert proc.stdout is not None
     seen, healthy = [], 0
     for line in proc.stdout:

@@ -5,17 +5,13 @@ signal is never absorbed silently."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gpufleet.sim.fleet import Fleet
-
-GPUFLEET = Path(sys.executable).parent / "gpufleet"
+from tests.integration.conftest import gate_process
 
 
 @pytest.fixture(scope="module")
@@ -28,19 +24,8 @@ def test_one_sigterm_lets_the_gate_finish_and_its_report_says_it_was_asked_to_st
     fleet: Fleet, tmp_path: Path
 ) -> None:
     report_dir = tmp_path / "gate"
-    # --verbose: the per-task lines tell when the node serves (the burn-in is next)
-    argv = [
-        str(GPUFLEET),
-        "gate",
-        "--verbose",
-        "--burn-in-seconds",
-        "5",
-        "--inventory",
-        str(fleet.inventory_path),
-    ]
-    argv += ["--vault-password-file", str(fleet.vault_password_file), "--report-dir", str(report_dir)]
-    env = dict(os.environ, GPUFLEET_STATE_DIR=str(tmp_path / "state"))
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    # the per-task lines tell when the node serves (the burn-in is next)
+    proc = gate_process(fleet, tmp_path, report_dir, 5)
     assert proc.stdout is not None
     seen, sent = [], False
     for line in proc.stdout:

@@ -5,7 +5,6 @@ parsers read /metrics in both formats. The stand-in runs in-process on 127.0.0.1
 from __future__ import annotations
 
 import socket
-import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,9 +17,9 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.sim import build, state
-from gpufleet.sim.tools import vllm_engine, vllm_http
+from gpufleet.sim.tools import vllm_engine
 from gpufleet.sim.tools.vllm_engine import filler
-from tests.unit.sim.test_vllm_standin import Api, config, uuids
+from tests.unit.sim.test_vllm_standin import Api, config, serving
 
 HISTOGRAMS = (
     "vllm:e2e_request_latency_seconds",
@@ -43,16 +42,7 @@ COUNTERS = (
 def served(tmp_path: Path) -> Iterator[tuple[Api, vllm_engine.Engine]]:
     current = build.build_node_state("node01", "b300-16", 1)
     state.save(tmp_path, current)
-    engine = vllm_engine.Engine(tmp_path, config(), uuids(tmp_path, 0))
-    server = vllm_http.Server(("127.0.0.1", 0), engine)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield Api(server.server_address[1]), engine
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    yield from serving(tmp_path, config())
 
 
 def open_client(api: Api, strict: bool) -> openai.OpenAI:

@@ -11,63 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-REQUEST_LATENCY: tuple[float, ...] = (
-    0.3,
-    0.5,
-    0.8,
-    1.0,
-    1.5,
-    2.0,
-    2.5,
-    5.0,
-    10.0,
-    15.0,
-    20.0,
-    30.0,
-    40.0,
-    50.0,
-    60.0,
-    120.0,
+
+def _buckets(bounds: str) -> tuple[float, ...]:
+    """Upper bounds written as vLLM's source lists them, space-separated."""
+    return tuple(float(b) for b in bounds.split())
+
+
+REQUEST_LATENCY = _buckets("0.3 0.5 0.8 1 1.5 2 2.5 5 10 15 20 30 40 50 60 120 240 480 960 1920 7680")
+FIRST_TOKEN = _buckets(
+    "0.001 0.005 0.01 0.02 0.04 0.06 0.08 0.1 0.25 0.5 0.75 1 2.5 5 7.5 10 20 40 80 160 640 2560"
 )
-REQUEST_LATENCY += (240.0, 480.0, 960.0, 1920.0, 7680.0)
-FIRST_TOKEN: tuple[float, ...] = (
-    0.001,
-    0.005,
-    0.01,
-    0.02,
-    0.04,
-    0.06,
-    0.08,
-    0.1,
-    0.25,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-)
-FIRST_TOKEN += (20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-PER_TOKEN: tuple[float, ...] = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-)
-PER_TOKEN += (20.0, 40.0, 80.0)
+PER_TOKEN = _buckets("0.01 0.025 0.05 0.075 0.1 0.15 0.2 0.3 0.4 0.5 0.75 1 2.5 5 7.5 10 20 40 80")
 N_PARAM: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 20.0)
 # Empty: the buckets vLLM sizes from max-model-len (build_1_2_5_buckets).
 SIZE: tuple[float, ...] = ()
