@@ -14,9 +14,9 @@ from functools import partial
 from typing import Any
 
 from gpufleet.sim import thermal
+from gpufleet.sim.bmc.payloads import Resource, collection, link, status
 from gpufleet.sim.state import State
 
-Resource = dict[str, Any]
 ROOT = "/redfish/v1"
 CHASSIS = f"{ROOT}/Chassis/1"
 THERMAL = f"{CHASSIS}/ThermalSubsystem"
@@ -49,33 +49,12 @@ class View:
         return cls(state, gpus, loops, sessions)
 
 
-def _link(path: str) -> dict[str, str]:
-    return {"@odata.id": path}
-
-
 def _reading(value: float, digits: int = 1) -> dict[str, float]:
     return {"Reading": round(value, digits)}
 
 
 def _worst(*health: str) -> str:
     return max(health, key=_HEALTH_ORDER.index)
-
-
-def _status(health: str = "OK", rollup: str | None = None) -> dict[str, str]:
-    status = {"State": "Enabled", "Health": health}
-    if rollup is not None:
-        status["HealthRollup"] = rollup
-    return status
-
-
-def _collection(odata_type: str, name: str, path: str, members: list[str]) -> Resource:
-    return {
-        "@odata.type": f"#{odata_type}.{odata_type}",
-        "Name": name,
-        "Members@odata.count": len(members),
-        "Members": [_link(m) for m in members],
-        "@odata.id": path,
-    }
 
 
 def _flow_health(flow: float, rated: float) -> str:
@@ -112,23 +91,21 @@ def service_root(view: View) -> Resource:
         "Name": "Root Service",
         "RedfishVersion": "1.20.0",
         "UUID": view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
-        "Chassis": _link(f"{ROOT}/Chassis"),
-        "Managers": _link(f"{ROOT}/Managers"),
-        "ThermalEquipment": _link(f"{ROOT}/ThermalEquipment"),
-        "SessionService": _link(f"{ROOT}/SessionService"),
-        "Links": {"Sessions": _link(f"{ROOT}/SessionService/Sessions")},
+        "Chassis": link(f"{ROOT}/Chassis"),
+        "Managers": link(f"{ROOT}/Managers"),
+        "ThermalEquipment": link(f"{ROOT}/ThermalEquipment"),
+        "SessionService": link(f"{ROOT}/SessionService"),
+        "Links": {"Sessions": link(f"{ROOT}/SessionService/Sessions")},
         "@odata.id": f"{ROOT}/",
     }
 
 
 def chassis_collection(view: View) -> Resource:
-    return _collection("ChassisCollection", "Chassis Collection", f"{ROOT}/Chassis", [CHASSIS])
+    return collection("ChassisCollection", "Chassis Collection", f"{ROOT}/Chassis", [CHASSIS])
 
 
 def managers(view: View) -> Resource:
-    return _collection(
-        "ManagerCollection", "Manager Collection", f"{ROOT}/Managers", [f"{ROOT}/Managers/BMC"]
-    )
+    return collection("ManagerCollection", "Manager Collection", f"{ROOT}/Managers", [f"{ROOT}/Managers/BMC"])
 
 
 def chassis(view: View) -> Resource:
@@ -143,9 +120,9 @@ def chassis(view: View) -> Resource:
         "SerialNumber": f"SN{state['gpus'][0]['serial'][-10:]}",
         "PartNumber": "GPU-NODE-" + state["profile"].upper(),
         "PowerState": "On",
-        "Status": _status("OK", _thermal_health(view)),
-        "ThermalSubsystem": _link(THERMAL),
-        "Links": {"ManagedBy": [_link(f"{ROOT}/Managers/BMC")]},
+        "Status": status("OK", _thermal_health(view)),
+        "ThermalSubsystem": link(THERMAL),
+        "Links": {"ManagedBy": [link(f"{ROOT}/Managers/BMC")]},
         "@odata.id": CHASSIS,
     }
 
@@ -157,8 +134,8 @@ def manager(view: View) -> Resource:
         "Name": "Manager",
         "ManagerType": "BMC",
         "FirmwareVersion": "1.12.0",
-        "Status": _status(),
-        "Links": {"ManagerForChassis": [_link(CHASSIS)]},
+        "Status": status(),
+        "Links": {"ManagerForChassis": [link(CHASSIS)]},
         "@odata.id": f"{ROOT}/Managers/BMC",
     }
 
@@ -169,17 +146,17 @@ def thermal_subsystem(view: View) -> Resource:
         "@odata.type": "#ThermalSubsystem.v1_5_0.ThermalSubsystem",
         "Id": "ThermalSubsystem",
         "Name": "Thermal Subsystem for Chassis",
-        "CoolantConnectors": _link(f"{THERMAL}/CoolantConnectors"),
-        "ThermalMetrics": _link(f"{THERMAL}/ThermalMetrics"),
-        "LeakDetection": _link(f"{THERMAL}/LeakDetection"),
-        "Status": _status(_thermal_health(view)),
+        "CoolantConnectors": link(f"{THERMAL}/CoolantConnectors"),
+        "ThermalMetrics": link(f"{THERMAL}/ThermalMetrics"),
+        "LeakDetection": link(f"{THERMAL}/LeakDetection"),
+        "Status": status(_thermal_health(view)),
         "@odata.id": THERMAL,
     }
 
 
 def coolant_connectors(view: View) -> Resource:
     members = [f"{THERMAL}/CoolantConnectors/{_connector_id(loop)}" for loop in view.loops]
-    return _collection(
+    return collection(
         "CoolantConnectorCollection",
         "Secondary (GPU baseboard loops) Coolant Connector Collection",
         f"{THERMAL}/CoolantConnectors",
@@ -203,7 +180,7 @@ def coolant_connector(view: View, loop: thermal.LoopReading) -> Resource:
         "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
         "Id": ident,
         "Name": f"GPU Baseboard #{loop.board + 1} Cold Plates",
-        "Status": _status(_loop_health(view, loop)),
+        "Status": status(_loop_health(view, loop)),
         "CoolantConnectorType": "Pair",
         "RatedFlowLitersPerMinute": round(loop.rated_flow_lpm, 1),
         **_connector_readings(loop.flow_lpm, loop.supply_c, loop.return_c, loop.heat_w),
@@ -241,7 +218,7 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
         "@odata.type": "#LeakDetection.v1_2_0.LeakDetection",
         "Id": "LeakDetection",
         "Name": "Leak Detection Systems",
-        "Status": _status(_leak_health(view)),
+        "Status": status(_leak_health(view)),
         "LeakDetectorGroups": [
             {
                 "GroupName": group,
@@ -256,7 +233,7 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
                 ],
             }
         ],
-        "LeakDetectors": _link(f"{base}/LeakDetection/LeakDetectors"),
+        "LeakDetectors": link(f"{base}/LeakDetection/LeakDetectors"),
         "@odata.id": f"{base}/LeakDetection",
     }
 
@@ -264,7 +241,7 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
 def leak_detectors(view: View, base: str) -> Resource:
     path = f"{base}/LeakDetection/LeakDetectors"
     members = [f"{path}/{ident}" for ident in LEAK_DETECTORS]
-    return _collection("LeakDetectorCollection", "Leak Detector Collection", path, members)
+    return collection("LeakDetectorCollection", "Leak Detector Collection", path, members)
 
 
 def leak_detector(view: View, base: str, ident: str) -> Resource:
@@ -273,7 +250,7 @@ def leak_detector(view: View, base: str, ident: str) -> Resource:
         "Id": ident,
         "Name": LEAK_DETECTORS[ident],
         "LeakDetectorType": ident,
-        "Status": _status(_leak_health(view)),
+        "Status": status(_leak_health(view)),
         "DetectorState": "Critical" if _leak(view) else "OK",
         "PhysicalContext": "Chassis",
         "@odata.id": f"{base}/LeakDetection/LeakDetectors/{ident}",
@@ -287,13 +264,13 @@ def thermal_equipment(view: View) -> Resource:
         "Id": "ThermalEquipment",
         "Name": "Cooling Equipment",
         "Status": {"State": "Enabled", "HealthRollup": _thermal_health(view)},
-        "CDUs": _link(f"{ROOT}/ThermalEquipment/CDUs"),
+        "CDUs": link(f"{ROOT}/ThermalEquipment/CDUs"),
         "@odata.id": f"{ROOT}/ThermalEquipment",
     }
 
 
 def cdus(view: View) -> Resource:
-    return _collection("CoolingUnitCollection", "CDU Collection", f"{ROOT}/ThermalEquipment/CDUs", [CDU])
+    return collection("CoolingUnitCollection", "CDU Collection", f"{ROOT}/ThermalEquipment/CDUs", [CDU])
 
 
 def cdu(view: View) -> Resource:
@@ -304,7 +281,7 @@ def cdu(view: View) -> Resource:
         "Name": "Rack Cooling Distribution Unit",
         "Manufacturer": "Contoso",
         "Model": "BRRR4000",
-        "Status": _status(_thermal_health(view), _thermal_health(view)),
+        "Status": status(_thermal_health(view), _thermal_health(view)),
         "Coolant": {
             "CoolantType": "Water",
             "AdditiveName": "Glycol",
@@ -312,9 +289,9 @@ def cdu(view: View) -> Resource:
             "SpecificHeatkJoulesPerKgK": 3.974,
             "DensityKgPerCubicMeter": 1030,
         },
-        "PrimaryCoolantConnectors": _link(f"{CDU}/PrimaryCoolantConnectors"),
-        "SecondaryCoolantConnectors": _link(f"{CDU}/SecondaryCoolantConnectors"),
-        "LeakDetection": _link(f"{CDU}/LeakDetection"),
+        "PrimaryCoolantConnectors": link(f"{CDU}/PrimaryCoolantConnectors"),
+        "SecondaryCoolantConnectors": link(f"{CDU}/SecondaryCoolantConnectors"),
+        "LeakDetection": link(f"{CDU}/LeakDetection"),
         "@odata.id": CDU,
     }
 
@@ -331,7 +308,7 @@ def _secondary(view: View) -> tuple[float, float, float, float, float]:
 def cdu_connectors(view: View, side: str) -> Resource:
     path = f"{CDU}/{side}CoolantConnectors"
     name = "Primary (supply side)" if side == "Primary" else "Secondary (rack side)"
-    return _collection(
+    return collection(
         "CoolantConnectorCollection", f"{name} Coolant Connector Collection", path, [f"{path}/1"]
     )
 
@@ -348,7 +325,7 @@ def cdu_connector(view: View, side: str) -> Resource:
         "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
         "Id": "1",
         "Name": "Main supply from facility" if side == "Primary" else "Cooling connection to rack equipment",
-        "Status": _status(health),
+        "Status": status(health),
         "CoolantConnectorType": "Pair",
         "RatedFlowLitersPerMinute": round(rated, 1),
         **_connector_readings(flow, supply, ret, heat),
@@ -363,19 +340,17 @@ def session_service(view: View) -> Resource:
         "Id": "SessionService",
         "Name": "Session Service",
         "Description": "Session Service",
-        "Status": _status(),
+        "Status": status(),
         "ServiceEnabled": True,
         "SessionTimeout": SESSION_TIMEOUT_S,
-        "Sessions": _link(f"{ROOT}/SessionService/Sessions"),
+        "Sessions": link(f"{ROOT}/SessionService/Sessions"),
         "@odata.id": f"{ROOT}/SessionService",
     }
 
 
 def sessions(view: View) -> Resource:
     path = f"{ROOT}/SessionService/Sessions"
-    return _collection(
-        "SessionCollection", "Session Collection", path, [f"{path}/{s}" for s in view.sessions]
-    )
+    return collection("SessionCollection", "Session Collection", path, [f"{path}/{s}" for s in view.sessions])
 
 
 def session(ident: str, user: str) -> Resource:
