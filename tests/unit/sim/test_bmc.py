@@ -7,6 +7,7 @@ import http.client
 import json
 import ssl
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from gpufleet.sim import build, faults, state, thermal
-from gpufleet.sim.bmc import errors, launch, resources, server, vault
+from gpufleet.sim.bmc import accounts, errors, launch, odata, resources, server, vault
 
 MOCKUPS = "redfish/dmtf"
 SERVER = f"{MOCKUPS}/public-liquid-cooled-server/Chassis/1U"
@@ -53,19 +54,27 @@ def links(resource: Any) -> Iterator[str]:
             yield from links(item)
 
 
-def test_every_link_from_the_service_root_resolves(node_dir: Path) -> None:
-    seen, pending = set(), [resources.ROOT]
-    current = view(node_dir)
+def crawl(current: resources.View) -> dict[str, dict[str, Any]]:
+    """Path -> resource for everything linked from the service root; fails on a dangling link."""
+    seen: dict[str, dict[str, Any]] = {}
+    pending = [resources.ROOT]
     while pending:
         path = resources.normalise(pending.pop())
         if path in seen:
             continue
-        seen.add(path)
         found = resources.get(path, current)
         assert found is not None, f"{path} is linked but not served"
         assert resources.normalise(found["@odata.id"]) == path
+        seen[path] = found
         pending.extend(links(found))
+    return seen
+
+
+def test_every_link_from_the_service_root_resolves(node_dir: Path) -> None:
+    seen = crawl(view(node_dir))
     assert f"{resources.THERMAL}/CoolantConnectors/Baseboard2" in seen
+    assert f"{resources.CHASSIS}/LeakDetectors/Overflow" in seen
+    assert f"{accounts.ROLES}/ReadOnly" in seen and f"{accounts.ACCOUNTS}/1" in seen
     assert f"{resources.CDU}/LeakDetection/LeakDetectors/Moisture" in seen
     assert f"{resources.ROOT}/SessionService/Sessions/0A1B" in seen
 
@@ -73,7 +82,9 @@ def test_every_link_from_the_service_root_resolves(node_dir: Path) -> None:
 # (our path, mockup path, keys the schema has that this mockup does not show)
 SHAPES = [
     (resources.ROOT, f"{CDU}", set()),
-    (resources.CHASSIS, SERVER, set()),
+    (resources.CHASSIS, SERVER, {"LeakDetectors"}),
+    (f"{resources.CHASSIS}/LeakDetectors", f"{CDU}/Chassis/CDU/LeakDetectors", set()),
+    (f"{resources.CHASSIS}/LeakDetectors/Overflow", f"{CDU}/Chassis/CDU/LeakDetectors/Overflow", set()),
     (resources.THERMAL, f"{SERVER}/ThermalSubsystem", {"LeakDetection"}),
     (f"{resources.THERMAL}/CoolantConnectors", f"{SERVER}/ThermalSubsystem/CoolantConnectors", set()),
     (f"{resources.THERMAL}/ThermalMetrics", f"{SERVER}/ThermalSubsystem/ThermalMetrics", set()),
@@ -83,10 +94,15 @@ SHAPES = [
     (f"{resources.CDU}/LeakDetection", f"{CDU}/ThermalEquipment/CDUs/1/LeakDetection", {"LeakDetectors"}),
     (
         f"{resources.CDU}/LeakDetection/LeakDetectors/Moisture",
-        f"{CDU}/ThermalEquipment/CDUs/1/LeakDetection/LeakDetectors/Moisture",
+        f"{CDU}/Chassis/CDU/LeakDetectors/Moisture",
         set(),
     ),
     (f"{resources.ROOT}/SessionService", f"{CDU}/SessionService", set()),
+    (accounts.ACCOUNT_SERVICE, f"{CDU}/AccountService", {"HTTPBasicAuth"}),
+    (accounts.ROLES, f"{CDU}/AccountService/Roles", set()),
+    (f"{accounts.ROLES}/Operator", f"{CDU}/AccountService/Roles/Operator", set()),
+    (accounts.ACCOUNTS, f"{CDU}/AccountService/Accounts", set()),
+    (f"{accounts.ACCOUNTS}/1", f"{CDU}/AccountService/Accounts/1", set()),
     (
         f"{resources.ROOT}/SessionService/Sessions/0A1B",
         f"{CDU}/SessionService/Sessions/1234567890ABCDEF",
@@ -163,6 +179,72 @@ def test_load_raises_the_loaded_boards_return_temperature(node_dir: Path) -> Non
     assert two["HeatRemovedkW"]["Reading"] > 9
 
 
+def test_leak_detectors_are_in_the_chassis_collection_and_of_schema_types(node_dir: Path) -> None:
+    """Chassis.LeakDetectors (Chassis v1_26+) lists the detectors the deprecated
+    ThermalSubsystem/LeakDetection reports, in the same state; every LeakDetectorType is one the
+    LeakDetector schema allows (Overflow was not)."""
+    for leaking in (False, True):
+        if leaking:
+            with state.locked(node_dir) as current:
+                current["cooling"]["leak_detected"] = True
+        served = crawl(view(node_dir))
+        chassis = served[resources.CHASSIS]
+        members = served[chassis["LeakDetectors"]["@odata.id"]]["Members"]
+        current_states = {
+            m["@odata.id"].rsplit("/", 1)[1]: served[m["@odata.id"]]["DetectorState"] for m in members
+        }
+        group = served[f"{resources.THERMAL}/LeakDetection"]["LeakDetectorGroups"][0]["Detectors"]
+        deprecated_states = {d["DataSourceUri"].rsplit("/", 1)[1]: d["DetectorState"] for d in group}
+        assert (
+            current_states
+            == deprecated_states
+            == dict.fromkeys(("Moisture", "Overflow"), "Critical" if leaking else "OK")
+        )
+        kinds = {r["Id"]: r["LeakDetectorType"] for r in served.values() if "LeakDetectorType" in r}
+        assert set(kinds.values()) <= {"Moisture", "FloatSwitch"} and kinds["Overflow"] == "FloatSwitch"
+
+
+def test_account_service_has_the_standard_roles_and_the_bmc_account(node_dir: Path) -> None:
+    launch.prepare(node_dir.parent / "bmc", "node01", "127.0.0.1", node_dir)
+    served = crawl(view(node_dir))
+    root = served[resources.ROOT]
+    service = served[root["AccountService"]["@odata.id"]]
+    roles = [served[m["@odata.id"]] for m in served[service["Roles"]["@odata.id"]]["Members"]]
+    assert [r["Id"] for r in roles] == ["Administrator", "Operator", "ReadOnly"]
+    assert all("Login" in r["AssignedPrivileges"] for r in roles)
+    assert (
+        "ConfigureUsers" in roles[0]["AssignedPrivileges"]
+        and "ConfigureUsers" not in roles[1]["AssignedPrivileges"]
+    )
+    (account,) = [served[m["@odata.id"]] for m in served[service["Accounts"]["@odata.id"]]["Members"]]
+    assert (account["UserName"], account["RoleId"], account["Password"]) == (
+        launch.USERNAME,
+        "Administrator",
+        None,
+    )
+    assert served[account["Links"]["Role"]["@odata.id"]]["Id"] == "Administrator"
+
+
+def test_metadata_references_the_schema_of_every_served_type(node_dir: Path) -> None:
+    document = ET.fromstring(odata.metadata())
+    edmx, edm = "{http://docs.oasis-open.org/odata/ns/edmx}", "{http://docs.oasis-open.org/odata/ns/edm}"
+    included = {i.get("Namespace") for i in document.iter(f"{edmx}Include")}
+    served = crawl(view(node_dir)).values()
+    for odata_type in {r["@odata.type"] for r in served} | {
+        resources.session("0A1B", "admin")["@odata.type"],
+        errors.body("NoValidSession")["error"]["@Message.ExtendedInfo"][0]["@odata.type"],
+    }:
+        parts = odata_type.lstrip("#").split(".")  # Namespace[.vX_Y_Z].Type
+        assert parts[0] in included, odata_type
+        if len(parts) == 3:
+            assert f"{parts[0]}.{parts[1]}" in included, odata_type
+    for reference in document.iter(f"{edmx}Reference"):
+        namespace = str(reference[0].get("Namespace")).split(".")[0]
+        assert reference.get("Uri") == f"http://redfish.dmtf.org/schemas/v1/{namespace}_v1.xml"
+    (container,) = document.iter(f"{edm}EntityContainer")
+    assert container.get("Extends") == "ServiceRoot.v1_20_0.ServiceContainer"
+
+
 def test_error_bodies_carry_the_base_registry_message() -> None:
     body = errors.body("ResourceMissingAtURI", "/redfish/v1/Nope")
     assert body["error"]["code"] == "Base.1.18.ResourceMissingAtURI"
@@ -179,13 +261,20 @@ class Client:
     def request(
         self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
     ) -> tuple[int, dict[str, str], Any]:
+        """(status, headers, the JSON body or None)."""
+        data = json.dumps(body).encode() if body is not None else None
+        status, answer_headers, raw = self.raw(method, path, data, headers)
+        return status, answer_headers, json.loads(raw) if raw else None
+
+    def raw(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers, the body as sent), for documents that are not JSON."""
         conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.context, timeout=5)
         try:
-            data = json.dumps(body).encode() if body is not None else None
-            conn.request(method, path, body=data, headers=headers or {})
+            conn.request(method, path, body=body, headers=headers or {})
             response = conn.getresponse()
-            raw = response.read()
-            return response.status, dict(response.headers), json.loads(raw) if raw else None
+            return response.status, dict(response.headers), response.read()
         finally:
             conn.close()
 
@@ -326,3 +415,63 @@ def test_inventory_passwords_are_ansible_vault_values(tmp_path: Path) -> None:
     assert vault.decrypt(loaded["pw"], password_file) == "s3cret"
     # Ansible's own loader sees an encrypted value, not a string
     assert "s3cret" not in repr(from_yaml(text, json_only=False))
+
+
+# -- DSP0266 conformance (issue 26: what DMTF's Protocol Validator found) ---------------------------
+def test_odata_documents_are_served_without_credentials(bmc: tuple[Client, str, Any]) -> None:
+    client, _, _ = bmc
+    status, headers, body = client.request("GET", odata.SERVICE_DOCUMENT)
+    assert status == 200 and headers["Content-Type"].startswith("application/json")
+    assert body["@odata.context"] == "/redfish/v1/$metadata"
+    root = client.request("GET", "/redfish/v1/")[2]
+    top_level = {k: v["@odata.id"] for k, v in root.items() if isinstance(v, dict) and "@odata.id" in v}
+    assert {e["name"]: e["url"] for e in body["value"]} == {"Service": "/redfish/v1/", **top_level}
+    assert {"Chassis", "AccountService", "SessionService"} <= top_level.keys()
+    assert all(e["kind"] == "Singleton" for e in body["value"])
+    for path in ("/redfish/v1/$metadata", "/redfish/v1/%24metadata"):
+        status, headers, data = client.raw("GET", path)
+        assert status == 200 and headers["Content-Type"] == "application/xml;charset=utf-8"
+        assert data == odata.metadata()
+    status, headers, data = client.raw("HEAD", "/redfish/v1/$metadata")
+    assert status == 200 and data == b"" and int(headers["Content-Length"]) == len(odata.metadata())
+
+
+def test_an_unsupported_odata_version_is_412(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    assert client.request("GET", "/redfish/v1/", headers={"OData-Version": "4.0"})[0] == 200
+    status, _, body = client.request("GET", "/redfish/v1/", headers={"OData-Version": "4.1"})
+    assert status == 412 and body["error"]["code"] == "Base.1.18.HeaderInvalid"
+    assert body["error"]["@Message.ExtendedInfo"][0]["MessageArgs"] == ["OData-Version: 4.1"]
+    auth = {**basic("admin", password), "OData-Version": "3.0"}
+    assert client.request("GET", resources.CHASSIS, headers=auth)[0] == 412
+
+
+def test_sessions_are_created_through_the_members_uri_too(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    sessions = f"{resources.ROOT}/SessionService/Sessions"
+    status, headers, body = client.request(
+        "POST", f"{sessions}/Members", {"UserName": "admin", "Password": password}
+    )
+    assert status == 201 and headers["Location"] == f"{sessions}/{body['Id']}"
+    token = {"X-Auth-Token": headers["X-Auth-Token"]}
+    assert client.request("GET", resources.CHASSIS, headers=token)[0] == 200
+    assert client.request("POST", f"{sessions}/Members", {"UserName": "admin", "Password": "x"})[0] == 401
+    assert client.request("DELETE", headers["Location"], headers=token)[0] == 204
+
+
+@pytest.mark.parametrize(
+    ("path", "schema"),
+    [
+        ("/redfish/v1/", "ServiceRoot.v1_20_0.json"),
+        (resources.CHASSIS, "Chassis.v1_28_0.json"),
+        (f"{resources.ROOT}/Chassis", "ChassisCollection.json"),
+        (f"{resources.CHASSIS}/LeakDetectors/Moisture", "LeakDetector.v1_6_0.json"),
+        (accounts.ACCOUNT_SERVICE, "AccountService.v1_18_1.json"),
+    ],
+)
+def test_resources_link_their_json_schema(bmc: tuple[Client, str, Any], path: str, schema: str) -> None:
+    client, password, _ = bmc
+    expected = f"<http://redfish.dmtf.org/schemas/v1/{schema}>; rel=describedby"
+    for method in ("GET", "HEAD"):
+        status, headers, _ = client.request(method, path, headers=basic("admin", password))
+        assert status == 200 and headers["Link"] == expected, method

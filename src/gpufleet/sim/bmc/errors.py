@@ -36,6 +36,11 @@ _MESSAGES: dict[str, tuple[str, str, str]] = {
         "Reduce the number of other sessions before trying to establish the session or increase the "
         "limit of simultaneous sessions, if supported.",
     ),
+    "HeaderInvalid": (
+        "Header '%1' is invalid.",
+        "Critical",
+        "Resubmit the request with a valid request header.",
+    ),
     "MalformedJSON": (
         "The request body submitted was malformed JSON and could not be parsed by the receiving service.",
         "Critical",

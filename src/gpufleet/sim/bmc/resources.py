@@ -2,8 +2,15 @@
 
 Shapes follow DMTF's mockups in tests/fixtures/real/redfish/dmtf: public-liquid-cooled-server
 (Chassis, ThermalSubsystem, CoolantConnectors, ThermalMetrics) and public-cooling-unit
-(ServiceRoot, SessionService, ThermalEquipment/CDUs, LeakDetection). Readings are excerpt objects
-(`{"Reading": x}`) as the mockups have them; values come from the thermal model.
+(ServiceRoot, SessionService, AccountService, ThermalEquipment/CDUs, LeakDetection, Chassis/CDU's
+LeakDetectors). Readings are excerpt objects (`{"Reading": x}`) as the mockups have them; values
+come from the thermal model.
+
+The node's leak detectors are served twice, as a BMC of current firmware does: in the chassis'
+`LeakDetectors` collection (Chassis v1_26+), and under `ThermalSubsystem/LeakDetection`, which DMTF
+deprecated in its favour but which older clients (and older firmware) know. Not modelled: anything
+but reading (no PATCH of thresholds or reactions), sensors (`Sensors` collections), and detector
+locations.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
+from urllib.parse import unquote
 
 from gpufleet.sim import thermal
+from gpufleet.sim.bmc import accounts
 from gpufleet.sim.bmc.payloads import Resource, collection, link, status
 from gpufleet.sim.state import State
 
@@ -30,7 +39,13 @@ FLOW_CRITICAL_SHARE = 0.5
 CDU_APPROACH_C = 5.0
 CDU_PRIMARY_FLOW_SHARE = 1.1
 SESSION_TIMEOUT_S = 600
-LEAK_DETECTORS = {"Moisture": "Moisture Leak Detector", "Overflow": "Fluid Level Overflow"}
+# Detector id -> (name, LeakDetectorType); the schema's types are Moisture and FloatSwitch, and an
+# overflow detector is a float switch in the reservoir (DMTF's public-cooling-unit mockup).
+LEAK_DETECTORS = {
+    "Moisture": ("Moisture Leak Detector", "Moisture"),
+    "Overflow": ("Fluid Level Overflow", "FloatSwitch"),
+}
+LEAK_DETECTOR_TYPE = "#LeakDetector.v1_6_0.LeakDetector"
 _HEALTH_ORDER = ("OK", "Warning", "Critical")
 
 
@@ -95,6 +110,7 @@ def service_root(view: View) -> Resource:
         "Managers": link(f"{ROOT}/Managers"),
         "ThermalEquipment": link(f"{ROOT}/ThermalEquipment"),
         "SessionService": link(f"{ROOT}/SessionService"),
+        "AccountService": link(accounts.ACCOUNT_SERVICE),
         "Links": {"Sessions": link(f"{ROOT}/SessionService/Sessions")},
         "@odata.id": f"{ROOT}/",
     }
@@ -122,6 +138,7 @@ def chassis(view: View) -> Resource:
         "PowerState": "On",
         "Status": status("OK", _thermal_health(view)),
         "ThermalSubsystem": link(THERMAL),
+        "LeakDetectors": link(f"{CHASSIS}/LeakDetectors"),
         "Links": {"ManagedBy": [link(f"{ROOT}/Managers/BMC")]},
         "@odata.id": CHASSIS,
     }
@@ -229,7 +246,7 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
                         "DeviceName": name,
                         "DetectorState": state,
                     }
-                    for ident, name in LEAK_DETECTORS.items()
+                    for ident, (name, _) in LEAK_DETECTORS.items()
                 ],
             }
         ],
@@ -238,22 +255,23 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
     }
 
 
-def leak_detectors(view: View, base: str) -> Resource:
-    path = f"{base}/LeakDetection/LeakDetectors"
+def leak_detectors(view: View, path: str) -> Resource:
     members = [f"{path}/{ident}" for ident in LEAK_DETECTORS]
     return collection("LeakDetectorCollection", "Leak Detector Collection", path, members)
 
 
-def leak_detector(view: View, base: str, ident: str) -> Resource:
+def leak_detector(view: View, path: str, ident: str) -> Resource:
+    """Detector ``ident`` of the collection at ``path``."""
+    name, kind = LEAK_DETECTORS[ident]
     return {
-        "@odata.type": "#LeakDetector.v1_2_0.LeakDetector",
+        "@odata.type": LEAK_DETECTOR_TYPE,
         "Id": ident,
-        "Name": LEAK_DETECTORS[ident],
-        "LeakDetectorType": ident,
+        "Name": name,
+        "LeakDetectorType": kind,
         "Status": status(_leak_health(view)),
         "DetectorState": "Critical" if _leak(view) else "OK",
         "PhysicalContext": "Chassis",
-        "@odata.id": f"{base}/LeakDetection/LeakDetectors/{ident}",
+        "@odata.id": f"{path}/{ident}",
     }
 
 
@@ -387,20 +405,26 @@ def _static_routes() -> dict[str, Callable[[View], Resource]]:
         routes[f"{CDU}/{side}CoolantConnectors/1"] = partial(cdu_connector, side=side)
     for base, group in leak_base.items():
         routes[f"{base}/LeakDetection"] = partial(leak_detection, base=base, group=group)
-        routes[f"{base}/LeakDetection/LeakDetectors"] = partial(leak_detectors, base=base)
+    for path in (f"{CHASSIS}/LeakDetectors", *(f"{base}/LeakDetection/LeakDetectors" for base in leak_base)):
+        routes[path] = partial(leak_detectors, path=path)
         for ident in LEAK_DETECTORS:
-            routes[f"{base}/LeakDetection/LeakDetectors/{ident}"] = partial(
-                leak_detector, base=base, ident=ident
-            )
+            routes[f"{path}/{ident}"] = partial(leak_detector, path=path, ident=ident)
+    for path, build in accounts.routes().items():
+        routes[path] = partial(_from_state, build=build)
     return routes
+
+
+def _from_state(view: View, build: Callable[[State], Resource]) -> Resource:
+    return build(view.state)
 
 
 ROUTES = _static_routes()
 
 
 def normalise(path: str) -> str:
-    """The resource path a request names: no query, no trailing slash (/redfish/v1/ == /redfish/v1)."""
-    path = path.split("?", 1)[0].split("#", 1)[0]
+    """The resource path a request names: no query, no trailing slash (/redfish/v1/ == /redfish/v1),
+    percent-escapes decoded (/redfish/v1/%24metadata is $metadata)."""
+    path = unquote(path.split("?", 1)[0].split("#", 1)[0])
     return path.rstrip("/") or "/"
 
 

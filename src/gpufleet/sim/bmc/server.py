@@ -24,12 +24,14 @@ from typing import Any
 
 from gpufleet.sim import https_service
 from gpufleet.sim import state as sim_state
-from gpufleet.sim.bmc import errors, passwords, resources
+from gpufleet.sim.bmc import errors, odata, passwords, resources
 from gpufleet.sim.https_service import context_for
 
 SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
-# Unauthenticated, as DSP0266 requires: the version document and the service root.
-PUBLIC = ("/redfish", resources.ROOT)
+# DSP0266 lets a client create a session by POST to the collection or to its Members property.
+LOGIN_PATHS = (SESSIONS_PATH, f"{SESSIONS_PATH}/Members")
+# Unauthenticated, as DSP0266 requires: the version document, the service root and the OData documents.
+PUBLIC = ("/redfish", resources.ROOT, odata.SERVICE_DOCUMENT, odata.METADATA)
 # Real BMCs cap concurrent sessions (bmcweb 64, iDRAC 8); past it, a login is refused with 503.
 MAX_SESSIONS = 16
 MAX_BODY = 64 * 1024
@@ -131,12 +133,20 @@ class Handler(https_service.Handler):
 
     # -- responses ------------------------------------------------------------------------
     def _send(self, code: int, payload: dict[str, Any] | None, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(payload, indent=1).encode() if payload is not None else b""
+        if payload is None:
+            self._send_bytes(code, b"", None, headers)
+        else:
+            data = json.dumps(payload, indent=1).encode()
+            self._send_bytes(code, data, "application/json;charset=utf-8", headers)
+
+    def _send_bytes(
+        self, code: int, data: bytes, content_type: str | None, headers: dict[str, str] | None = None
+    ) -> None:
         self.send_response(code)
-        self.send_header("OData-Version", "4.0")
+        self.send_header("OData-Version", odata.ODATA_VERSION)
         self.send_header("Cache-Control", "no-cache")
-        if payload is not None:
-            self.send_header("Content-Type", "application/json;charset=utf-8")
+        if content_type is not None:
+            self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for key, value in (headers or {}).items():
             self.send_header(key, value)
@@ -185,7 +195,11 @@ class Handler(https_service.Handler):
             self.close_connection = True
             return
         path = resources.normalise(self.path)
-        if self.command == "POST" and path == SESSIONS_PATH:
+        requested = self.headers.get("OData-Version")
+        if odata.unsupported_version(requested):
+            self._error(412, "HeaderInvalid", f"OData-Version: {requested}")
+            return
+        if self.command == "POST" and path in LOGIN_PATHS:
             self._login()
             return
         if path == "/redfish" and self.command in ("GET", "HEAD"):
@@ -194,16 +208,29 @@ class Handler(https_service.Handler):
         if path not in PUBLIC and not self._authorised(path):
             return
         view = resources.View.of(bmc.state(), time.time(), bmc.open_sessions())
+        if path == odata.METADATA and self.command in ("GET", "HEAD"):
+            self._send_bytes(200, odata.metadata(), "application/xml;charset=utf-8", {"Allow": "GET, HEAD"})
+            return
+        if path == odata.SERVICE_DOCUMENT and self.command in ("GET", "HEAD"):
+            self._send(200, odata.service_document(resources.service_root(view)), {"Allow": "GET, HEAD"})
+            return
         found = resources.get(path, view)
         if found is None:
             self._error(404, "ResourceMissingAtURI", path)
         elif self.command in ("GET", "HEAD"):
-            self._send(200, found, {"Allow": self._allow(path)})
+            self._send(200, found, self._resource_headers(path, found))
         elif self.command == "DELETE" and path.startswith(SESSIONS_PATH + "/"):
             bmc.logout(path.rsplit("/", 1)[1])
             self._send(204, None)
         else:
             self._error(405, "OperationNotAllowed", headers={"Allow": self._allow(path)})
+
+    def _resource_headers(self, path: str, found: dict[str, Any]) -> dict[str, str]:
+        headers = {"Allow": self._allow(path)}
+        schema = odata.described_by(found)
+        if schema is not None:
+            headers["Link"] = schema
+        return headers
 
     @staticmethod
     def _allow(path: str) -> str:
@@ -229,7 +256,7 @@ class Handler(https_service.Handler):
             self._unauthorized("ResourceAtUriUnauthorized", SESSIONS_PATH, "Unauthorized")
         else:
             token, current = result
-            location = f"{SESSIONS_PATH}/{current.ident}"
+            location = f"{SESSIONS_PATH}/{current.ident}"  # the session's URI, whichever path created it
             self._send(
                 201,
                 resources.session(current.ident, current.user),
