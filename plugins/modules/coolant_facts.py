@@ -11,9 +11,11 @@ short_description: Read coolant flow, supply/return temperatures and leak state 
 version_added: "0.1.0"
 description:
   - Follows links from the BMC's service root C(/redfish/v1) to every
-    C(Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>) (the node's cold-plate loops) and, when the
-    service has them, to C(ThermalEquipment/CDUs/<id>) with their primary and secondary coolant
-    connectors and C(LeakDetection), as DMTF's liquid-cooled server and cooling unit mockups shape them.
+    C(Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>) (the node's cold-plate loops), to the chassis'
+    leak detectors (its C(LeakDetectors) collection, else the deprecated C(ThermalSubsystem/LeakDetection)
+    of older firmware) and, when the service has them, to C(ThermalEquipment/CDUs/<id>) with their primary
+    and secondary coolant connectors and C(LeakDetection), as DMTF's liquid-cooled server and cooling unit
+    mockups shape them.
   - Per connector returns flow (L/min), supply and return temperatures, the supply/return difference
     (computed from the two when the BMC gives no C(DeltaTemperatureCelsius)), C(Status.Health) and the
     leak state of its detectors (or of its chassis' detectors).

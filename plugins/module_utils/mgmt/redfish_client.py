@@ -7,10 +7,11 @@ does not give (property absent, ``Reading: null``, a non-number) is None, never 
 can tell "no flow sensor" from "no flow".
 
 The client follows links from the service root (``/redfish/v1``) to
-``Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>`` and, when the service has them, to
-``ThermalEquipment/CDUs/<id>`` with their coolant connectors and leak detection, as DMTF's
-public-liquid-cooled-server and public-cooling-unit mockups shape them. It authenticates with
-a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
+``Chassis/<id>/ThermalSubsystem/CoolantConnectors/<id>``, the chassis' leak detectors (its
+``LeakDetectors`` collection, else the deprecated ``ThermalSubsystem/LeakDetection``) and, when
+the service has them, to ``ThermalEquipment/CDUs/<id>`` with their coolant connectors and leak
+detection, as DMTF's public-liquid-cooled-server and public-cooling-unit mockups shape them. It
+authenticates with a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
 HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
 exponential backoff. Every request has a wall-clock deadline on all of it (``timeout``: connect,
 send, the whole answer) and an answer is at most ``max_body`` bytes (https_transport.HttpsClient,
@@ -573,6 +574,17 @@ class RedfishClient(HttpsClient):
             out.append(conn)
         return out
 
+    def _chassis_detectors(self, chassis, thermal_subsystem):
+        """The chassis' leak detectors: its LeakDetectors collection (Chassis v1_26+) when it lists
+        any, else ThermalSubsystem/LeakDetection, which that collection deprecates but which BMCs of
+        older firmware serve alone."""
+        current = _link(chassis, "LeakDetectors")
+        uris = self.members(current) if current else []
+        if uris:
+            return self._detectors(uris)
+        deprecated = _link(thermal_subsystem, "LeakDetection")
+        return self._leak_detection(deprecated) if deprecated else []
+
     def _chassis(self, uri):
         doc = self.get(uri)
         cid = _text(doc.get("Id")) or uri.rstrip("/").rsplit("/", 1)[-1]
@@ -580,11 +592,7 @@ class RedfishClient(HttpsClient):
         if not thermal:
             return None
         sub = self.get(thermal)
-        detectors = []
-        if _link(sub, "LeakDetection"):
-            detectors = self._leak_detection(_link(sub, "LeakDetection"))
-        elif _link(doc, "LeakDetectors"):
-            detectors = self._detectors(self.members(_link(doc, "LeakDetectors")))
+        detectors = self._chassis_detectors(doc, sub)
         connectors = (
             self._connectors(_link(sub, "CoolantConnectors"), cid) if _link(sub, "CoolantConnectors") else []
         )

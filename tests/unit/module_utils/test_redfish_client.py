@@ -561,18 +561,97 @@ def test_sessions_not_supported_suggests_basic(bmc: FakeBmc, tls: tuple[Path, ss
     assert "does not accept Redfish sessions" in str(err.value) and "auth: basic" in str(err.value)
 
 
-def test_leak_detectors_linked_from_a_chassis(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
-    """A node chassis with LeakDetection under its ThermalSubsystem: connectors inherit its state."""
-    sub = bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem"]
-    sub["LeakDetection"] = {"@odata.id": "/redfish/v1/Chassis/1U/ThermalSubsystem/LeakDetection"}
+DEPRECATED_LEAK = "/redfish/v1/Chassis/1U/ThermalSubsystem/LeakDetection"
+CURRENT_LEAK = "/redfish/v1/Chassis/1U/LeakDetectors"
+
+
+def serve_deprecated_leak_detection(bmc: FakeBmc, moisture_state: str) -> None:
+    """Chassis 1U's detectors under ThermalSubsystem/LeakDetection (deprecated; older firmware):
+    the CDU mockup's groups, its moisture detector in ``moisture_state``."""
+    bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem"]["LeakDetection"] = {"@odata.id": DEPRECATED_LEAK}
     leak = copy.deepcopy(bmc.tree["/redfish/v1/ThermalEquipment/CDUs/1/LeakDetection"])
-    leak["LeakDetectorGroups"][0]["Detectors"][0]["DetectorState"] = "Critical"
-    bmc.tree["/redfish/v1/Chassis/1U/ThermalSubsystem/LeakDetection"] = leak
-    rc, _ = client(bmc, tls[0])
+    leak["@odata.id"] = DEPRECATED_LEAK
+    leak["LeakDetectorGroups"][0]["Detectors"][0]["DetectorState"] = moisture_state
+    bmc.tree[DEPRECATED_LEAK] = leak
+
+
+def serve_chassis_leak_detectors(bmc: FakeBmc, moisture_state: str | None) -> None:
+    """Chassis 1U's LeakDetectors collection (Chassis v1_26+), shaped as the cooling unit mockup's
+    Chassis/CDU/LeakDetectors; empty when ``moisture_state`` is None."""
+    bmc.tree["/redfish/v1/Chassis/1U"]["LeakDetectors"] = {"@odata.id": CURRENT_LEAK}
+    members = []
+    if moisture_state is not None:
+        for ident in ("Moisture", "Overflow"):
+            detector = copy.deepcopy(bmc.tree[f"/redfish/v1/Chassis/CDU/LeakDetectors/{ident}"])
+            detector["@odata.id"] = f"{CURRENT_LEAK}/{ident}"
+            if ident == "Moisture":
+                detector["DetectorState"] = moisture_state
+            bmc.tree[f"{CURRENT_LEAK}/{ident}"] = detector
+            members.append({"@odata.id": f"{CURRENT_LEAK}/{ident}"})
+    bmc.tree[CURRENT_LEAK] = {
+        "Members": members,
+        "Members@odata.count": len(members),
+        "@odata.id": CURRENT_LEAK,
+    }
+
+
+def read_leaks(bmc: FakeBmc, ca: Path) -> dict[str, Any]:
+    rc, _ = client(bmc, ca)
     with rc:
-        report = rc.read_coolant(cdus=False)
+        report: dict[str, Any] = rc.read_coolant(cdus=False)
+    return report
+
+
+def test_leak_detectors_only_under_the_deprecated_leak_detection(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """Older firmware: LeakDetection under the ThermalSubsystem, no Chassis.LeakDetectors; the
+    connectors inherit its state."""
+    serve_deprecated_leak_detection(bmc, "Critical")
+    report = read_leaks(bmc, tls[0])
     assert report["chassis"][0]["leak"] == "Critical"
     assert [c["leak"] for c in report["connectors"]] == ["Critical", "Critical"]
+    assert [(d["name"], d["state"]) for d in report["chassis"][0]["leak_detectors"]] == [
+        ("Moisture Leak Detector", "Critical"),
+        ("Fluid Level Overflow", "OK"),
+    ]
+
+
+def test_leak_detectors_only_in_the_chassis_collection(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """Current firmware without the deprecated path: Chassis.LeakDetectors, one GET per detector,
+    in the same report shape."""
+    serve_chassis_leak_detectors(bmc, "Warning")
+    report = read_leaks(bmc, tls[0])
+    assert report["chassis"][0]["leak_detectors"] == [
+        {"name": "Moisture Leak Detector", "uri": f"{CURRENT_LEAK}/Moisture", "state": "Warning"},
+        {"name": "Fluid Level Overflow", "uri": f"{CURRENT_LEAK}/Overflow", "state": "OK"},
+    ]
+    assert report["chassis"][0]["leak"] == "Warning"
+    assert [c["leak"] for c in report["connectors"]] == ["Warning", "Warning"]
+
+
+def test_the_chassis_collection_is_read_before_the_deprecated_path(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """Both served and disagreeing: the current collection wins and the deprecated one is not read."""
+    serve_deprecated_leak_detection(bmc, "OK")
+    serve_chassis_leak_detectors(bmc, "Critical")
+    report = read_leaks(bmc, tls[0])
+    assert report["chassis"][0]["leak"] == "Critical"
+    assert DEPRECATED_LEAK not in [path for _, path, _, _ in bmc.requests("GET")]
+
+
+def test_an_empty_chassis_collection_falls_back_to_the_deprecated_path(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """Firmware that links an empty LeakDetectors but still reports under LeakDetection."""
+    serve_deprecated_leak_detection(bmc, "Warning")
+    serve_chassis_leak_detectors(bmc, None)
+    report = read_leaks(bmc, tls[0])
+    assert report["chassis"][0]["leak"] == "Warning"
+    assert [path for _, path, _, _ in bmc.requests("GET")].count(DEPRECATED_LEAK) == 1
 
 
 def test_collections_follow_next_link(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
