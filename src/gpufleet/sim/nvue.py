@@ -3,19 +3,26 @@
 Served (paths follow ``nv show``, as NVIDIA's NVUE API page says; shapes and their sources are in
 ``nvue_state``'s docstring):
 
-- ``GET /nvue_v1/<path>?rev=applied|operational|<revision id>`` (default operational): any node of
-  the tree, e.g. ``/nvue_v1/qos/roce``, ``/nvue_v1/qos/pfc``, ``/nvue_v1/interface/swp1``,
+- ``GET /nvue_v1/<path>?rev=applied|startup|operational|<revision id>`` (default operational), with
+  ``filled=false`` leaving out the values NVUE fills in (not for operational): any node of the tree
+  (the objects of nvue_model [OBJECTS], e.g. ``/nvue_v1/service/ntp`` once set), e.g.
+  ``/nvue_v1/qos/roce``, ``/nvue_v1/qos/pfc``, ``/nvue_v1/interface/swp1``,
   ``/nvue_v1/interface/swp1/link/mtu``, ``/nvue_v1/interface/swp1/qos/roce/status``; ``/nvue_v1/``
-  is the whole tree with its ``header``. A missing node is 404.
+  is the whole tree with its ``header``. A missing node, or a path outside NVUE's objects, is 404.
 - ``GET /nvue_v1/revision`` (every revision, keyed by id) and ``GET /nvue_v1/revision/<id>``
   (``{"state", "transition": {"issue", "progress"}}``); the id is URL-encoded in the path
   (``changeset%2Fcumulus%2F...``) as NVIDIA's examples send it.
 - ``POST /nvue_v1/revision``: a new pending revision, answered 200 with ``{<id>: {state, transition}}``.
-- ``PATCH /nvue_v1/<path>?rev=<id>``: the body merged at ``<path>`` into the pending revision;
-  answers the body (Cumulus Linux 5.10+). A value NVUE's schema refuses is 400.
-- ``PATCH /nvue_v1/revision/<id>`` with ``{"state": "apply", "auto-prompt": {"ays": "ays_yes"}}``:
-  answers ``{"state": "apply", ...}``; the revision reads "applied" once the state file's
-  ``apply-delay-s`` has passed (0 by default), and only then is it the applied configuration.
+- ``PATCH /nvue_v1/<path>?rev=<id>`` (``<path>`` may be the root): the body merged at ``<path>`` into
+  the pending revision, ``null`` unsetting a key; answers the change as 5.10+ does, the body plus what
+  NVUE added (``type: swp``). A value NVUE's schema refuses is 400; a path outside its objects 404.
+- ``PATCH /nvue_v1/revision/<id>`` with ``{"state": "apply"}``: answers ``{"state": "apply", ...}``;
+  the revision reads "applied" once the state file's ``apply-delay-s`` has passed (0 by default), and
+  only then is it the applied configuration (and, with auto-save on, the startup one). A change NVUE
+  asks "are you sure" about ends in "ays_fail" unless the body has ``"auto-prompt": {"ays":
+  "ays_yes"}`` (which changes: nvue_model's docstring).
+- ``PATCH /nvue_v1/revision/applied`` with ``{"state": "save", ...}``: the applied configuration
+  becomes the startup one; answers ``{"state": "save", ...}``.
 - ``DELETE /nvue_v1/revision/<id>``: a revision that is not applied and not applying is removed
   (``nv config detach`` for a pending one); an applied or applying one is 400. Assumed: NVUE's
   OpenAPI lists DELETE on a revision; no public capture of its answer was found (the sim answers
@@ -26,8 +33,10 @@ A leaf can also misbehave as a service (sim/faults_switch.py's ``switch-patch-40
 
 HTTP basic auth on every request (NVUE's nginx front end; the account's salted hash is in the state
 file and checked on each request, so a password change takes effect at once). Errors are
-``application/problem+json`` bodies ``{"status", "title", "detail"}`` (assumed: nvued answers
-RFC 7807 problems; no real error body was found public). Passwords are never logged: the access
+``application/problem+json`` bodies ``{"type": "about:blank", "status", "title", "detail"}``
+(assumed: nvued is an OpenAPI service answering RFC 7807 problems as connexion does; no real error
+body was found public). Not modelled: DELETE on a configuration path, ``?rev=pending``, ``?diff=``,
+``?view=``. Passwords are never logged: the access
 log prints method, path and status only.
 
 Run: ``python -m gpufleet.sim.nvue --state S --address 127.0.0.2 --port 8765 --cert C --key K``;
@@ -50,7 +59,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpufleet.sim import https_service, nvue_state
+from gpufleet.sim import https_service, nvue_model, nvue_state
 from gpufleet.sim.bmc import passwords, tls
 from gpufleet.sim.https_service import context_for
 
@@ -59,6 +68,11 @@ PORT = 8765
 PREFIX = "/" + nvue_state.NVUE_API_VERSION
 REVISION = PREFIX + "/revision"
 MAX_BODY = 1024 * 1024
+# The answer to a URL no route matches (connexion's, assumed for nvued: see the docstring).
+NOT_FOUND = (
+    "The requested URL was not found on the server. If you entered the URL manually please check your "
+    "spelling and try again."
+)
 
 
 class Switch:
@@ -150,7 +164,11 @@ class Handler(https_service.Handler):
         return (self.server.switch.read().get("misbehave") or {}).get(how)
 
     def _problem(self, code: int, title: str, detail: str) -> None:
-        self._send(code, {"status": code, "title": title, "detail": detail}, "application/problem+json")
+        problem = {"type": "about:blank", "status": code, "title": title, "detail": detail}
+        self._send(code, problem, "application/problem+json")
+
+    def _unknown_url(self) -> None:
+        self._problem(404, "Not Found", NOT_FOUND)
 
     # -- auth -----------------------------------------------------------------------------
     def _authorised(self) -> bool:
@@ -184,23 +202,26 @@ class Handler(https_service.Handler):
         if path == PREFIX or path.startswith(PREFIX + "/"):
             rest = path[len(PREFIX) :].strip("/")
         else:
-            self._problem(404, "Not Found", "The requested URL was not found on the server.")
+            self._unknown_url()
             return
         if rest == "revision" or rest.startswith("revision/"):
             self._revision(unquote(rest[len("revision") :].lstrip("/")), body)
         elif self.command in ("GET", "HEAD"):
-            self._get(rest, query.get("rev", "operational"))
+            self._get(rest, query.get("rev", "operational"), query.get("filled", "true") != "false")
         elif self.command == "PATCH":
             self._patch(rest, query.get("rev"), body)
         else:
             self._problem(405, "Method Not Allowed", "The method is not allowed for the requested URL.")
 
-    def _get(self, rest: str, rev: str) -> None:
-        tree = nvue_state.view(self.server.switch.read(), rev)
+    def _get(self, rest: str, rev: str, filled: bool) -> None:
+        parts = [unquote(p) for p in rest.split("/") if p]
+        if parts and parts[0] not in (*nvue_model.BRANCHES, "header"):
+            self._unknown_url()
+            return
+        tree = nvue_state.view(self.server.switch.read(), rev, filled)
         if tree is None:
             self._problem(404, "Not Found", f"Revision {rev} does not exist.")
             return
-        parts = [unquote(p) for p in rest.split("/") if p]
         try:
             self._send(200, nvue_state.walk(tree, parts))
         except KeyError:
@@ -213,20 +234,28 @@ class Handler(https_service.Handler):
             )
             return
         parts = [unquote(p) for p in rest.split("/") if p]
+        try:
+            nvue_state.check_path(parts)
+        except nvue_state.UnknownPath:
+            self._unknown_url()
+            return
         if self._misbehaving("patch-400") is not None:
             self._problem(400, "Bad Request", f"/{'/'.join(parts)}: the platform does not support this")
             return
         if self._misbehaving("patch-500") is not None:
             self._problem(500, "Internal Server Error", "nvued: unexpected error")
             return
-        if not self._change(rev, lambda current: nvue_state.patch_revision(current, rev, parts, body)):
+        answer: list[Any] = []  # the change as NVUE answers it, set inside the state's lock
+        if not self._change(
+            rev, lambda current: answer.append(nvue_state.patch_revision(current, rev, parts, body))
+        ):
             return
         slow = self._misbehaving("slow-patch")
         if slow is not None:  # merged, then answered too slowly for the client to wait for
-            data = json.dumps(body).encode()
+            data = json.dumps(answer[0]).encode()
             self._trickle(200, "application/json", data, float(slow))
             return
-        self._send(200, body)
+        self._send(200, answer[0])
 
     def _revision(self, rev: str, body: Any) -> None:
         switch = self.server.switch
@@ -258,13 +287,35 @@ class Handler(https_service.Handler):
         if self._misbehaving("apply-500") is not None:
             self._problem(500, "Internal Server Error", "nvued: unexpected error")
             return
-        if not isinstance(body, dict) or body.get("state") != "apply":
-            self._problem(400, "Bad Request", 'Only {"state": "apply", ...} is supported on a revision.')
+        wanted = body.get("state") if isinstance(body, dict) else None
+        if wanted == "save":
+            self._save(rev)
+            return
+        if wanted != "apply":
+            self._problem(
+                400, "Bad Request", 'Only {"state": "apply" | "save", ...} is supported on a revision.'
+            )
             return
         if not self._change(rev, lambda current: nvue_state.request_apply(current, rev, body, time.time())):
             return
         # [API]: the apply request answers "apply"; GET on the revision says when it is applied.
         self._send(200, {"state": "apply", "transition": {"issue": {}, "progress": ""}})
+
+    def _save(self, rev: str) -> None:
+        """``nv config save`` through the API (nvue_state [SAVE]): on "applied" (the guide's form) or the
+        applied revision's id; another revision is 400, one that does not exist 404."""
+        try:
+            with nvue_state.locked(self.server.switch.state_path) as current:
+                if rev != "applied" and rev not in current.get("revisions", {}):
+                    raise KeyError(rev)
+                nvue_state.request_save(current, rev)
+        except KeyError:
+            self._problem(404, "Not Found", f"Revision {rev} does not exist.")
+            return
+        except nvue_state.PatchError as exc:
+            self._problem(400, "Bad Request", str(exc))
+            return
+        self._send(200, {"state": "save", "transition": {"issue": {}, "progress": ""}})
 
     def _delete_revision(self, rev: str) -> None:
         if self._change(rev, lambda current: nvue_state.delete_revision(current, rev)):

@@ -27,7 +27,7 @@ Where the shapes come from (NVUE has no public JSON capture of ``GET /nvue_v1/qo
   "transition": {"issue": {}, "progress": ""}}}``; ``PATCH .../revision/<id>`` with ``{"state":
   "apply", "auto-prompt": {"ays": "ays_yes"}}`` answers ``{"state": "apply", "transition": ...}``;
   ``GET .../revision/<id>`` answers ``{"state": "applied", ...}``; since 5.10 a PATCH answers the
-  change it made (the request payload).
+  change it made (the request payload plus what NVUE added: nvue_model [PATCH]).
 
 What is assumed (written again next to each shape below):
 
@@ -41,9 +41,14 @@ What is assumed (written again next to each shape below):
   the row names of the guide's ``nv show`` tables nested as printed [ROCE]; thresholds are bytes
   (JSON numbers), not the CLI's "1.43 MB". The tables below those rows (PCP/DSCP->SP, SP->TC, pools)
   are not served.
-- A revision whose apply is not confirmed with ``auto-prompt.ays: ays_yes`` ends in "ays_fail"
-  (QoS changes reload switchd, which NVUE asks about); an invalid value is refused at PATCH time
-  with HTTP 400.
+- An invalid value under qos or an interface's link is refused at PATCH time with HTTP 400. Which
+  apply asks "are you sure" (ays_fail without ``auto-prompt.ays: ays_yes``), which values are
+  filled in (``filled=false`` leaves them out), what a PATCH answers, and what is not modelled:
+  ``nvue_model``'s docstring.
+- [SAVE] the guide's "Save a Configuration": ``PATCH /nvue_v1/revision/applied`` with ``{"state":
+  "save", "auto-prompt": {"ays": "ays_yes"}}`` answers ``{"state": "save", "transition": ...}`` and
+  writes the applied configuration to startup (``?rev=startup``); with ``system config auto-save
+  enable on`` (the default since 5.9) every apply saves too.
 
 Standard library only (Python 3.11): it runs beside the fleet's other simulated devices.
 """
@@ -59,6 +64,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gpufleet.sim import nvue_model
 from gpufleet.sim import state as sim_state
 
 State = dict[str, Any]
@@ -90,6 +96,10 @@ FINAL_STATES = frozenset(("applied", "apply_fail", "ays_fail", "invalid"))
 
 class PatchError(ValueError):
     """A PATCH NVUE would refuse (HTTP 400): the message says which key and why."""
+
+
+class UnknownPath(KeyError):
+    """A URL path NVUE's schema does not have (HTTP 404, as for any unknown URL)."""
 
 
 # ---------------------------------------------------------------- the default tree
@@ -210,9 +220,10 @@ def new_state(
             "ports": {name: {"id": name, "descr": name} for name in names},
         },
         "applied": {
+            **nvue_model.empty_branches(),
             "interface": {name: default_interface() for name in names},
             "qos": default_qos(),
-            "system": {"hostname": hostname},
+            "system": {"hostname": hostname, **copy.deepcopy(nvue_model.SYSTEM_DEFAULTS)},
         },
         # Deep-merged over the applied tree in ?rev=operational (a fault where hardware differs).
         "operational-override": {},
@@ -220,6 +231,10 @@ def new_state(
         "apply-delay-s": 0.0,
         "revisions": {},
         "applied-revision": None,
+        # [SAVE]: what survives a reboot (/etc/nvue.d/startup.yaml); None reads as the applied tree.
+        "startup": None,
+        # [AYS]'s "change a file manually": files named here make any apply ask (a fault sets them).
+        "files-changed-outside-nvue": [],
     }
 
 
@@ -307,10 +322,35 @@ def roce_summary(qos: Tree, per_port: bool) -> Tree:
     return summary
 
 
-def view(state: State, rev: str) -> Tree | None:
-    """The whole tree at revision ``rev`` ("applied", "operational", or a revision id); None if unknown."""
+def filled_defaults(state: State) -> Tree:
+    """The values NVUE fills in (what ``filled=false`` leaves out): the RoCE profile's tables and modes
+    (only ``qos roce enable`` is set), each port's link defaults (``type`` is set: NVUE writes it into
+    the configuration [PATCH]), and ``nvue_model.SYSTEM_DEFAULTS``."""
+    qos = default_qos()
+    del qos["roce"]["enable"]
+    link = default_interface()
+    del link["type"]
+    ports = state["applied"].get("interface", {})
+    return {
+        "qos": qos,
+        "interface": {name: copy.deepcopy(link) for name in ports if name.startswith("swp")},
+        "system": copy.deepcopy(nvue_model.SYSTEM_DEFAULTS),
+    }
+
+
+def startup(state: State) -> Tree:
+    """The startup configuration [SAVE]: the applied tree as last saved."""
+    saved = state.get("startup")
+    return copy.deepcopy(saved if saved is not None else state["applied"])
+
+
+def view(state: State, rev: str, filled: bool = True) -> Tree | None:
+    """The whole tree at revision ``rev`` ("applied", "startup", "operational", or a revision id); None if
+    unknown. ``filled=False`` leaves out the values NVUE fills in (not for "operational": it is state)."""
     if rev == "applied":
         tree = copy.deepcopy(state["applied"])
+    elif rev == "startup":
+        tree = startup(state)
     elif rev == "operational":
         tree = merge(state["applied"], state.get("operational-override") or {})
         qos = tree.get("qos", {})
@@ -324,6 +364,8 @@ def view(state: State, rev: str) -> Tree | None:
         tree = copy.deepcopy(state["revisions"][rev]["config"])
     else:
         return None
+    if not filled and rev != "operational":
+        tree = nvue_model.unfilled(tree, filled_defaults(state))
     tree["header"] = header(state)
     result: Tree = tree
     return result
@@ -354,13 +396,13 @@ _LEAF_RULES: dict[str, tuple[Any, ...]] = {
     "max-threshold": (1, 1 << 30),
     "mtu": MTU_RANGE,
 }
-# Top-level branches the sim accepts a PATCH for; the rest of NVUE's model is not simulated.
-_PATCHABLE = ("qos", "interface", "system")
+# Branches whose values are checked against the rules above; the others are kept as sent.
+_CHECKED = ("qos", "interface")
 
 
 def _check_leaf(where: str, key: str, value: Any) -> None:
     rule = _LEAF_RULES.get(key)
-    if rule is None:
+    if rule is None or value is None:  # null unsets [PATCH]
         return
     if isinstance(rule[0], str):
         if value not in rule:
@@ -370,17 +412,33 @@ def _check_leaf(where: str, key: str, value: Any) -> None:
         raise PatchError(f"{value!r} is not an integer in {rule[0]}..{rule[1]} at {where}")
 
 
+def check_path(path_parts: list[str]) -> None:
+    """UnknownPath when the URL path is outside NVUE's objects (nvue_model [OBJECTS])."""
+    if path_parts and path_parts[0] not in nvue_model.BRANCHES:
+        raise UnknownPath("/".join(path_parts))
+
+
 def validate(path_parts: list[str], payload: Any, ports: list[str]) -> None:
-    """Refuse what NVUE's schema would refuse (PatchError), for the branches the sim serves."""
+    """Refuse what NVUE's schema would refuse (PatchError): an object NVUE does not have in a root
+    PATCH's body (jsonschema's wording), a port the switch lacks, a value out of range under qos or an
+    interface. UnknownPath for a URL path outside NVUE's objects."""
+    check_path(path_parts)
     if not isinstance(payload, dict):
         raise PatchError(f"the body must be a JSON object, got {type(payload).__name__}")
 
     def check(parts: list[str], node: Any) -> None:
         where = "/" + "/".join(parts)
-        if parts and parts[0] not in _PATCHABLE:
-            raise PatchError(f"{where} is not part of the simulated NVUE model ({', '.join(_PATCHABLE)})")
-        if len(parts) >= 2 and parts[0] == "interface" and parts[1] not in ports:
+        if len(parts) == 1 and parts[0] not in nvue_model.BRANCHES:
+            raise PatchError(f"Additional properties are not allowed ('{parts[0]}' was unexpected)")
+        if (
+            len(parts) >= 2
+            and parts[0] == "interface"
+            and parts[1].startswith("swp")
+            and parts[1] not in ports
+        ):
             raise PatchError(f"interface {parts[1]} does not exist on this switch")
+        if parts and parts[0] not in _CHECKED:
+            return
         if isinstance(node, dict):
             # collections keyed by a number ("pcp": {"3": ...}) hold members, not rule names
             for key, value in node.items():
@@ -397,9 +455,9 @@ def validate(path_parts: list[str], payload: Any, ports: list[str]) -> None:
     for part in reversed(path_parts):
         wrapped = {part: wrapped}
     check([], wrapped)
-    # a member id in a switch-priority or traffic-class collection is a priority or class
+    # a member id in a qos switch-priority or traffic-class collection is a priority or class
     for collection in ("switch-priority", "traffic-class", "pcp", "dscp"):
-        _check_ids([], wrapped, collection)
+        _check_ids(["qos"], wrapped.get("qos"), collection)
 
 
 def _check_ids(parts: list[str], node: Any, collection: str) -> None:
@@ -446,8 +504,10 @@ def create_revision(state: State, user: str) -> str:
     return rev
 
 
-def patch_revision(state: State, rev: str, path_parts: list[str], payload: Tree) -> None:
-    """Merge ``payload`` at ``path_parts`` into pending revision ``rev`` (PatchError if refused)."""
+def patch_revision(state: State, rev: str, path_parts: list[str], payload: Tree) -> Any:
+    """Merge ``payload`` at ``path_parts`` into pending revision ``rev`` (PatchError if refused, a
+    ``null`` unsetting its key); returns the change as NVUE answers it (nvue_model [PATCH]): the body
+    and what NVUE added to it, at ``path_parts``."""
     revision = state["revisions"][rev]
     if revision["state"] != "pending":
         raise PatchError(f"revision {rev} is {revision['state']}, not pending; create a new revision")
@@ -455,7 +515,9 @@ def patch_revision(state: State, rev: str, path_parts: list[str], payload: Tree)
     wrapped: Tree = payload
     for part in reversed(path_parts):
         wrapped = {part: wrapped}
-    revision["config"] = merge(revision["config"], wrapped)
+    change = nvue_model.autofilled(wrapped)
+    nvue_model.unset(revision["config"], change)
+    return walk(change, path_parts)
 
 
 def delete_revision(state: State, rev: str) -> None:
@@ -472,19 +534,17 @@ def pending(state: State) -> list[str]:
 
 
 def request_apply(state: State, rev: str, body: Tree, now: float) -> None:
-    """Start applying ``rev``: "ays_fail" without the auto-prompt answer, else "apply" until settled."""
+    """Start applying ``rev``: "ays_fail" when the change asks "are you sure" (nvue_model.disruptive)
+    and the body does not answer ``auto-prompt.ays: ays_yes``, else "apply" until settled."""
     revision = state["revisions"][rev]
     if revision["state"] != "pending":
         raise PatchError(f"revision {rev} is {revision['state']}; only a pending revision can be applied")
     prompt = body.get("auto-prompt")
-    if not isinstance(prompt, dict) or prompt.get("ays") != "ays_yes":
+    answered = isinstance(prompt, dict) and prompt.get("ays") == "ays_yes"
+    if not answered and nvue_model.disruptive(state["applied"], revision["config"], state):
         revision["state"] = "ays_fail"
-        revision["issue"] = {
-            "0": {
-                "message": "The QoS change reloads switchd and may disrupt traffic. Are you sure?",
-                "severity": "warning",
-            }
-        }
+        revision["issue"] = copy.deepcopy(nvue_model.AYS_ISSUE)
+        revision["progress"] = nvue_model.AYS_PROGRESS
         return
     revision["state"] = "apply"
     revision["progress"] = "Applying"
@@ -497,8 +557,30 @@ def settle(state: State, now: float) -> bool:
     changed = False
     for rev, revision in state.get("revisions", {}).items():
         if revision["state"] == "apply" and now >= float(revision.get("apply-at", 0.0)):
+            if state.get("startup") is None:  # startup was the applied tree until now: keep it
+                save_startup(state)
             state["applied"] = copy.deepcopy(revision["config"])
             state["applied-revision"] = rev
             revision["state"], revision["progress"] = "applied", ""
+            if auto_save(state):
+                save_startup(state)
             changed = True
     return changed
+
+
+def auto_save(state: State) -> bool:
+    """``system config auto-save enable`` of the applied configuration (on unless set off) [SAVE]."""
+    system = state["applied"].get("system", {})
+    return bool(system.get("config", {}).get("auto-save", {}).get("enable", "on") != "off")
+
+
+def save_startup(state: State) -> None:
+    """``nv config save``: the applied configuration becomes the startup one [SAVE]."""
+    state["startup"] = copy.deepcopy(state["applied"])
+
+
+def request_save(state: State, rev: str) -> None:
+    """A save asked on revision ``rev``: "applied", or the id of the applied revision; PatchError else."""
+    if rev not in ("applied", state.get("applied-revision")):
+        raise PatchError(f"revision {rev} is not the applied revision; save PATCHes /revision/applied")
+    save_startup(state)

@@ -189,7 +189,7 @@ def test_create_patch_apply_and_read_back(leaf: Leaf) -> None:
         "transition": {"issue": {}, "progress": ""},
     }
     status, _, body = leaf.request("PATCH", f"/nvue_v1/interface/swp1/link?rev={q(rev)}", {"mtu": 4200})
-    assert status == 200 and body == {"mtu": 4200}  # 5.10+: the change is the answer
+    assert status == 200 and body == {"mtu": 4200}  # 5.10+: the change is the answer, not the subtree
     status, _, _ = leaf.request(
         "PATCH",
         f"/nvue_v1/qos/congestion-control/default-global/traffic-class/3?rev={q(rev)}",
@@ -211,13 +211,60 @@ def test_create_patch_apply_and_read_back(leaf: Leaf) -> None:
     assert status == 400 and "not pending" in body["detail"]
 
 
-def test_apply_without_the_prompt_answer_fails_and_changes_nothing(leaf: Leaf) -> None:
+def test_a_plain_qos_change_applies_without_the_prompt_answer(leaf: Leaf) -> None:
     rev = leaf.revision()
     leaf.request("PATCH", f"/nvue_v1/qos/pfc/default-global?rev={q(rev)}", {"rx": "disable"})
     assert leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})[0] == 200
-    revision = leaf.get(f"/nvue_v1/revision/{q(rev)}")
-    assert revision["state"] == "ays_fail" and revision["transition"]["issue"]
-    assert leaf.get("/nvue_v1/qos/pfc/default-global/rx?rev=applied") == "enable"
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "applied"
+    assert leaf.get("/nvue_v1/qos/pfc/default-global/rx?rev=applied") == "disable"
+
+
+# The real ays_fail of the guide's "Configuration Apply Fails with Warnings".
+AYS_FAIL = {
+    "state": "ays_fail",
+    "transition": {
+        "issue": {
+            "0": {
+                "code": "client_timeout",
+                "data": {},
+                "message": "Timeout while waiting for client response",
+                "severity": "error",
+            }
+        },
+        "progress": "Aborted apply after warnings",
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/nvue_v1/interface/eth0/ip/address", {"192.168.200.6/24": {}}),
+        ("/nvue_v1/system/api", {"port": 8888}),
+        ("/nvue_v1/interface/swp1/link/breakout", {"2x": {}}),
+    ],
+)
+def test_a_disruptive_change_asks_and_fails_without_the_answer(leaf: Leaf, path: str, body: Any) -> None:
+    rev = leaf.revision()
+    assert leaf.request("PATCH", f"{path}?rev={q(rev)}", body)[0] == 200
+    assert leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})[0] == 200
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}") == AYS_FAIL
+    assert leaf.request("GET", f"{path}?rev=applied")[0] == 404  # nothing of it applied
+    answered = leaf.revision()
+    leaf.request("PATCH", f"{path}?rev={q(answered)}", body)
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(answered)}", APPLY)
+    assert leaf.get(f"/nvue_v1/revision/{q(answered)}")["state"] == "applied"
+    assert leaf.get(f"{path}?rev=applied") == body
+
+
+def test_files_edited_by_hand_make_any_apply_ask(leaf: Leaf) -> None:
+    with nvue_state.locked(leaf.state) as current:
+        current["files-changed-outside-nvue"] = ["/etc/cumulus/datapath/qos/qos_features.conf"]
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/qos/roce?rev={q(rev)}", {"mode": "lossy"})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "ays_fail"
+    assert leaf.get("/nvue_v1/qos/roce/mode?rev=applied") == "lossless"
 
 
 def test_an_apply_takes_the_time_the_state_says(leaf: Leaf) -> None:
@@ -241,7 +288,7 @@ def test_an_apply_takes_the_time_the_state_says(leaf: Leaf) -> None:
         ("/nvue_v1/qos/roce", {"enable": True}, "one of ['on', 'off']"),
         ("/nvue_v1/qos/mapping/default-global/dscp/64", {"switch-priority": 3}, "dscp 64"),
         ("/nvue_v1/qos/mapping/default-global/dscp/26", {"switch-priority": 8}, "0..7"),
-        ("/nvue_v1/router/bgp", {"enable": "on"}, "not part of the simulated"),
+        ("/nvue_v1/", {"routing": {"bgp": {}}}, "'routing' was unexpected"),
     ],
 )
 def test_values_nvue_would_refuse_are_400(leaf: Leaf, path: str, body: Any, detail: str) -> None:
@@ -249,6 +296,85 @@ def test_values_nvue_would_refuse_are_400(leaf: Leaf, path: str, body: Any, deta
     status, headers, answer = leaf.request("PATCH", f"{path}?rev={q(rev)}", body)
     assert status == 400 and detail in answer["detail"]
     assert headers["Content-Type"] == "application/problem+json"
+
+
+def test_a_patch_answers_the_change_with_what_nvue_added(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/interface?rev={q(rev)}", {"swp2": {}})
+    assert status == 200 and body == {"swp2": {"type": "swp"}}  # the guide's 5.10+ example
+    status, _, body = leaf.request(
+        "PATCH", f"/nvue_v1/?rev={q(rev)}", {"interface": {"swp3": {"link": {"mtu": 9000}}}}
+    )
+    assert body == {"interface": {"swp3": {"link": {"mtu": 9000}, "type": "swp"}}}
+    # null unsets: the key is gone from the revision
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/interface/swp4/link?rev={q(rev)}", {"fec": None})
+    assert status == 200 and body == {"fec": None}
+    assert "fec" not in leaf.get(f"/nvue_v1/interface/swp4/link?rev={q(rev)}")
+
+
+def test_the_objects_of_a_standard_guide_are_accepted(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    ntp = {"default": {"server": {"4.cumulusnetworks.pool.ntp.org": {"iburst": "on"}}}}
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/service/ntp?rev={q(rev)}", ntp)
+    assert status == 200 and body == ntp
+    bgp = {"autonomous-system": 65999, "enable": "on", "router-id": "10.10.10.1"}
+    assert leaf.request("PATCH", f"/nvue_v1/vrf/default/router/bgp?rev={q(rev)}", bgp)[0] == 200
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})
+    assert leaf.get(f"/nvue_v1/revision/{q(rev)}")["state"] == "applied"
+    assert leaf.get("/nvue_v1/service/ntp?rev=applied") == ntp
+    assert leaf.get("/nvue_v1/vrf/default/router/bgp/router-id?rev=applied") == "10.10.10.1"
+    assert leaf.get("/nvue_v1/?rev=applied")["acl"] == {}
+
+
+@pytest.mark.parametrize("method", ["GET", "PATCH"])
+def test_a_path_nvue_does_not_have_is_404_with_the_problem_shape(leaf: Leaf, method: str) -> None:
+    rev = leaf.revision()
+    status, headers, body = leaf.request(method, f"/nvue_v1/routing/bgp?rev={q(rev)}", {"enable": "on"})
+    assert status == 404 and headers["Content-Type"] == "application/problem+json"
+    assert body["type"] == "about:blank" and body["title"] == "Not Found"
+    assert body["detail"].startswith("The requested URL was not found on the server.")
+    assert "routing" not in nvue_state.load(leaf.state)["revisions"][rev]["config"]
+
+
+def test_filled_false_shows_only_what_was_set(leaf: Leaf) -> None:
+    assert leaf.get("/nvue_v1/qos?rev=applied&filled=false") == {"roce": {"enable": "on"}}
+    assert leaf.get("/nvue_v1/interface/swp1?rev=applied&filled=false") == {"type": "swp"}
+    assert leaf.get("/nvue_v1/system?rev=applied&filled=false") == {"hostname": "leaf01"}
+    assert leaf.get("/nvue_v1/system/timezone?rev=applied") == "Etc/UTC"  # filled by default
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/interface/swp1/link?rev={q(rev)}", {"mtu": 4200})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})
+    assert leaf.get("/nvue_v1/interface/swp1?rev=applied&filled=false") == {
+        "link": {"mtu": 4200},
+        "type": "swp",
+    }
+    root = leaf.get("/nvue_v1/?rev=applied&filled=false")
+    assert root["acl"] == {} and "pfc" not in root["qos"]
+
+
+def test_an_apply_saves_to_startup_while_auto_save_is_on(leaf: Leaf) -> None:
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/interface/swp2/link?rev={q(rev)}", {"mtu": 9000})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=startup") == 9000
+
+
+def test_with_auto_save_off_only_a_save_writes_startup(leaf: Leaf) -> None:
+    off = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/system/config/auto-save?rev={q(off)}", {"enable": "off"})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(off)}", {"state": "apply"})
+    rev = leaf.revision()
+    leaf.request("PATCH", f"/nvue_v1/interface/swp2/link?rev={q(rev)}", {"mtu": 9000})
+    leaf.request("PATCH", f"/nvue_v1/revision/{q(rev)}", {"state": "apply"})
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=applied") == 9000
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=startup") == 9216
+    pending = leaf.revision()
+    status, _, body = leaf.request("PATCH", f"/nvue_v1/revision/{q(pending)}", {"state": "save"})
+    assert status == 400 and "not the applied revision" in body["detail"]
+    save = {"state": "save", "auto-prompt": {"ays": "ays_yes"}}
+    status, _, body = leaf.request("PATCH", "/nvue_v1/revision/applied", save)
+    assert status == 200 and body == {"state": "save", "transition": {"issue": {}, "progress": ""}}
+    assert leaf.get("/nvue_v1/interface/swp2/link/mtu?rev=startup") == 9000
 
 
 def test_a_patch_needs_a_pending_revision(leaf: Leaf) -> None:
