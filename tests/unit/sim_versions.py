@@ -1,5 +1,6 @@
 """The versions a default simulated node reports (node_versions.read of its nvidia-smi and sysfs): what
-test_node_versions expects to read, and a node's versions in test_drift_versions' drift reports."""
+test_node_versions expects to read, a node's versions in test_drift_versions' drift reports, and a peer's
+in test_fleet_versions."""
 
 from __future__ import annotations
 

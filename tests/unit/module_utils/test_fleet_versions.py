@@ -6,17 +6,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions
 
-
-def versions(**change: Any) -> dict[str, Any]:
-    base = {
-        "gpu_product": ["NVIDIA B300"],
-        "gpu_count": 16,
-        "driver": "580.95.05",
-        "cuda": "13.0",
-        "vbios": ["97.00.82.00.01"],
-        "nic_firmware": ["40.46.1006"],
-    }
-    return {**base, **change}
+from tests.unit.sim_versions import versions
 
 
 def by_name(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -28,8 +18,11 @@ def test_the_odd_node_out_is_named_with_its_value_and_the_peers() -> None:
     fleet["node05"] = versions(vbios=["97.00.82.00.00"], nic_firmware=["40.46.1005"])
     odd = by_name(fleet_versions.judge("node05", fleet))
     vbios = odd["fleet.versions[vbios]"]
-    assert (vbios["ok"], vbios["value"], vbios["limit"]) == (False, "97.00.82.00.00", "97.00.82.00.01")
-    assert "8 of the 9 nodes of 16 x NVIDIA B300" in vbios["message"] and "odd node out" in vbios["message"]
+    assert (vbios["ok"], vbios["value"], vbios["limit"]) == (False, "97.00.82.00.00", "97.10.4A.00.02")
+    assert (
+        "8 of the 9 nodes of 16 x NVIDIA B300 SXM6 AC" in vbios["message"]
+        and "odd node out" in vbios["message"]
+    )
     assert odd["fleet.versions[nic_firmware]"]["ok"] is False
     assert odd["fleet.versions[driver]"]["ok"] is True and odd["fleet.versions[cuda]"]["ok"] is True
     # its peers pass
