@@ -4,10 +4,7 @@ use (nvlink, xid, gpu_health_readings, nvidia_smi.parse_query_csv, roce_counters
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +32,7 @@ from gpufleet.sim import (
 )
 from gpufleet.sim.tools import dmesg, ethtool
 from gpufleet.sim.tools import nvidia_smi as fake_smi
+from tests.unit.sim.fake_node import copy_node, node_fixture, run
 
 PCIE_FIELDS = [
     "uuid",
@@ -60,26 +58,8 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def make_node(built: dict[str, Path], path: Path, profile: str) -> Path:
-    shutil.copytree(built[profile], path, symlinks=True)
-    return path
-
-
-@pytest.fixture
-def b300(built: dict[str, Path], tmp_path: Path) -> Path:
-    return make_node(built, tmp_path / "b300", "b300-16")
-
-
-@pytest.fixture
-def h100(built: dict[str, Path], tmp_path: Path) -> Path:
-    return make_node(built, tmp_path / "h100", "h100-8")
-
-
-def run(tool: Any, node_dir: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = tool.main(list(argv), node_dir)
-    return rc, out.getvalue(), err.getvalue()
+b300 = node_fixture("b300-16", "built")
+h100 = node_fixture("h100-8", "built")
 
 
 def smi(node_dir: Path, *argv: str) -> str:
@@ -129,7 +109,7 @@ def load_all(node_dir: Path) -> None:
 def test_nvlink_status_lists_every_link_of_every_gpu_active_at_the_profile_speed(
     built: dict[str, Path], tmp_path: Path, profile: str, gpus: int, speed: float
 ) -> None:
-    node = make_node(built, tmp_path / profile, profile)
+    node = copy_node(built, tmp_path / profile, profile)
     for argv in (("nvlink", "-s"), ("nvlink", "--status")):
         report = nvlink.parse_status(smi(node, *argv))
         assert [g["index"] for g in report] == list(range(gpus))

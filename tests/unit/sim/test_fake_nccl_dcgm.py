@@ -7,10 +7,7 @@ node's two leaves (sim/nvue.prepare), so that a switch fault on one leaf reaches
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tes
 
 from gpufleet.sim import build, faults, faults_switch, nccl_model, node, nvue, state, sysfs, thermal
 from gpufleet.sim.tools import all_reduce_perf, dcgmi
+from tests.unit.sim.fake_node import copy_node, node_fixture, run
 
 FIXTURE = (
     Path(__file__).parents[2] / "fixtures" / "real" / "nccl-tests" / "azure-nd-h200-v5-8gpu-all-reduce-8g.txt"
@@ -62,26 +60,8 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return out
 
 
-def make_node(templates: dict[str, Path], root: Path, profile: str) -> Path:
-    shutil.copytree(templates[profile], root, symlinks=True)
-    return root / "nodes" / "node01"
-
-
-@pytest.fixture
-def b300(templates: dict[str, Path], tmp_path: Path) -> Path:
-    return make_node(templates, tmp_path / "b300", "b300-16")
-
-
-@pytest.fixture
-def h100(templates: dict[str, Path], tmp_path: Path) -> Path:
-    return make_node(templates, tmp_path / "h100", "h100-8")
-
-
-def run(tool: Any, node_dir: Path, *argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = tool.main(list(argv), node_dir)
-    return rc, out.getvalue(), err.getvalue()
+b300 = node_fixture("b300-16", "templates", "nodes/node01")
+h100 = node_fixture("h100-8", "templates", "nodes/node01")
 
 
 def all_reduce(node_dir: Path, *argv: str) -> dict[str, Any]:
@@ -130,7 +110,7 @@ def test_the_output_is_nccl_tests_format_line_for_line(h100: Path) -> None:
 def test_a_healthy_node_reaches_its_profiles_bus_bandwidth(
     templates: dict[str, Path], tmp_path: Path, profile: str
 ) -> None:
-    node_dir = make_node(templates, tmp_path / "fleet", profile)
+    node_dir = copy_node(templates, tmp_path / "fleet", profile, "nodes/node01")
     gpus = len(state.load(node_dir)["gpus"])
     parsed = all_reduce(node_dir, *SWEEP, "-g", str(gpus))
     assert len(parsed["rows"]) == 31 and len(parsed["devices"]) == gpus

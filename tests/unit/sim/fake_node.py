@@ -1,0 +1,39 @@
+"""Simulated nodes for the fake-tool tests: each test works on a copy of a node built once per
+profile (a module-scoped fixture of the test file, named ``templates`` here), and runs a tool in-process
+the way its wrapper on the node does."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def copy_node(templates: dict[str, Path], target: Path, profile: str, inside: str = ".") -> Path:
+    """A copy of ``profile``'s template at ``target``; the node's directory (``inside`` it)."""
+    shutil.copytree(templates[profile], target, symlinks=True)
+    return target / inside
+
+
+def node_fixture(profile: str, templates: str, inside: str = ".") -> Callable[..., Path]:
+    """A fixture giving each test its own copy of ``profile``'s node, from the test file's fixture
+    named ``templates`` (profile -> the directory built once)."""
+
+    @pytest.fixture
+    def copied(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+        return copy_node(request.getfixturevalue(templates), tmp_path / profile, profile, inside)
+
+    return copied
+
+
+def run(tool: Any, node_dir: Path, *argv: str) -> tuple[int, str, str]:
+    """The tool's main() on the node: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = tool.main(list(argv), node_dir)
+    return rc, out.getvalue(), err.getvalue()
