@@ -25,6 +25,8 @@ from typing import Any
 from gpufleet.sim import dcgm_diag, thermal
 from gpufleet.sim import state as sim_state
 from gpufleet.sim.state import present_gpus
+from gpufleet.sim.tools import usage
+from gpufleet.sim.tools.usage import UsageError
 
 LEVELS = {"1": 1, "quick": 1, "short": 1, "2": 2, "medium": 2, "3": 3, "long": 3, "4": 4, "xlong": 4}
 RUN_S = {1: 0.5, 2: 1.5, 3: 3.0, 4: 4.0}
@@ -33,10 +35,6 @@ _VALUED = {"-i", "--entity-id", "-g", "--group", "--iterations", "-p", "--parame
 _STATUS = {"Pass": "PASS", "Fail": "FAIL", "Warn": "WARN"}
 # How the run waits (tests replace it to run without waiting).
 pause = time.sleep
-
-
-class UsageError(Exception):
-    pass
 
 
 def parse(argv: list[str]) -> tuple[int, bool]:
@@ -158,8 +156,7 @@ def main(argv: list[str], node_dir: Path) -> int:
     try:
         level, as_json = parse(argv)
     except UsageError as err:
-        sys.stderr.write(f"{err}\n")
-        return 1
+        return usage.refused(err)
     node = sim_state.load(node_dir)
     uuids = [str(g["uuid"]) for g in present_gpus(node)] if level >= 2 else []
     if uuids:

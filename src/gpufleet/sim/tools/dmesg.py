@@ -16,15 +16,13 @@ from pathlib import Path
 
 from gpufleet.sim import kernel_log
 from gpufleet.sim import state as sim_state
+from gpufleet.sim.tools import usage
+from gpufleet.sim.tools.usage import UsageError
 
 _FORMATS = ("raw", "ctime", "iso", "notime")
 _LONG = {"--ctime": "ctime", "--notime": "notime", "--decode": "decode", "--kernel": "kernel"}
 _LONG.update({"--clear": "clear", "--read-clear": "read-clear"})
 _SHORT = {"T": "ctime", "t": "notime", "x": "decode", "k": "kernel", "C": "clear", "c": "read-clear"}
-
-
-class UsageError(Exception):
-    pass
 
 
 def parse(argv: list[str]) -> tuple[str, set[str]]:
@@ -90,8 +88,7 @@ def main(argv: list[str], node_dir: Path) -> int:
     try:
         fmt, flags = parse(argv)
     except UsageError as err:
-        sys.stderr.write(f"{err}\nTry 'dmesg --help' for more information.\n")
-        return 1
+        return usage.refused(err, "Try 'dmesg --help' for more information.")
     if flags & {"clear", "read-clear"}:
         with sim_state.locked(node_dir) as state:
             text = "" if "clear" in flags else render(state, fmt, "decode" in flags)
