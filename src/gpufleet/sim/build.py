@@ -12,7 +12,7 @@ import yaml
 from gpufleet.sim import kernel_log, thermal
 from gpufleet.sim.state import State, sysfs_bdf
 
-PROFILES = ("b300-16", "h100-8")
+PROFILES = ("b300-16", "h100-8", "h200")
 # Each profile's liquid-cooling loop (simulated: no public capture shows these). Flow is sized at
 # ~1.6 L/min per kW of full node heat (25 kW on b300-16, per DESIGN.md; 7 kW on h100-8), so the
 # loop's ΔT stays under ~10 K at full load; 25 C is a warm-water (ASHRAE W27) secondary supply;
@@ -21,7 +21,11 @@ PROFILES = ("b300-16", "h100-8")
 COOLING: dict[str, dict[str, float]] = {
     "b300-16": {"supply_c": 25.0, "rated_flow_lpm": 40.0, "base_load_w": 2600.0},
     "h100-8": {"supply_c": 25.0, "rated_flow_lpm": 12.0, "base_load_w": 1400.0},
+    # h200: supply chosen so an idle die reads the real trace's 36 C and a capped one its ~61 C.
+    "h200": {"supply_c": 31.9, "rated_flow_lpm": 12.0, "base_load_w": 1400.0},
 }
+# The profile's gpu.thermal keys the thermal model reads from the node's cooling (defaults there).
+THERMAL_KEYS = ("die_tau_s", "memory_tau_s", "memory_rise_ratio")
 HEALTHY_FLOW_SHARE = 0.96
 # What the stand-in vLLM serves: the reference deployment's steady prefix-cache hit rate, and
 # how long it takes to load (seconds; a real one takes minutes).
@@ -243,6 +247,11 @@ def _cooling(state: State, profile: dict[str, Any]) -> None:
         "gpu_idle_w": float(profile["gpu"]["power"]["idle_draw_w"]),
         "leak_detected": False,
     }
-    thermal.calibrate(state, float(profile["gpu"]["temperature"]["idle_gpu_c"]), time.time())
+    fitted = profile["gpu"].get("thermal") or {}
+    state["cooling"].update({key: float(fitted[key]) for key in THERMAL_KEYS if key in fitted})
+    if "full_load_w" in profile["gpu"]["power"]:
+        state["cooling"]["gpu_full_load_w"] = float(profile["gpu"]["power"]["full_load_w"])
+    util_tau = float(fitted.get("util_tau_s", thermal.UTIL_TAU_S))
+    thermal.calibrate(state, float(profile["gpu"]["temperature"]["idle_gpu_c"]), time.time(), util_tau)
     state["serving"] = dict(SERVING)
     state["bmc"] = {"state": "up"}

@@ -5,8 +5,14 @@ vLLM run it inside the nodes on /usr/bin/python3, the BMC on the controller).
 
 Model, per NVLink baseboard (one cold-plate loop each; the node's flow splits evenly):
 - A GPU's die follows a first-order lag toward ``T_coolant + P * R``, where R is the die-to-coolant
-  resistance at the current flow and P its power; HBM follows the same plate a little hotter and
-  slower. The state keeps each die/HBM temperature at one anchor time (``thermal_t``); a read
+  resistance at the current flow and P its power; HBM follows the same plate, its rise a share of
+  the die's, and slower. The lags and that share are the profile's (``gpu.thermal``, copied into
+  ``state["cooling"]``); h200's are fitted to a real H200 trace (tests/fixtures/real/h200-device/):
+  the die reaches 90 % of its rise in ~2 s and falls as fast, HBM takes ~14 s. The die's step is
+  linearised around its operating point (the slope of P * R with the die temperature), so SW
+  thermal throttling's steep feedback does not make a fast die overshoot; HW slowdown's halving
+  is a jump, and with a sub-second die lag 0.5 s steps make it chatter (why b300-16 keeps 15 s).
+  The state keeps each die/HBM temperature at one anchor time (``thermal_t``); a read
   integrates from there to "now" with the inputs in force, so readings move with time and nobody
   has to tick the model. Whoever changes an input (load, flow, a fault) calls ``advance`` first.
 - The coolant's mean temperature at the plates is ``supply + Q / (2 W)`` with Q the heat flowing
@@ -15,6 +21,10 @@ Model, per NVLink baseboard (one cold-plate loop each; the node's flow splits ev
 - Past max operating temperature (T.Limit 0) the driver lowers clocks (SW thermal slowdown); at
   the slowdown temperature hardware halves them (HW thermal slowdown, with hysteresis). Power
   follows clocks, so a throttled GPU settles near its limit, slower.
+- Power cap: a loaded GPU asks for ``idle + (full_load - idle) * utilization`` at full clocks, with
+  full_load the profile's ``gpu.power.full_load_w`` (the board's limit when it has none). Past the
+  enforced limit the driver lowers clocks until the draw is the limit (``sw_power_cap``): a bf16
+  matmul on a real H200 asks ~900 W of a 700 W limit and runs ~25 % below its maximum SM clock.
 - nvidia-smi's clocks event reason counters are the time each reason was active: the same
   integration adds each step's time to the reasons active in it (``thermal.reasons_us``, anchored
   at ``thermal_t`` like the temperatures; stored reasons a test or a build set count too).
@@ -44,15 +54,19 @@ WATTS_PER_LPM_K = 68.2
 # change; the rest is convection in the plate's channels, R ~ flow^-0.8 (Dittus-Boelter, h ~ Re^0.8).
 PLATE_SHARE = 0.4
 FLOW_EXPONENT = 0.8
-# Lag: a cold-plated die and its plate reach ~95 % of a step in 3 tau (45 s); the HBM stacks sit
-# behind the interposer and lag more. Both are "tens of seconds", as a burn-in sees on real nodes.
+# Lag of a profile that names none (b300-16, h100-8): a die and its plate reach ~95 % of a step
+# in 3 tau (45 s), HBM lags more. The h200 profile's are fitted to the real H200 trace (its die
+# takes ~2 s to 90 %, tau 0.6 s; HBM ~14 s, tau 6 s; tests/unit/sim/test_thermal_fit.py).
 DIE_TAU_S = 15.0
 MEMORY_TAU_S = 25.0
 # HBM's rise above the coolant, relative to the die's (its heat and the die's cross the package).
 MEMORY_RISE_RATIO = 1.15
 # nvidia-smi's utilization is a busy fraction over a sample window, and a batch drains after the
-# last request: the reading and the heat fall off with this time constant once requests end.
+# last request: the reading and the heat fall off with this time constant once requests end
+# (a GPU's own default; a profile may set its own, e.g. a matmul that stops at once).
 UTIL_TAU_S = 3.0
+# Die temperature step for the slope of the heating term in the linearised die update.
+SLOPE_PROBE_C = 0.1
 # Continuous batching: one in-flight request keeps the GPUs 75 % busy, each more adds 5 points.
 BUSY_PCT_ONE_REQUEST = 75.0
 BUSY_PCT_PER_EXTRA_REQUEST = 5.0
@@ -70,8 +84,9 @@ MIN_CLOCK_FACTOR = 0.2
 # taking longer (the exponential update is exact for constant inputs and never unstable).
 STEP_S = 0.5
 MAX_STEPS = 400
-# Faults that describe how a node already was when someone looks settle for this long at once.
-SETTLE_S = 10 * MEMORY_TAU_S
+# Faults that describe how a node already was when someone looks settle for this long at once
+# (ten of the slowest lag any profile has, plus the coolant's).
+SETTLE_S = 250.0
 MIN_FLOW_LPM = 0.1
 # The reasons nvidia-smi counts (-q "Clocks Event Reasons Counters"), in the order it prints them.
 COUNTED_REASONS = (
@@ -129,6 +144,7 @@ class _Gpu:
     requests: int
     load_pct: float
     load_t: float
+    util_tau_s: float
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -138,16 +154,24 @@ def busy_pct(requests: int) -> float:
     return min(100.0, BUSY_PCT_ONE_REQUEST + BUSY_PCT_PER_EXTRA_REQUEST * (requests - 1))
 
 
-def _utilization(requests: int, pct: float, since: float, now: float) -> float:
+def _utilization(requests: int, pct: float, since: float, now: float, tau_s: float = UTIL_TAU_S) -> float:
     if requests > 0:
         return busy_pct(requests)
-    return pct * math.exp(-max(now - since, 0.0) / UTIL_TAU_S)
+    return pct * math.exp(-max(now - since, 0.0) / tau_s)
+
+
+def _util_tau(gpu: Gpu) -> float:
+    return float((gpu.get("thermal") or {}).get("util_tau_s", UTIL_TAU_S))
 
 
 def utilization(gpu: Gpu, now: float) -> float:
     load = gpu.get("load") or {}
     return _utilization(
-        int(load.get("requests", 0)), float(load.get("pct", 0.0)), float(load.get("t", 0)), now
+        int(load.get("requests", 0)),
+        float(load.get("pct", 0.0)),
+        float(load.get("t", 0)),
+        now,
+        _util_tau(gpu),
     )
 
 
@@ -219,6 +243,7 @@ def _params(state: State) -> list[_Gpu]:
     flow = _board_flow(cooling, len(boards))
     nominal = _board_flow(cooling, len(boards), "nominal_flow_lpm")
     idle = float(cooling["gpu_idle_w"])
+    full = cooling.get("gpu_full_load_w")
     out = []
     for gpu in state["gpus"]:
         power, temp = gpu["power"], gpu["temperature"]
@@ -227,7 +252,7 @@ def _params(state: State) -> list[_Gpu]:
             _Gpu(
                 board=boards.index(int(gpu["nvlink_domain"])),
                 idle_w=idle,
-                full_w=max(float(power["default_limit_w"]), idle),
+                full_w=max(float(power["default_limit_w"] if full is None else full), idle),
                 cap_w=float(power["enforced_limit_w"]),
                 capped_w=_capped_limit(state, power),
                 stored=frozenset(gpu.get("clocks_event_reasons", [])) & frozenset(COUNTED_REASONS),
@@ -237,6 +262,7 @@ def _params(state: State) -> list[_Gpu]:
                 requests=int(load.get("requests", 0)),
                 load_pct=float(load.get("pct", 0.0)),
                 load_t=float(load.get("t", 0.0)),
+                util_tau_s=_util_tau(gpu),
             )
         )
     return out
@@ -324,22 +350,50 @@ def _integrate(
         return die, mem, hw, us
     steps = min(max(math.ceil(elapsed / STEP_S), 1), MAX_STEPS)
     dt = elapsed / steps
-    k_die = 1.0 - math.exp(-dt / DIE_TAU_S)
-    k_mem = 1.0 - math.exp(-dt / MEMORY_TAU_S)
+    die_tau, mem_tau, mem_ratio = _lags(state)
+    k_mem = 1.0 - math.exp(-dt / mem_tau)
     for step in range(steps):
         when = frozen_util_at if frozen_util_at is not None else start + (step + 0.5) * dt
         share = capped_share(state, start + step * dt, start + (step + 1) * dt)
         coolant = _coolant(state, params, die)
         for i, g in enumerate(params):
-            util = _utilization(g.requests, g.load_pct, g.load_t, when)
-            power, hw[i], shares = _step(g, die[i], hw[i], util, share)
+            util = _utilization(g.requests, g.load_pct, g.load_t, when, g.util_tau_s)
+            latched = hw[i]
+            power, hw[i], shares = _step(g, die[i], latched, util, share)
             for reason, part in shares.items():
                 us[i][reason] += part * dt * US_PER_S
             rise = power * g.r_c_per_w
             plate = coolant[g.board][0]
-            die[i] += (plate + rise - die[i]) * k_die
-            mem[i] += (plate + MEMORY_RISE_RATIO * rise - mem[i]) * k_mem
+            slope = _rise_slope(g, die[i], latched, util, share, rise)
+            die[i] += _lagged_step(plate + rise - die[i], slope, dt, die_tau)
+            mem[i] += (plate + mem_ratio * rise - mem[i]) * k_mem
     return die, mem, hw, us
+
+
+def _lags(state: State) -> tuple[float, float, float]:
+    """(die lag, HBM lag, HBM's share of the die's rise) of this node's profile."""
+    cooling = state["cooling"]
+    return (
+        float(cooling.get("die_tau_s", DIE_TAU_S)),
+        float(cooling.get("memory_tau_s", MEMORY_TAU_S)),
+        float(cooling.get("memory_rise_ratio", MEMORY_RISE_RATIO)),
+    )
+
+
+def _rise_slope(g: _Gpu, die_c: float, latched: bool, util: float, share: float, rise: float) -> float:
+    """d(P * R)/d(die): negative where throttling cuts power as the die warms, else 0."""
+    if util <= 0.0 or die_c + SLOPE_PROBE_C < g.max_op_c:
+        return 0.0
+    warmer, _, _ = _step(g, die_c + SLOPE_PROBE_C, latched, util, share)
+    return min((warmer * g.r_c_per_w - rise) / SLOPE_PROBE_C, 0.0)
+
+
+def _lagged_step(gap: float, slope: float, dt: float, tau: float) -> float:
+    """The die's change over dt toward a target `gap` away whose own slope with the die is `slope`:
+    the exact step of the linearised lag (its fixed point and shortened time constant), so a steep
+    throttling feedback never overshoots. With slope 0 it is the plain exponential step."""
+    gain = 1.0 - slope
+    return gap / gain * (1.0 - math.exp(-dt * gain / tau))
 
 
 # -- the state's anchors ------------------------------------------------------------------------
@@ -381,11 +435,12 @@ def idle_reference(state: State, gpu: Gpu) -> tuple[float, float]:
     """(die, HBM) temperatures of this GPU idle on the healthy loop: the zero of its display offset."""
     rise = float(state["cooling"]["gpu_idle_w"]) * float(state["cooling"]["gpu_r_c_per_w"])
     plate = _idle_plate(state, gpu)
-    return plate + rise, plate + MEMORY_RISE_RATIO * rise
+    return plate + rise, plate + _lags(state)[2] * rise
 
 
-def calibrate(state: State, idle_gpu_c: float, now: float) -> None:
-    """Sets the die-to-coolant resistance so a healthy idle GPU reads idle_gpu_c, anchors at rest."""
+def calibrate(state: State, idle_gpu_c: float, now: float, util_tau_s: float = UTIL_TAU_S) -> None:
+    """Sets the die-to-coolant resistance so a healthy idle GPU reads idle_gpu_c, anchors at rest;
+    util_tau_s is how fast the GPUs' utilization falls once their load ends."""
     cooling = state["cooling"]
     resistance = (idle_gpu_c - _idle_plate(state, state["gpus"][0])) / float(cooling["gpu_idle_w"])
     if resistance <= 0:
@@ -399,6 +454,7 @@ def calibrate(state: State, idle_gpu_c: float, now: float) -> None:
             "hw_slowdown": False,
             "plate_factor": 1.0,
             "reasons_us": dict.fromkeys(COUNTED_REASONS, 0),
+            "util_tau_s": util_tau_s,
         }
         gpu["load"] = {"requests": 0, "pct": 0.0, "t": now}
     state["thermal_t"] = now
@@ -420,7 +476,7 @@ def readings(state: State, now: float) -> tuple[list[GpuReading], list[LoopReadi
     capped = capped_share(state, now, now) > 0
     gpus = []
     for i, g in enumerate(params):
-        util = _utilization(g.requests, g.load_pct, g.load_t, now)
+        util = _utilization(g.requests, g.load_pct, g.load_t, now, g.util_tau_s)
         cap = g.capped_w if capped else g.cap_w
         power, factor, reasons, latched = _operate(g, die[i], hw[i], util, cap)
         counted = {r: round(value) for r, value in us[i].items()}

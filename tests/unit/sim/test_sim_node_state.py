@@ -44,7 +44,7 @@ def test_uuids_are_stable_per_node_and_differ_across_nodes() -> None:
 
 
 def test_unknown_profile_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown profile 'a100'; choose one of: b300-16, h100-8"):
+    with pytest.raises(ValueError, match="unknown profile 'a100'; choose one of: b300-16, h100-8, h200"):
         build.load_profile("a100")
 
 
