@@ -74,27 +74,31 @@ def test_the_real_trace_shows_a_fast_die_a_slow_hbm_and_a_capped_gpu(
     assert real.power_capped_share == 1.0
 
 
-def test_plateau_temperatures_match_the_real_h200(real_and_simulated: tuple[Figures, Figures]) -> None:
+# Each figure of the simulated trace against the real one: plateaus, how fast the die rises and falls
+# (in seconds) and HBM follows (slowly), and a GPU on its power limit with its clocks a quarter down.
+MATCHED = [
+    ("idle_die_c", TEMPERATURE_TOL_C),
+    ("plateau_die_c", TEMPERATURE_TOL_C),
+    ("idle_memory_c", TEMPERATURE_TOL_C),
+    ("plateau_memory_c", TEMPERATURE_TOL_C),
+    ("die_rise_90_s", DIE_TIME_TOL_S),
+    ("die_fall_90_s", DIE_TIME_TOL_S),
+    ("memory_rise_90_s", MEMORY_TIME_TOL_S),
+    ("load_power_w", POWER_TOL_W),
+    ("load_sm_mhz", SM_CLOCK_TOL_MHZ),
+]
+
+
+@pytest.mark.parametrize(("figure", "tolerance"), MATCHED, ids=[m[0] for m in MATCHED])
+def test_the_simulated_h200_matches_the_real_trace(
+    real_and_simulated: tuple[Figures, Figures], figure: str, tolerance: float
+) -> None:
     real, sim = real_and_simulated
-    assert sim.idle_die_c == pytest.approx(real.idle_die_c, abs=TEMPERATURE_TOL_C)
-    assert sim.plateau_die_c == pytest.approx(real.plateau_die_c, abs=TEMPERATURE_TOL_C)
-    assert sim.idle_memory_c == pytest.approx(real.idle_memory_c, abs=TEMPERATURE_TOL_C)
-    assert sim.plateau_memory_c == pytest.approx(real.plateau_memory_c, abs=TEMPERATURE_TOL_C)
+    assert getattr(sim, figure) == pytest.approx(getattr(real, figure), abs=tolerance)
 
 
-def test_die_rises_and_falls_in_seconds_and_hbm_follows_slowly(
+def test_under_load_the_gpu_is_power_capped_in_every_sample(
     real_and_simulated: tuple[Figures, Figures],
 ) -> None:
     real, sim = real_and_simulated
-    assert sim.die_rise_90_s == pytest.approx(real.die_rise_90_s, abs=DIE_TIME_TOL_S)
-    assert sim.die_fall_90_s == pytest.approx(real.die_fall_90_s, abs=DIE_TIME_TOL_S)
-    assert sim.memory_rise_90_s == pytest.approx(real.memory_rise_90_s, abs=MEMORY_TIME_TOL_S)
-
-
-def test_under_load_the_gpu_sits_on_its_power_limit_with_clocks_a_quarter_down(
-    real_and_simulated: tuple[Figures, Figures],
-) -> None:
-    real, sim = real_and_simulated
-    assert sim.load_power_w == pytest.approx(real.load_power_w, abs=POWER_TOL_W)
-    assert sim.load_sm_mhz == pytest.approx(real.load_sm_mhz, abs=SM_CLOCK_TOL_MHZ)
     assert sim.power_capped_share == real.power_capped_share == 1.0
