@@ -85,8 +85,8 @@ MIN_CLOCK_FACTOR = 0.2
 STEP_S = 0.5
 MAX_STEPS = 400
 # Faults that describe how a node already was when someone looks settle for this long at once
-# (ten of the slowest lag any profile has, plus the coolant's).
-SETTLE_S = 250.0
+# (ten of the default HBM lag, the slowest: the lags a profile fits are shorter).
+SETTLE_S = 10 * MEMORY_TAU_S
 MIN_FLOW_LPM = 0.1
 # The reasons nvidia-smi counts (-q "Clocks Event Reasons Counters"), in the order it prints them.
 COUNTED_REASONS = (
