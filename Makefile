@@ -7,7 +7,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 
-.PHONY: setup demo screenshot test lint sanity unit integration molecule bench clean sim-down
+.PHONY: setup demo screenshot test lint sanity unit integration conformance molecule bench clean sim-down
 
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
@@ -31,7 +31,7 @@ demo: setup
 screenshot: demo
 	$(BIN)/python scripts/screenshot.py reports/demo/gate/report.html docs/img/gate-report.png
 
-test: setup lint sanity unit integration
+test: setup lint sanity unit integration conformance
 
 lint: setup
 	$(BIN)/ruff check src plugins tests bench scripts
@@ -57,6 +57,11 @@ unit: setup
 INTEGRATION_WORKERS ?= 2
 integration: setup
 	$(BIN)/pytest -n $(INTEGRATION_WORKERS) --dist loadfile --durations=25 tests/integration
+
+# The real implementations gpufleet meets in production, started by the tests from Debian's and PyPI's
+# packages on loopback addresses and in network namespaces they create (tests/conformance/README.md).
+conformance: setup
+	$(BIN)/pytest -n 2 --durations=10 tests/conformance
 
 # Not part of `make test`: fleet-scale timing on 32 simulated nodes (every method) and 128 (ping and
 # drift: controller CPU per node), ~35 min on 2 cores, then report.html at 1,000 synthetic nodes in
