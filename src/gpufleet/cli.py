@@ -181,6 +181,12 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", choices=build.PROFILES, default="b300-16")
     up.add_argument("--subnet", default="127.0.1", help="loopback /24 for node addresses")
     up.add_argument("--port", type=int, default=2222, help="sshd port on every node address")
+    up.add_argument(
+        "--slurm",
+        action="store_true",
+        help="hold the nodes in a real Slurm cluster (Debian's slurmctld, slurmd and munge, started with "
+        "the fleet) instead of the fake scontrol",
+    )
     simsub.add_parser(
         "down", help="stop every node and remove what the fleet started (exit 2 naming what still runs)"
     )
@@ -311,7 +317,8 @@ def _report_from_events(directories: list[Path], report_dir: Path, fmt: str) -> 
 def _sim(args: argparse.Namespace) -> int:
     fleet = Fleet(args.dir)
     if args.sim_command == "up":
-        described = control.up(fleet, FleetConfig(args.nodes, args.profile, args.subnet, args.port))
+        config = FleetConfig(args.nodes, args.profile, args.subnet, args.port, args.slurm)
+        described = control.up(fleet, config)
         for name, where in described["nodes"].items():
             print(f"{name}  {where['address']}:{where['port']}  up")
         print(f"inventory: {fleet.inventory_path}")

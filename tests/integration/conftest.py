@@ -148,10 +148,10 @@ def leftovers(root: Path) -> list[str]:
 def fleet_factory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     fleets: list[Fleet] = []
 
-    def start(nodes: int, subnet: str, profile: str = "b300-16") -> Fleet:
+    def start(nodes: int, subnet: str, profile: str = "b300-16", slurm: bool = False) -> Fleet:
         root = tmp_path_factory.mktemp("sim")
         fleet = Fleet(root)
-        fleet.up(FleetConfig(nodes=nodes, profile=profile, subnet=subnet))
+        fleet.up(FleetConfig(nodes=nodes, profile=profile, subnet=subnet, slurm=slurm))
         fleets.append(fleet)
         return fleet
 

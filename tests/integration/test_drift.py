@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gpufleet import cli
-from gpufleet.sim import control, state
+from gpufleet.sim import control
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration import execution_node
@@ -36,7 +36,7 @@ LIMIT = ["--limit", ",".join(NODES)]
 
 @pytest.fixture(scope="module")
 def fleet(fleet_factory) -> Fleet:
-    started: Fleet = fleet_factory(nodes=len(ALL_NODES), subnet="127.0.51")
+    started: Fleet = fleet_factory(nodes=len(ALL_NODES), subnet="127.0.51", slurm=True)
     return started
 
 
@@ -78,13 +78,13 @@ def changes(report: dict[str, Any], host: str) -> list[tuple[str, Any, Any]]:
 
 
 def updates(fleet: Fleet, name: str) -> list[dict[str, Any]]:
-    """The node's Slurm updates, argv and time (drift reads its state too: scontrol show node)."""
-    found = state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])
-    return [c for c in found if c["argv"][:1] == ["update"]]
+    """The node's drains and resumes as the fleet's real slurmctld logged them, with their times
+    (drift reads the node's state too, through the real `scontrol show node`)."""
+    return fleet.slurm.changes(name)
 
 
-def calls(fleet: Fleet, name: str) -> list[list[str]]:
-    return [c["argv"] for c in updates(fleet, name)]
+def calls(fleet: Fleet, name: str) -> list[tuple[object, object]]:
+    return [(c["state"], c.get("reason")) for c in updates(fleet, name)]
 
 
 @pytest.fixture(scope="module")
@@ -195,10 +195,8 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     }
     assert calls(fleet, "node01") == []
     for name in NODES[1:]:
-        assert calls(fleet, name) == [
-            ["update", f"nodename={name}", "state=drain", "reason=gpufleet drift --fix"],
-            ["update", f"nodename={name}", "state=resume"],
-        ]
+        assert calls(fleet, name) == [("drain", "gpufleet drift --fix"), ("resume", None)]
+        assert "Reason" not in fleet.slurm.wait_state(name, "IDLE"), name
     # batches: [node02, node03], then [node04]
     first = [updates(fleet, n) for n in ("node02", "node03")]
     node04 = updates(fleet, "node04")
@@ -235,7 +233,9 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     assert report["hosts"]["node02"]["message"].startswith("not reached: rollout stopped after batch 1")
     assert {report["hosts"][n]["status"] for n in ("node03", "node04")} == {"ok"}
     # node01 was drained and, having failed, stays drained; node02 was never touched.
-    assert calls(fleet, "node01")[-1][2] == "state=drain"
+    assert calls(fleet, "node01")[-1] == ("drain", "gpufleet drift --fix")
+    slurm_node = fleet.slurm.node("node01")
+    assert (slurm_node["State"], slurm_node.get("Reason")) == ("IDLE+DRAIN", "gpufleet drift --fix")
     assert len(calls(fleet, "node02")) == 2
     # the next run names the node it finds left drained (the drain role's record on the node)
     code, again = run(["drift", "--inventory", str(provisioned), *LIMIT], tmp_path / "again")

@@ -36,8 +36,8 @@ from tests.integration.conftest import (
 # long enough for a weak loop to heat its GPUs past their limits under load, and for the load to reach
 # the utilization floor on a busy 2-core machine
 BURN_IN_SECONDS = "30"
-# how the gate drains a Slurm node (scontrol argv after the node name)
-DRAIN = ["state=drain", "reason=gpufleet gate (post-maintenance)"]
+# the reason the gate drains a Slurm node for, as the real slurmctld keeps it
+DRAINED_FOR = "gpufleet gate (post-maintenance)"
 MARKERS = GATE_MARKERS
 # The cabling faults block the gate through the fabric role like the switch faults do: each is gated,
 # named, in tests/integration/test_fabric.py (their leaves are shared by the nodes they cable).
@@ -122,7 +122,7 @@ def _full_reads(fleet: Fleet) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def gated(fleet_factory, tmp_path_factory) -> dict[str, Any]:
-    fleet: Fleet = fleet_factory(nodes=len(NODES) + 2, subnet="127.0.37")
+    fleet: Fleet = fleet_factory(nodes=len(NODES) + 2, subnet="127.0.37", slurm=True)
     blocked = sorted({_node(f) for f in BLOCKING} | {WEAK_LOOP})
     serve_as_a_passed_gate_leaves(fleet, blocked)
     serving = {name: (_active(fleet, name), _markers(fleet, name)) for name in blocked}
@@ -167,15 +167,17 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
         # refused before the drain: left as it was (serving), never drained
         assert _active(fleet, name) == [True, True], name
         assert sorted(_markers(fleet, name)) == sorted(MARKERS), name
-        assert _scheduler_calls(fleet, name) == [], name
+        assert fleet.slurm.changes(name) == [], name
+        assert fleet.slurm.node(name)["State"] == "IDLE", name
         assert "refused before the drain: left as it was" in report["hosts"][name]["message"], name
     for name in sorted(set(blocked) - refused):
         assert _active(fleet, name) == [False, False], f"{name} ({NODES.get(name)}) still serves"
         assert _markers(fleet, name) == [], f"{name} ({NODES.get(name)}) keeps a marker"
-        # drained, never resumed
-        argv = [c["argv"] for c in _scheduler_calls(fleet, name)]
-        assert argv == [["update", f"nodename={name}", *DRAIN]], name
-        assert state.load(fleet.root / "nodes" / name)["slurm_state"] == "IDLE+DRAIN"
+        # drained, never resumed: the real controller's log and its answer now
+        changes = [(c["state"], c["reason"]) for c in fleet.slurm.changes(name)]
+        assert changes == [("drain", DRAINED_FOR)], name
+        slurm_node = fleet.slurm.node(name)
+        assert (slurm_node["State"], slurm_node.get("Reason")) == ("IDLE+DRAIN", DRAINED_FOR), name
         assert "; left drained" in report["hosts"][name]["message"], report["hosts"][name]["message"]
     assert gated["code"] == 1
 
@@ -259,12 +261,6 @@ def test_bad_credentials_fail_closed_and_the_password_is_never_written(gated) ->
             assert password not in log.read_text(errors="replace")
 
 
-def _scheduler_calls(fleet: Fleet, name: str) -> list[dict[str, Any]]:
-    """What the node's stand-in `scontrol` was asked, in order: argv and time."""
-    calls: list[dict[str, Any]] = state.load(fleet.root / "nodes" / name).get("scheduler_calls", [])
-    return calls
-
-
 def _mtime(fleet: Fleet, name: str, path: str) -> float:
     """When a file on the node was last written (its own /run), read over the node's ssh."""
     return float(node_ssh(fleet, _address(fleet, name), f"stat -c %.6Y {path}").stdout)
@@ -285,17 +281,14 @@ def test_a_clean_node_passes_serves_and_is_resumed_only_after_passing(gated) -> 
     assert (
         _answers(f"http://{address}:8000/health") == 200 and _answers(f"http://{address}:8001/health") == 200
     )
-    calls = _scheduler_calls(fleet, "node01")
-    assert [c["argv"] for c in calls] == [
-        ["update", "nodename=node01", *DRAIN],
-        ["update", "nodename=node01", "state=resume"],
-    ]
-    drained, resumed = calls[0]["time"], calls[1]["time"]
+    changes = fleet.slurm.changes("node01")
+    assert [(c["state"], c.get("reason")) for c in changes] == [("drain", DRAINED_FOR), ("resume", None)]
+    drained, resumed = float(changes[0]["time"]), float(changes[1]["time"])  # type: ignore[arg-type]
     # the instances may start only after the thermal gate; the node passed only after the burn-in
     started = _mtime(fleet, "node01", MARKERS[0])
     passed = _mtime(fleet, "node01", MARKERS[1])
     assert drained < started < passed < resumed
-    assert state.load(fleet.root / "nodes" / "node01")["slurm_state"] == "IDLE"
+    assert "Reason" not in fleet.slurm.wait_state("node01", "IDLE")
     assert "drained" not in host.get("message", "")
 
 

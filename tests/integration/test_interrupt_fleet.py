@@ -21,7 +21,7 @@ from tests.integration.conftest import GPUFLEET, gate_process, node_ssh
 
 @pytest.fixture(scope="module")
 def fleet(fleet_factory) -> Fleet:
-    started: Fleet = fleet_factory(nodes=2, subnet="127.0.72")
+    started: Fleet = fleet_factory(nodes=2, subnet="127.0.72", slurm=True)
     return started
 
 
@@ -111,6 +111,12 @@ def test_a_second_sigint_stops_the_gate_and_the_next_run_finds_the_nodes_left_dr
         ]
         markers = node_ssh(fleet, f"127.0.72.{number}", "ls /run/gpufleet", check=False).stdout.split()
         assert markers == [], markers
+        # and the real Slurm holds it drained, for the gate's reason
+        slurm_node = fleet.slurm.node(name)
+        assert (slurm_node["State"], slurm_node.get("Reason")) == (
+            "IDLE+DRAIN",
+            "gpufleet gate (post-maintenance)",
+        )
     assert _playbooks_running(str(fleet.inventory_path)) == []
     report_dir = tmp_path / "drift"
     argv = [str(GPUFLEET), "drift", "--inventory", str(fleet.inventory_path), "--report-dir", str(report_dir)]

@@ -50,6 +50,8 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, An
     log_path = fleet.root / "supervisor.log"
     argv = [sys.executable, "-m", _SUPERVISOR, "--dir", str(fleet.root), "--nodes", str(config.nodes)]
     argv += ["--profile", config.profile, "--subnet", config.subnet, "--port", str(config.port)]
+    if config.slurm:
+        argv.append("--slurm")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

@@ -7,6 +7,8 @@ when the host reboots, as a real BMC is. Every process it starts is recorded (`p
 so that `gpufleet sim status` and `gpufleet sim down` know them without asking the Fleet.
 The leaf switches (a pair per 16 nodes, build.py's cabling) are NVUE HTTPS services (sim/nvue.py),
 each on its own loopback address (.211 up) and port 8765, with their own CA under leaves/.
+With `slurm`, a real Slurm cluster (sim/slurm.py) holds the nodes, its daemons started and stopped
+with the fleet.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet.sim import boot, build, node, nvue, processes, state, toolclient
+from gpufleet.sim import boot, build, node, nvue, processes, slurm, state, toolclient
 from gpufleet.sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
@@ -71,6 +73,8 @@ class FleetConfig:
     profile: str = "b300-16"
     subnet: str = "127.0.1"
     port: int = 2222
+    # a real Slurm cluster (Debian's slurmctld, slurmd, munge) instead of the fake scontrol
+    slurm: bool = False
 
     def validate(self) -> None:
         if not 1 <= self.nodes <= 200:
@@ -87,6 +91,7 @@ class Fleet:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.bmcs: dict[str, subprocess.Popen[bytes]] = {}
         self.leaves: dict[str, subprocess.Popen[bytes]] = {}
+        self.slurm_daemons: dict[str, subprocess.Popen[bytes]] = {}
         # what processes.json says: every process started, and why a node or BMC is down
         self.record: dict[str, Any] = {"nodes": {}}
 
@@ -141,6 +146,11 @@ class Fleet:
             )
             for n in range(1, build.leaf_count(config.nodes) + 1)
         ]
+
+    @property
+    def slurm(self) -> slurm.SlurmCluster:
+        """The fleet's real Slurm cluster (there only for a fleet started with ``slurm``)."""
+        return slurm.SlurmCluster(self.root / "slurm")
 
     def node_dir(self, name: str) -> Path:
         directory = self.root / "nodes" / name
@@ -197,15 +207,21 @@ class Fleet:
                 leaf_passwords[leaf.name] = nvue.prepare(
                     self.leaf_dir, leaf.name, leaf.address, ports=build.LEAF_PORTS
                 )
+            if config.slurm:
+                self._prepare_slurm(specs)
             self._write_known_hosts(specs)
             for leaf in leaves:
                 self._start_leaf(leaf)
+            if config.slurm:
+                self._start_slurm(specs, timeout)
             for spec in specs:
                 self._start_bmc(spec)
                 self._start_node(spec)
             self._wait_ready(specs, timeout)
             self._wait_bmcs(specs, timeout)
             self._wait_leaves(leaves, timeout)
+            if config.slurm:
+                self.slurm.wait_idle([s.name for s in specs], timeout)
         except BaseException:
             self.stop()
             raise
@@ -309,8 +325,39 @@ class Fleet:
                     raise SimError(f"leaf {leaf.name} at {where} did not start: {log[-400:]}")
                 time.sleep(0.05)
 
+    def _prepare_slurm(self, specs: list[node.NodeSpec]) -> None:
+        """The cluster's files, and on each node its slurm.conf in place of the fake scontrol."""
+        cluster = self.slurm
+        cluster.prepare([(s.name, s.address) for s in specs])
+        for spec in specs:
+            node.tool_path(spec.directory, "scontrol").unlink()
+            (spec.directory / "tools-py" / "scontrol").unlink(missing_ok=True)
+            conf = spec.directory / "etc-upper" / slurm.NODE_CONF.relative_to("etc")
+            conf.parent.mkdir(parents=True, exist_ok=True)
+            conf.write_bytes(cluster.conf.read_bytes())
+
+    def _start_slurm(self, specs: list[node.NodeSpec], timeout: float) -> None:
+        """munged first (slurmctld authenticates through it), then slurmctld and a slurmd per node."""
+        cluster = self.slurm
+        self.record["slurm"] = {}
+        self._start_daemon("munged", cluster.munged_argv())
+        cluster.wait_munge(timeout)
+        self._start_daemon("slurmctld", cluster.controller_argv())
+        for spec in specs:
+            self._start_daemon(f"slurmd {spec.name}", cluster.slurmd_argv(spec.name))
+
+    def _start_daemon(self, label: str, argv: list[str]) -> None:
+        log_name = label.replace(" ", "-") + ".out"
+        with open(self.slurm.root / "log" / log_name, "ab") as log:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_bmc_dies_with_parent
+            )
+        self.slurm_daemons[label] = proc
+        self.record["slurm"][label] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self._save_record()
+
     def _stop_bmcs(self) -> None:
-        procs = [*self.bmcs.values(), *self.leaves.values()]
+        procs = [*self.bmcs.values(), *self.leaves.values(), *self.slurm_daemons.values()]
         for proc in procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -322,6 +369,7 @@ class Fleet:
                 proc.wait()
         self.bmcs.clear()
         self.leaves.clear()
+        self.slurm_daemons.clear()
 
     def _stop_nodes(self, names: list[str]) -> None:
         """Stops these nodes (a node that already died is only waited for)."""

@@ -169,6 +169,10 @@ def recorded(record: dict[str, Any]) -> list[tuple[str, Proc]]:
         proc = _proc(parts.get("nvue"))
         if proc is not None:
             found.append((f"{name} nvue", proc))
+    for label, entry in sorted(record.get("slurm", {}).items()):
+        proc = _proc(entry)
+        if proc is not None:
+            found.append((f"slurm {label}", proc))
     supervisor = _proc(record.get("supervisor"))
     if supervisor is not None:
         found.append(("supervisor", supervisor))

@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", required=True)
     parser.add_argument("--subnet", required=True)
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--slurm", action="store_true")
     args = parser.parse_args(argv)
     fleet = Fleet(args.dir)
     stopping = False
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        fleet.up(FleetConfig(args.nodes, args.profile, args.subnet, args.port), managed=True)
+        fleet.up(FleetConfig(args.nodes, args.profile, args.subnet, args.port, args.slurm), managed=True)
     except SimError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -1,8 +1,11 @@
-"""Fake Slurm `scontrol update nodename=<node> state=drain|resume [reason=...]` and `scontrol show node`.
+"""Fake Slurm `scontrol update nodename=<node> state=drain|resume [reason=...]` and `scontrol show node`,
+for a fleet without a real Slurm cluster (sim/slurm.py is the real one, `gpufleet sim up --slurm`).
 
 Records every call (argv and time) in the node's state under ``scheduler_calls`` and keeps the
-node's Slurm state (``slurm_state``: IDLE, DRAIN, ...). Like the real tool, a successful update
-prints nothing and exits 0; an unknown node or state is an error on stderr with exit 1.
+node's Slurm state (``slurm_state``: IDLE, IDLE+DRAIN, ...). It answers as Slurm 22.05's scontrol
+does (tests/fixtures/real/slurm/): an update prints nothing and exits 0; `show node` prints the
+multi-line form, a reason with its ``[user@time]``; an unknown node, a state it does not take or a
+drain without a reason is refused with the real message and exit 1. It knows only its own node.
 """
 
 from __future__ import annotations
@@ -13,7 +16,14 @@ from pathlib import Path
 
 from gpufleet.sim.state import locked
 
-_STATES = {"drain": "IDLE+DRAIN", "resume": "IDLE", "down": "DOWN", "idle": "IDLE", "undrain": "IDLE"}
+# the update states gpufleet uses, and what `show node` then reads on an idle node
+_STATES = {"drain": "IDLE+DRAIN", "resume": "IDLE", "undrain": "IDLE", "down": "DOWN"}
+_BAD_STATE = (
+    "Invalid input: state={given}\nRequest aborted\n"
+    "Valid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_UP UNDRAIN\n"
+    "Not all states are valid given a node's prior state"
+)
+_NO_REASON = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 
 
 def _pairs(args: list[str]) -> dict[str, str]:
@@ -25,33 +35,54 @@ def _pairs(args: list[str]) -> dict[str, str]:
     return values
 
 
+def _show(hostname: str, node: dict[str, object]) -> str:
+    """The multi-line `scontrol show node` of a one-CPU node, as 22.05 prints it."""
+    lines = [
+        f"NodeName={hostname} Arch=x86_64 CoresPerSocket=1 ",
+        "   CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.00",
+        "   AvailableFeatures=(null)",
+        "   ActiveFeatures=(null)",
+        "   Gres=(null)",
+        f"   NodeAddr={hostname} NodeHostName={hostname} Version=22.05.8",
+        f"   State={node.get('slurm_state', 'IDLE')} ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+        "Owner=N/A MCS_label=N/A",
+        "   Partitions=gpu ",
+    ]
+    if node.get("slurm_reason"):
+        lines.append(f"   Reason={node['slurm_reason']} [root@{node.get('slurm_reason_time', '')}]")
+    return "\n".join(lines) + "\n\n"
+
+
+def _update(argv: list[str], hostname: str, node: dict[str, object]) -> int:
+    values = _pairs(argv[1:])
+    wanted = values.get("state", "").lower()
+    if wanted not in _STATES:
+        print(_BAD_STATE.format(given=values.get("state", "")), file=sys.stderr)
+        return 1
+    if wanted in ("drain", "down") and not values.get("reason"):
+        print(_NO_REASON, file=sys.stderr)
+        return 1
+    if values.get("nodename") != hostname:
+        print("slurm_update error: Invalid node name specified", file=sys.stderr)
+        return 1
+    node["slurm_state"] = _STATES[wanted]
+    node["slurm_reason"] = values.get("reason") if wanted in ("drain", "down") else None
+    node["slurm_reason_time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return 0
+
+
 def main(argv: list[str], node_dir: Path) -> int:
     with locked(node_dir) as state:
         call = {"tool": "scontrol", "argv": argv, "time": time.time()}
         state.setdefault("scheduler_calls", []).append(call)
         hostname = state.get("hostname") or node_dir.name
         if argv[:1] == ["update"]:
-            values = _pairs(argv[1:])
-            node, wanted = values.get("nodename"), values.get("state", "").lower()
-            if not node:
-                print("scontrol: error: Invalid update command: no NodeName given", file=sys.stderr)
-                return 1
-            if wanted not in _STATES:
-                given = values.get("state", "")
-                print(f"scontrol: error: Invalid node state specified: {given}", file=sys.stderr)
-                return 1
-            if wanted == "drain" and not values.get("reason"):
-                denied = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-                print(denied, file=sys.stderr)
-                return 1
-            state["slurm_state"] = _STATES[wanted]
-            state["slurm_reason"] = values.get("reason") if wanted == "drain" else None
-            return 0
+            return _update(argv, hostname, state)
         if argv[:2] == ["show", "node"]:
-            print(f"NodeName={hostname} Arch=x86_64 CoresPerSocket=56")
-            print(f"   State={state.get('slurm_state', 'IDLE')} ThreadsPerCore=2")
-            if state.get("slurm_reason"):
-                print(f"   Reason={state['slurm_reason']} [root@{hostname}]")
+            if argv[2:3] not in ([], [hostname]):
+                print(f"Node {argv[2]} not found")
+                return 1
+            sys.stdout.write(_show(hostname, state))
             return 0
     print(f"scontrol: error: Invalid command: {' '.join(argv[:1])}", file=sys.stderr)
     return 1
