@@ -181,8 +181,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 ansible_facts:
   description: C(gpufleet_burn_in), every sample over time, kept for the report's charts (also when it fails).
   returned: when the burn-in ran
@@ -206,9 +206,6 @@ checks:
       with O(roce_ports), per RoCE port the checks of M(gpufleet.node.roce_health)
       (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ...), or C(burn_in.roce_counters)
       when the counters could not be read.
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "thermal.clocks_event_reasons[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
        "value": ["sw_thermal_slowdown"], "limit": [], "unit": "",

@@ -51,10 +51,6 @@ options:
     description: BMC account; read-only rights are enough.
     type: str
     required: true
-  password:
-    description: Password of O(username). Keep it in a vault.
-    type: str
-    required: true
   auth:
     description:
       - V(session) logs in with a Redfish session (POST to the session collection, C(X-Auth-Token)) and
@@ -110,6 +106,7 @@ options:
     default: true
 extends_documentation_fragment:
   - gpufleet.node.attributes.facts
+  - gpufleet.node.account
 attributes:
   check_mode:
     details: Only reads (a session is still opened and closed).
@@ -159,7 +156,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-extends_documentation_fragment: [gpufleet.node.added_facts]
+extends_documentation_fragment: [gpufleet.node.added_facts, gpufleet.node.checks]
 ansible_facts:
   description: Facts added to the host (the node, not the controller the module ran on).
   contains:
@@ -228,9 +225,6 @@ checks:
       value is the kind of failure (C(auth), C(not_found), C(connection), C(tls), C(http), C(protocol),
       C(reading) for a reading that is not finite or outside its physical range, C(config) for an
       C(http://) address without O(insecure_http_reason) or an unusable O(ca_path)).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "coolant.bmc[https://10.20.1.11]", "ok": false, "value": "auth", "limit": "readings",
             "unit": "", "message": "BMC https://10.20.1.11 rejected the credentials (HTTP 401 ...)"}]
 hints:

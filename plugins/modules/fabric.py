@@ -80,13 +80,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description: C(fabric.neighbor[<ibdev>]) and, per link, C(fabric.switch_*[<node>:<ibdev> -> <leaf>:<port>]).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "fabric.switch_pfc[node01:mlx5_4 -> leaf02:swp1]", "ok": false, "value": [],
             "limit": [3], "unit": "", "message": "node01:mlx5_4 -> leaf02:swp1: the switch has PFC on
             priorities none, the host on 3"}]

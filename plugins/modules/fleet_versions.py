@@ -48,13 +48,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description: C(fleet.versions[<field>]) per field, or one C(fleet.versions) when there were too few peers.
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "fleet.versions[vbios]", "ok": false, "value": "96.00.74.00.00", "limit": "96.00.74.00.01",
        "unit": "", "message": "node05: GPU VBIOS 96.00.74.00.00 differs from the 96.00.74.00.01 that 9 of the

@@ -95,6 +95,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - One C(gpu_pinning.instance[<name>]) entry per file that changed (would change in check mode);
@@ -107,9 +108,6 @@ changes:
                    "NCCL_TOPO_FILE": "/etc/nccl/topo.xml"}}]
 checks:
   description: Always empty; the plan is refused before writing instead.
-  returned: always
-  type: list
-  elements: dict
   sample: []
 hints:
   description: Nothing to look at for this module; always empty.

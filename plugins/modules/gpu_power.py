@@ -104,6 +104,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - What changed (in check mode, what would change), one entry per setting.
@@ -119,9 +120,6 @@ checks:
   description:
     - After a run (not in check mode), per GPU the enforced limit against its target
       (C(gpu_power.enforced_limit_w[<uuid>])) and persistence mode (C(gpu_power.persistence_mode[<uuid>])).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "gpu_power.enforced_limit_w[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": true,
             "value": 1400.0, "limit": 1400.0, "unit": "W", "message": "enforces its target"}]
 hints:

@@ -78,15 +78,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description: C(health.nccl_gpus), C(health.nccl_correct) and C(health.nccl_busbw), then with O(roce_ports)
     the C(fabric.*) checks of every RoCE port over the run (C(health.nccl_roce_counters) when they could not
     be read).
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "health.nccl_busbw", "ok": false, "value": 82.4, "limit": 300.0, "unit": "GB/s",
        "message": "all_reduce over 16 GPUs (67108864 to 1073741824 bytes): average bus bandwidth 82.4 GB/s,

@@ -70,6 +70,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - C(nccl_topology.file) when the file changed (would change in check mode); from and to are content
@@ -81,9 +82,6 @@ changes:
             "to": "sha256:0b1d2e3f4a5b6c7d"}]
 checks:
   description: Always empty here; gpufleet.node.nccl_topology_check reports checks.
-  returned: always
-  type: list
-  elements: dict
   sample: []
 hints:
   description: What was wrong with the old file, one line per difference.

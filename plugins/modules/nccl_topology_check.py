@@ -45,16 +45,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description:
     - C(nccl_topology.file) (the file exists and is an NCCL topology), C(nccl_topology.gpus) and
       C(nccl_topology.nics) (node devices found in the file on the right NUMA node, against how many the
       node has) and C(nccl_topology.unknown_devices) (devices in the file the node lacks, limit 0).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "nccl_topology.gpus", "ok": false, "value": 15, "limit": 16, "unit": "",
             "message": "GPU 0000:47:00.0 (NUMA 0) is on the node but not in the file"}]
 hints:

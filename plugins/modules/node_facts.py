@@ -129,6 +129,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - Every drifted setting of every role, in role order, as the role modules name them; then, per role,
@@ -141,9 +142,6 @@ changes:
             "to": "sha256:9e8d7c6b5a493827"}]
 checks:
   description: Verifications that configuration cannot fix (RDMA link state and speed, a node left drained).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "rdma_link.link_state[mlx5_3]", "ok": false, "value": "DOWN", "limit": "ACTIVE",
             "unit": "", "message": "mlx5_3 (ens39np0) link is DOWN ..."}]
 ansible_facts:

@@ -113,13 +113,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description: The health checks (see the description), each with name, ok, value, limit, unit and message.
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "health.pcie_width[GPU-5d3f…]", "ok": false, "value": 8, "limit": 16, "unit": "lanes",
        "message": "GPU-5d3f… (00000000:3A:00.0) PCIe link x8 of x16: degraded, usually a GPU or riser not

@@ -111,6 +111,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - One entry per setting that differed (in check mode, that would change), in the order applied.
@@ -124,9 +125,6 @@ checks:
   description:
     - Link verifications per port, C(rdma_link.link_state[<dev>]) (value the port state, limit V(ACTIVE))
       and, while the link is up, C(rdma_link.speed_gbps[<dev>]) (value the speed, limit O(min_speed_gbps)).
-  returned: always
-  type: list
-  elements: dict
   sample: [{"name": "rdma_link.link_state[mlx5_7]", "ok": false, "value": "DOWN", "limit": "ACTIVE",
             "unit": "", "message": "mlx5_7 (ens200np0) link is DOWN (physical state Disabled); ..."}]
 reboot_required:

@@ -132,6 +132,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description:
     - One entry per setting that differed (in check mode, that would change), in the order applied.
@@ -146,9 +147,6 @@ changes:
            {"setting": "rdma_qos.ecn_np[ens21np0]", "from": [], "to": [3]}]
 checks:
   description: Verifications of this module (none; the settings are read back and a miss fails the module).
-  returned: always
-  type: list
-  elements: dict
   sample: []
 reboot_required:
   description: Whether a change needs a reboot to take effect (never, these settings apply at once).

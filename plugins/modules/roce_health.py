@@ -79,17 +79,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description:
     - Per RoCE port, C(fabric.retransmits[<dev>]), C(fabric.qp_failures[<dev>]),
       C(fabric.pause_duration[<dev>]), C(fabric.pause_storm[<dev>]), C(fabric.rx_discards[<dev>]),
       C(fabric.rx_out_of_buffer[<dev>]), C(fabric.ecn_loop[<dev>]) and C(fabric.host_pfc[<dev>]), each only
       when the port has its counters.
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "fabric.retransmits[mlx5_3]", "ok": false, "value": 1530.2, "limit": 1.0, "unit": "1/s",
        "message": "mlx5_3 over 10s: 15302 lost packets and retransmits (packet_seq_err, out_of_sequence,

@@ -122,16 +122,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description:
     - C(service.health[<name>]) (value the HTTP status or the error), C(service.models[<name>]) (value the
       model ids) and, with O(check_prefix_cache), C(service.prefix_cache_hit_rate[<name>])
       (value the rate, null when there was no query to judge).
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "service.prefix_cache_hit_rate[glm52]", "ok": false, "value": 0.0712, "limit": 0.5,
        "unit": "ratio", "message": "glm52 prefix-cache hit rate 0.0712 over 184320 queried tokens since

@@ -49,10 +49,6 @@ options:
     description: NVUE account (one of the C(nvapply) role to apply; read-only to compare).
     type: str
     required: true
-  password:
-    description: Password of O(username). Keep it in a vault.
-    type: str
-    required: true
   ca_path:
     description: PEM file of the CA that signed the switches' certificates, in addition to the system's.
     type: path
@@ -109,6 +105,7 @@ options:
     default: [trust, dscp_map, pfc, ecn, mtu]
 extends_documentation_fragment:
   - gpufleet.node.attributes.writes
+  - gpufleet.node.account
 attributes:
   check_mode:
     details: Reads the switch and returns the changes it would make; no revision is created.
@@ -137,6 +134,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.checks]
 changes:
   description: Each NVUE setting changed (or, in check mode, that would change), as C({setting, from, to}).
   returned: always
@@ -144,9 +142,6 @@ changes:
   elements: dict
 checks:
   description: C(switch.nvue[<name>]), whether the switch's NVUE API was read.
-  returned: always
-  type: list
-  elements: dict
 reading:
   description: C({name, read, error, qos, mtu}) the operational QoS tree and each front-panel port's MTU.
   returned: always

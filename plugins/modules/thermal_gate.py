@@ -178,8 +178,8 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 verdict:
   description: C(pass) (every check passed), C(blocked) (some failed; the module fails) or C(overridden).
   returned: always
@@ -195,9 +195,6 @@ checks:
       C(coolant.cdu_leak[<cdu>]); and C(thermal.gpus) (no GPU read), C(coolant.facts) or
       C(coolant.connectors) when those are missing. value is the reading (null when missing), limit the
       limit. M(gpufleet.node.burn_in) reports the same GPU checks under load.
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "coolant.flow_lpm[1/Board0]", "ok": false, "value": 6.2, "limit": 14.0, "unit": "L/min",
        "message": "coolant connector 1/Board0 flow 6.2 L/min, below the 14 L/min minimum"}

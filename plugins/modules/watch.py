@@ -118,17 +118,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-# changes (always empty): the no_changes fragment
-extends_documentation_fragment: [gpufleet.node.no_changes]
+# changes (always empty) and the type of checks: the no_changes and checks fragments
+extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
   description:
     - Per GPU C(gpu_power.enforced_limit_w[<uuid>]) and the C(thermal.*[<uuid>]) checks; per RoCE port the
       C(fabric.*[<dev>]) checks; per instance C(service.health[<name>]) and
       C(service.prefix_cache_hit_rate[<name>]). C(watch.gpus) or C(watch.roce_counters) fails when a tool
       could not be read (fail closed).
-  returned: always
-  type: list
-  elements: dict
   sample:
     - {"name": "gpu_power.enforced_limit_w[GPU-5d3f…]", "ok": false, "value": 1100.0, "limit": 1400.0,
        "unit": "W", "message": "GPU-5d3f… enforces 1100 W, below the requested 1400 W, in 2 of 3 samples over

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils.core import results
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     decode_reasons,
     parse_query_csv,
@@ -159,20 +160,8 @@ def test_query_argv() -> None:
         ("0x0000000000000004", ["sw_power_cap"]),
         ("0x0000000000000088", ["hw_slowdown", "hw_power_brake_slowdown"]),
         ("0x0000000000000060", ["hw_thermal_slowdown", "sw_thermal_slowdown"]),
-        (
-            "0x00000000000001FF",  # every supported bit, in nvidia-smi's order
-            [
-                "gpu_idle",
-                "applications_clocks_setting",
-                "sw_power_cap",
-                "hw_slowdown",
-                "hw_thermal_slowdown",
-                "hw_power_brake_slowdown",
-                "sync_boost",
-                "sw_thermal_slowdown",
-                "display_clocks_setting",
-            ],
-        ),
+        # every supported bit: each of NVML's nine reasons, in nvidia-smi's order (results.py's table)
+        ("0x00000000000001FF", list(results.CLOCK_EVENT_REASONS)),
         (0x20, ["sw_thermal_slowdown"]),
         ("[N/A]", None),
         (None, None),
