@@ -38,7 +38,7 @@ SLURM = "gpufleet_drain_method: slurm\n"
 
 @pytest.fixture(scope="module")
 def fleet(fleet_factory) -> Fleet:
-    started: Fleet = fleet_factory(nodes=2, subnet=SUBNET)
+    started: Fleet = fleet_factory(nodes=2, subnet=SUBNET, slurm=True)
     host_vars = started.root / "host_vars"
     host_vars.mkdir(exist_ok=True)
     for name in ("node01", "node02"):
@@ -59,12 +59,11 @@ def node_state(fleet: Fleet, name: str) -> dict[str, Any]:
 
 
 def untouched(fleet: Fleet, name: str) -> tuple[Any, ...]:
-    """What a drain or a gate would change: Slurm's updates and state, the drain record, the units."""
+    """What a drain or a gate would change: the real Slurm's drains and resumes and the node's state
+    there, the drain record, the units."""
     node = node_state(fleet, name)
     record = node_ssh(fleet, address(name), f"cat {RECORD}", check=False).stdout
-    # drift reads Slurm (scontrol show node); a change is an update
-    changes = [c["argv"] for c in node.get("scheduler_calls", []) if c["argv"][:1] == ["update"]]
-    return (changes, node.get("slurm_state", "IDLE"), record, node.get("units", {}))
+    return (fleet.slurm.changes(name), fleet.slurm.node(name)["State"], record, node.get("units", {}))
 
 
 def left_drained(report: dict[str, Any], name: str) -> list[Any]:
@@ -260,7 +259,7 @@ def test_a_second_controller_is_refused_naming_the_holder(fleet: Fleet, tmp_path
     assert _report(tmp_path, "a")["hosts"]["node01"]["status"] == "changed"
     # A gave the node back
     assert node_ssh(fleet, address("node01"), f"test -e {LOCK}", check=False).returncode == 1
-    assert node_state(fleet, "node01")["slurm_state"] == "IDLE"
+    fleet.slurm.wait_state("node01", "IDLE")
 
 
 def test_a_killed_controller_leaves_a_node_drift_names_and_fix_returns(fleet: Fleet, tmp_path: Path) -> None:
@@ -280,7 +279,7 @@ def test_a_killed_controller_leaves_a_node_drift_names_and_fix_returns(fleet: Fl
     assert left_drained(drift, "node02") == ["slurm: gpufleet drift --fix"]
     # the record lost: Slurm's reason names it (drained by hand here if the kill came first)
     node_ssh(fleet, address("node02"), f"rm -f {RECORD}")
-    if "DRAIN" not in node_state(fleet, "node02").get("slurm_state", "IDLE"):
+    if "DRAIN" not in fleet.slurm.node("node02")["State"]:
         node_ssh(
             fleet,
             address("node02"),
@@ -300,7 +299,7 @@ def test_a_killed_controller_leaves_a_node_drift_names_and_fix_returns(fleet: Fl
     code, fixed = run_on(fleet, tmp_path / "fix", "drift", "--fix", "--break-lock", "--limit", "node02")
     assert code == 0, fixed["hosts"]["node02"]
     assert fixed["hosts"]["node02"]["message"] == "fixed in batch 1"
-    assert node_state(fleet, "node02")["slurm_state"] == "IDLE"
+    fleet.slurm.wait_state("node02", "IDLE")
     assert node_ssh(fleet, address("node02"), f"test -e {RECORD}", check=False).returncode == 1
 
 
@@ -320,7 +319,7 @@ def test_drift_fix_returns_a_node_left_drained_with_nothing_drifted(fleet: Fleet
     host = fixed["hosts"]["node02"]
     assert code == 0, host
     assert host["status"] == "changed" and host["message"].startswith("returned to service in batch 1"), host
-    assert node_state(fleet, "node02")["slurm_state"] == "IDLE"
+    fleet.slurm.wait_state("node02", "IDLE")
     assert node_ssh(fleet, address("node02"), f"test -e {RECORD}", check=False).returncode == 1
     code, again = run_on(fleet, tmp_path / "again", "drift", "--limit", "node02")
     assert code == 0 and again["hosts"]["node02"]["status"] == "ok", again["hosts"]["node02"]
