@@ -5,7 +5,8 @@
 in a network namespace of its own, which has only loopback: what a validator sends past the BMC
 (the Protocol Validator's SSDP M-SEARCH multicast, a schema download) fails at once there instead
 of reaching the machine's network. ``Namespaced.run`` runs a command in that namespace (nsenter).
-Needs root.
+Needs root. ``serving``: the same BMC in this process, on a free loopback port, for clients that run
+in the test itself.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpufleet.sim import build, state
-from gpufleet.sim.bmc import launch, tls
+from gpufleet.sim.bmc import launch, server, tls
 
 NAME = "node01"
 ADDRESS = "127.0.0.1"
@@ -87,3 +88,16 @@ def in_namespace(node: SimNode) -> Iterator[Namespaced]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def serving(node: SimNode) -> Iterator[str]:
+    """The BMC's base URL on 127.0.0.1 (a free port), served from threads of this process."""
+    context = server.context_for(node.bmc_dir / f"{NAME}.pem", node.bmc_dir / f"{NAME}-key.pem")
+    listener = server.Listener(server.Bmc(node.node_dir), (ADDRESS, 0), context)
+    listener.follow()
+    assert listener.server is not None
+    try:
+        yield f"https://{ADDRESS}:{listener.server.server_address[1]}"
+    finally:
+        listener.close()
