@@ -1,6 +1,7 @@
 """What DSP0266 asks of a Redfish service besides its resources: the OData service document
 (/redfish/v1/odata), the CSDL metadata document (/redfish/v1/$metadata), the OData-Version it
-speaks and the `Link: rel=describedby` header naming each resource's JSON schema.
+speaks, the `Link: rel=describedby` header naming each resource's JSON schema and each resource's
+`ETag`.
 
 Not modelled: the service's own CSDL (no OEM schemas, so $metadata only references DMTF's), and
 `OData-MaxVersion` negotiation (only 4.0 is spoken; a 4.0-only service answers it with 4.0 anyway).
@@ -8,6 +9,8 @@ Not modelled: the service's own CSDL (no OEM schemas, so $metadata only referenc
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from gpufleet.sim.bmc.payloads import Resource
@@ -102,3 +105,10 @@ def described_by(resource: Resource) -> str | None:
     version = rest.split(".", 1)[0] if rest.startswith("v") else ""
     schema = f"{namespace}.{version}" if version else namespace
     return f"<{SCHEMAS}/{schema}.json>; rel=describedby"
+
+
+def etag(resource: Resource) -> str:
+    """A strong ETag of the resource as served: DSP0266 requires one on every GET of a ManagerAccount
+    (and recommends it on every resource); a hash of the content changes when a reading does."""
+    digest = hashlib.sha256(json.dumps(resource, sort_keys=True).encode()).hexdigest()
+    return f'"{digest[:16]}"'
