@@ -197,7 +197,6 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
 # hears (sim/tools/lldpctl.py); their NVUE state is sim/nvue_state.py's.
 NODES_PER_LEAF_PAIR = 16
 LEAF_PORTS = 64
-LEAF_MFS = 9216
 
 
 def leaf_name(number: int) -> str:
@@ -230,7 +229,7 @@ def _cabling(state: State, index: int) -> None:
     for position, nic in enumerate(nics):
         leaf = leaf_name(2 * pair + 1 + min(position // half, 1))
         swp = f"swp{((index - 1) % NODES_PER_LEAF_PAIR) * half + position % half + 1}"
-        nic["neighbor"] = {**leaf_identity(leaf), "port": swp, "port_descr": swp, "mfs": LEAF_MFS}
+        nic["neighbor"] = {**leaf_identity(leaf), "port": swp, "port_descr": swp}
 
 
 def _cooling(state: State, profile: dict[str, Any]) -> None:

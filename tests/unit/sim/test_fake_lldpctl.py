@@ -1,16 +1,20 @@
 """The simulated `lldpctl -f json0|json`: the fleet's cabling as lldpd reports it, read back with the
-parser gpufleet uses on real nodes (module_utils/fabric/lldp.py, tested on the real captures first)."""
+parser gpufleet uses on real nodes (module_utils/fabric/lldp.py, tested on the real captures first),
+in the shape of Debian's lldpd 1.0.16 (its captures in tests/fixtures/real/lldp)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp
 
 from gpufleet.sim import build, state
 from gpufleet.sim.tools import lldpctl
+from tests.json_shape import key_paths
+from tests.unit.mutations import FIXTURES
 
 
 @pytest.fixture
@@ -37,7 +41,34 @@ def test_each_roce_port_hears_its_leaf_port(node: Path, capsys: pytest.CaptureFi
     assert seen[nics[half - 1]["netdev"]] == ("leaf01", f"swp{3 * half}", "ifname")
     assert seen[nics[half]["netdev"]] == ("leaf02", f"swp{2 * half + 1}", "ifname")
     neighbour = found[nics[-1]["netdev"]][0]
-    assert neighbour["mgmt_ip"] == ["192.0.2.2"] and neighbour["mfs"] == 9216
+    # a Cumulus leaf's lldpd sends no maximum frame size (neither did the real one captured)
+    assert neighbour["mgmt_ip"] == ["192.0.2.2"] and neighbour["mfs"] is None
+
+
+@pytest.mark.parametrize("fmt", ["json0", "json"])
+def test_the_output_has_the_keys_real_lldpd_1_0_16_prints(
+    node: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    real = json.loads((FIXTURES / "lldp" / f"debian-lldpd-1.0.16-lldpctl-{fmt}.json").read_text())
+    fake = json.loads(run(node, capsys, "-f", fmt))
+    if fmt == "json":
+        # -f json keys interfaces and chassis by name: the same names on both sides first
+        real, fake = _renamed(real), _renamed(fake)
+    assert key_paths(fake) == key_paths(real)
+
+
+def _renamed(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """-f json's interfaces with their own and their chassis's names replaced by ``IFACE``, ``NAME``."""
+    return [
+        {"IFACE": {**body, "chassis": {"NAME": next(iter(body["chassis"].values()))}}}
+        for keyed in document["lldp"]["interface"]
+        for body in keyed.values()
+    ]
+
+
+def test_v_prints_the_version_and_nothing_else(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # lldpcli exits at -v, whatever comes with it
+    assert run(node, capsys, "-f", "json0", "-v") == "1.0.16\n"
 
 
 def test_interface_names_limit_the_output_and_one_interface_is_an_object_in_json(

@@ -1,15 +1,18 @@
 """Fake `lldpctl` (lldpd's client): the neighbours the node's RoCE ports hear, from the fleet's cabling
 (each NIC's ``neighbor`` in the node state; build._cabling).
 
-Formats, shaped on the real captures in tests/fixtures/real/lldp/ (lldpd's src/client/json_writer.c):
-- ``-f json0``: every level a list of objects, each value ``[{"value": ...}]``
-  (unifabric-5nic-sonic-leaves-lldpctl-json0.json);
+Formats, shaped on Debian's lldpd 1.0.16 hearing another lldpd (the switch side of a Cumulus leaf
+is lldpd too): tests/fixtures/real/lldp/debian-lldpd-1.0.16-lldpctl-json0.json and -json.json, which
+tests/conformance/test_lldpd_real.py keeps equal in shape to the real daemon's output:
+- ``-f json0``: every level a list of objects, each value ``[{"value": ...}]``;
 - ``-f json``: an object per interface keyed by its name (a list of them when there are several),
-  the chassis keyed by the switch's name, single values plain (sichek-*-lldpctl-json.json).
-Interface names after the options limit the output, as lldpctl's do. Only RoCE ports whose link is
-up hear a neighbour. A Cumulus leaf identifies its port by ``ifname`` (swpN).
-Assumed, not captured: with no neighbour at all lldpctl prints ``{"lldp": [{}]}`` (json0) and
-``{"lldp": {}}`` (json).
+  the chassis keyed by the switch's name, single values plain.
+The chassis carries ``mgmt-iface`` (the ifindex of the address's interface) after ``mgmt-ip``; the
+port ``ttl`` and ``auto-negotiation``, and no ``mfs`` (lldpd 1.0.16 sent no 802.3 maximum frame
+size from a port of MTU 9216).
+Interface names after the options limit the output, as lldpctl's do; ``-v`` prints the version.
+Only RoCE ports whose link is up hear a neighbour. A Cumulus leaf identifies its port by ``ifname``
+(swpN). With no neighbour at all lldpctl prints ``{"lldp": [{}]}`` (json0) and ``{"lldp": {}}`` (json).
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from gpufleet.sim import state
 _FORMATS = ("json0", "json")
 _CAPABILITIES = [{"type": "Bridge", "enabled": True}, {"type": "Router", "enabled": True}]
 _TTL = "120"
+# the leaf's eth0 (its management address's interface; lo is 1)
+_MGMT_IFACE = "2"
+# what lldpd reports of the leaf port's PHY: the shape is the real one (a port without autoneg);
+# the MAU type is assumed for a 400G port
+_AUTONEG = {"supported": False, "enabled": False}
+_MAU = "400GbaseR - 400GBASE-R Multi-lane PCS over undefined PMA/PMD"
+_VERSION = "1.0.16"
 # lldpd's age of a neighbour ("<days> day, HH:MM:SS"); the simulated cables were plugged a while ago
 _AGE = "0 day, 01:00:00"
 
@@ -43,6 +53,7 @@ def _json0(iface: str, rid: int, neighbor: dict[str, Any]) -> dict[str, Any]:
                 "name": value(neighbor["chassis"]),
                 "descr": value(neighbor["descr"]),
                 "mgmt-ip": value(neighbor["mgmt_ip"]),
+                "mgmt-iface": value(_MGMT_IFACE),
                 "capability": _CAPABILITIES,
             }
         ],
@@ -51,7 +62,7 @@ def _json0(iface: str, rid: int, neighbor: dict[str, Any]) -> dict[str, Any]:
                 "id": [{"type": "ifname", "value": neighbor["port"]}],
                 "descr": value(neighbor["port_descr"]),
                 "ttl": value(_TTL),
-                "mfs": value(neighbor["mfs"]),
+                "auto-negotiation": [{**_AUTONEG, "current": value(_MAU)}],
             }
         ],
     }
@@ -68,6 +79,7 @@ def _json(iface: str, rid: int, neighbor: dict[str, Any]) -> dict[str, Any]:
                     "id": {"type": "mac", "value": neighbor["chassis_mac"]},
                     "descr": neighbor["descr"],
                     "mgmt-ip": neighbor["mgmt_ip"],
+                    "mgmt-iface": _MGMT_IFACE,
                     "capability": _CAPABILITIES,
                 }
             },
@@ -75,7 +87,7 @@ def _json(iface: str, rid: int, neighbor: dict[str, Any]) -> dict[str, Any]:
                 "id": {"type": "ifname", "value": neighbor["port"]},
                 "descr": neighbor["port_descr"],
                 "ttl": _TTL,
-                "mfs": str(neighbor["mfs"]),
+                "auto-negotiation": {**_AUTONEG, "current": _MAU},
             },
         }
     }
@@ -102,6 +114,10 @@ def main(argv: list[str], node_dir: Path) -> int:
             fmt = args.pop(0)
         elif arg.startswith("-f") and len(arg) > 2:
             fmt = arg[2:]
+        elif arg == "-v":
+            # lldpcli prints its version and exits at -v, whatever else is given
+            print(_VERSION)
+            return 0
         elif arg.startswith("-"):
             print(f"lldpctl: invalid option -- '{arg.lstrip('-')[:1]}'", file=sys.stderr)
             return 1
