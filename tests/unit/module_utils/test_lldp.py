@@ -21,9 +21,8 @@ LLDP = FIXTURES / "lldp"
 HUAWEI = "sichek-bjg45-huawei-lldpctl-json.json"
 H3C = "sichek-clnet36-lldpctl-json.json"
 SONIC = "unifabric-5nic-sonic-leaves-lldpctl-json0.json"
-# Debian's lldpd 1.0.16 hearing another (tests/conformance/test_lldpd_real.py's namespaces)
-DEBIAN_JSON0 = "debian-lldpd-1.0.16-lldpctl-json0.json"
-DEBIAN_JSON = "debian-lldpd-1.0.16-lldpctl-json.json"
+# Debian's lldpd 1.0.16 hearing another (tests/conformance/test_lldpd_real.py's namespaces), per format
+DEBIAN = {fmt: f"debian-lldpd-1.0.16-lldpctl-{fmt}.json" for fmt in ("json0", "json")}
 
 
 def _read(name: str) -> str:
@@ -96,7 +95,7 @@ def test_sonic_json0_five_nics_on_five_switches() -> None:
 
 
 def test_lldpd_1_0_16_both_formats_two_ports_on_one_leaf() -> None:
-    neighbours = lldp.parse_lldpctl(_read(DEBIAN_JSON0))
+    neighbours = lldp.parse_lldpctl(_read(DEBIAN["json0"]))
     mgmt = ["192.0.2.2", "fe80::6c82:48ff:feaf:8558"]  # eth0's address, then a port's link-local
     assert _summary(neighbours) == {
         "ens1np0": ("leaf01", "swp1", "ifname", "node01 mlx5_0", mgmt, None),
@@ -104,11 +103,11 @@ def test_lldpd_1_0_16_both_formats_two_ports_on_one_leaf() -> None:
     }
     assert neighbours["ens1np0"][0]["ttl"] == 4  # tx-interval 1 s x tx-hold 4
     # the same neighbours read in the same second: -f json (mgmt-ip a list) gives the same result
-    assert lldp.parse_lldpctl(_read(DEBIAN_JSON)) == neighbours
+    assert lldp.parse_lldpctl(_read(DEBIAN["json"])) == neighbours
 
 
 def test_every_capture_is_asserted() -> None:
-    assert sorted(p.name for p in LLDP.iterdir()) == sorted((HUAWEI, H3C, SONIC, DEBIAN_JSON0, DEBIAN_JSON))
+    assert sorted(p.name for p in LLDP.iterdir()) == sorted((HUAWEI, H3C, SONIC, *DEBIAN.values()))
 
 
 # ------------------------------------------------------------------ the other -f json shapes
