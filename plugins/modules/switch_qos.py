@@ -164,33 +164,20 @@ hints:
   elements: str
 """
 
-import contextlib
 import signal
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core import signals
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
 
 
-@contextlib.contextmanager
-def _signals_interrupt():
-    """SIGTERM (how gpufleet stops a canceled run's workers, SIGKILL 5 s later) and SIGINT raise
-    KeyboardInterrupt naming the signal, once: the client then settles the revision it made
-    (nvue_client.apply) instead of dying with it pending; a second signal is not let cut that short."""
-    raised = []
-
-    def interrupt(signum, frame):
-        if not raised:
-            raised.append(signum)
-            raise KeyboardInterrupt(signal.Signals(signum).name)
-
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+def _interrupted(signum):
+    """SIGTERM (how gpufleet stops a canceled run's workers) and SIGINT become KeyboardInterrupt naming
+    the signal: the client then settles the revision it made (nvue_client.apply) instead of dying
+    with it pending."""
+    return KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _diff(changes, name):
@@ -215,7 +202,7 @@ def main():
         )
     if not module.check_mode and planned["reading"]["read"]:
         try:
-            with _signals_interrupt():
+            with signals.unwinding((signal.SIGINT, signal.SIGTERM), _interrupted):
                 planned = role.apply(nvue, module.params, name, planned)
         except NvueError as exc:
             result.update(revision=exc.revision, revision_state=exc.revision_state)

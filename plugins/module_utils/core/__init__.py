@@ -3,5 +3,5 @@
 """What every domain shares, and imports nothing else of the collection: the result contract
 (results: check, change, hint), the parsers' guard (parsing), how a device tool is run
 (tool_runner), how a module refuses bad input (inputs), the read-only node the roles plan against
-(plan_node) and their boot files.
+(plan_node), their boot files, and the stop signals a module unwinds from (signals).
 """

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import math
 import signal
-import threading
 from urllib.parse import urlsplit, urlunsplit
 
+from ansible_collections.gpufleet.node.plugins.module_utils.core import signals
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import https_transport
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.https_transport import (
     RETRY_STATUS,
@@ -316,8 +316,8 @@ def _usable_path(path):
     return isinstance(path, str) and bool(path) and all("!" <= ch <= "~" for ch in path)
 
 
-def _exit_on_sigterm(signum, _frame):
-    raise SystemExit(128 + signum)
+def _exit_status(signum):
+    return SystemExit(128 + signum)
 
 
 class RedfishClient(HttpsClient):
@@ -468,18 +468,15 @@ class RedfishClient(HttpsClient):
         # A gate stopped while the BMC is read (SIGTERM to the module's process) would leave the
         # session open, and a BMC with leaked sessions refuses the next login: SIGTERM unwinds
         # through __exit__ instead, which deletes the session.
-        self._saved_sigterm = None
-        if threading.current_thread() is threading.main_thread():
-            self._saved_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        self._unwinding = signals.unwinding((signal.SIGTERM,), _exit_status)
+        self._unwinding.__enter__()
         return self
 
     def __exit__(self, *exc):
         try:
             self.logout()
         finally:
-            if self._saved_sigterm is not None:
-                signal.signal(signal.SIGTERM, self._saved_sigterm)
-                self._saved_sigterm = None
+            self._unwinding.__exit__(None, None, None)
         return False
 
     def login(self, root):
