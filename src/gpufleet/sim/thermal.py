@@ -6,12 +6,15 @@ vLLM run it inside the nodes on /usr/bin/python3, the BMC on the controller).
 Model, per NVLink baseboard (one cold-plate loop each; the node's flow splits evenly):
 - A GPU's die follows a first-order lag toward ``T_coolant + P * R``, where R is the die-to-coolant
   resistance at the current flow and P its power; HBM follows the same plate, its rise a share of
-  the die's, and slower. The lags and that share are the profile's (``gpu.thermal``, copied into
-  ``state["cooling"]``); h200's are fitted to a real H200 trace (tests/fixtures/real/h200-device/):
-  the die reaches 90 % of its rise in ~2 s and falls as fast, HBM takes ~14 s. The die's step is
-  linearised around its operating point (the slope of P * R with the die temperature), so SW
-  thermal throttling's steep feedback does not make a fast die overshoot; HW slowdown's halving
-  is a jump, and with a sub-second die lag 0.5 s steps make it chatter (why b300-16 keeps 15 s).
+  the die's, and slower. The lags (DIE_TAU_S, MEMORY_TAU_S) are fitted to a real H200 trace
+  (tests/fixtures/real/h200-device/) and every profile's unless its ``gpu.thermal`` names its own
+  (copied into ``state["cooling"]``, as is HBM's share): the die reaches 90 % of its rise in ~2 s
+  and falls as fast, HBM takes ~14 s. The die's step is linearised around its operating point
+  (the slope of P * R with the die temperature), so SW thermal throttling's steep feedback does
+  not make a fast die overshoot, and a step never carries the die past the temperature where its
+  heating balances (where it crosses into throttling within a step): so a low-flow die under load
+  settles where SW slowdown holds it, or latched in HW slowdown, instead of jumping in and out of
+  it each step.
   The state keeps each die/HBM temperature at one anchor time (``thermal_t``); a read
   integrates from there to "now" with the inputs in force, so readings move with time and nobody
   has to tick the model. Whoever changes an input (load, flow, a fault) calls ``advance`` first.
@@ -54,11 +57,11 @@ WATTS_PER_LPM_K = 68.2
 # change; the rest is convection in the plate's channels, R ~ flow^-0.8 (Dittus-Boelter, h ~ Re^0.8).
 PLATE_SHARE = 0.4
 FLOW_EXPONENT = 0.8
-# Lag of a profile that names none (b300-16, h100-8): a die and its plate reach ~95 % of a step
-# in 3 tau (45 s), HBM lags more. The h200 profile's are fitted to the real H200 trace (its die
-# takes ~2 s to 90 %, tau 0.6 s; HBM ~14 s, tau 6 s; tests/unit/sim/test_thermal_fit.py).
-DIE_TAU_S = 15.0
-MEMORY_TAU_S = 25.0
+# Lags, fitted to the real H200 trace (its die takes ~2 s to 90 % of its rise, HBM ~14 s and
+# ~40 s to its plateau; tests/unit/sim/test_thermal_fit.py) and every profile's (a cold plate's
+# package, not its limits: b300-16 and h100-8 keep their own temperatures and power).
+DIE_TAU_S = 0.6
+MEMORY_TAU_S = 6.0
 # HBM's rise above the coolant, relative to the die's (its heat and the die's cross the package).
 MEMORY_RISE_RATIO = 1.15
 # nvidia-smi's utilization is a busy fraction over a sample window, and a batch drains after the
@@ -67,6 +70,9 @@ MEMORY_RISE_RATIO = 1.15
 UTIL_TAU_S = 3.0
 # Die temperature step for the slope of the heating term in the linearised die update.
 SLOPE_PROBE_C = 0.1
+# How close to its balance a step that would cross it stops the die (bisection; ~12 halvings of
+# a step's move, only while a die throttles).
+BALANCE_TOL_C = 0.01
 # Continuous batching: one in-flight request keeps the GPUs 75 % busy, each more adds 5 points.
 BUSY_PCT_ONE_REQUEST = 75.0
 BUSY_PCT_PER_EXTRA_REQUEST = 5.0
@@ -80,13 +86,15 @@ SW_THERMAL_MIN_FACTOR = 0.3
 HW_SLOWDOWN_FACTOR = 0.5
 HW_RELEASE_C = 1.5
 MIN_CLOCK_FACTOR = 0.2
-# Integration: 0.5 s steps (tau / 30); reads after long quiet spells stretch the step instead of
-# taking longer (the exponential update is exact for constant inputs and never unstable).
+# Integration: 0.5 s steps, near the die's lag: the exponential update is exact for constant
+# inputs and never unstable, and a step stops at the die's balance, so the step only bounds how
+# long the coolant and a decaying load are held constant (the die's 90 % time is 1.60 s at 0.5 s
+# steps, 1.55 s at 0.05 s). Reads after long quiet spells stretch the step instead of taking longer.
 STEP_S = 0.5
 MAX_STEPS = 400
-# Faults that describe how a node already was when someone looks settle for this long at once
-# (ten of the default HBM lag, the slowest: the lags a profile fits are shorter).
-SETTLE_S = 10 * MEMORY_TAU_S
+# Faults that describe how a node already was when someone looks settle for this many of the
+# node's slowest lag at once.
+SETTLE_LAGS = 10
 MIN_FLOW_LPM = 0.1
 # The reasons nvidia-smi counts (-q "Clocks Event Reasons Counters"), in the order it prints them.
 COUNTED_REASONS = (
@@ -365,7 +373,11 @@ def _integrate(
             rise = power * g.r_c_per_w
             plate = coolant[g.board][0]
             slope = _rise_slope(g, die[i], latched, util, share, rise)
-            die[i] += _lagged_step(plate + rise - die[i], slope, dt, die_tau)
+            gap = plate + rise - die[i]
+            moved = die[i] + _lagged_step(gap, slope, dt, die_tau)
+            if max(die[i], moved) + SLOPE_PROBE_C >= g.max_op_c:  # else no throttling on the way
+                moved = _stop_at_balance(g, die[i], gap, moved, plate, latched, util, share)
+            die[i] = moved
             mem[i] += (plate + mem_ratio * rise - mem[i]) * k_mem
     return die, mem, hw, us
 
@@ -396,6 +408,33 @@ def _lagged_step(gap: float, slope: float, dt: float, tau: float) -> float:
     return gap / gain * (1.0 - math.exp(-dt * gain / tau))
 
 
+def _stop_at_balance(
+    g: _Gpu, die_c: float, gap: float, moved: float, plate: float, latched: bool, util: float, share: float
+) -> float:
+    """Where the die ends a step that moved it from die_c (`gap` below its target) to `moved`:
+    there, unless it passed the temperature where its heating balances the plate (throttling makes
+    heating fall as the die warms, so the balance is crossed only when the step straddles a change
+    of slope, e.g. from no throttling into SW slowdown; called only where the die may throttle).
+    A first-order lag never crosses its balance; the step stops at it instead, on its hotter side
+    by at most BALANCE_TOL_C: a die whose balance is the HW slowdown trip (SW cannot hold it)
+    reaches the trip and latches, and a latched die whose balance is the release, though unlatched
+    it would heat past the trip again, stays latched there (a real one cycles in and out many
+    times a second; a 0.5 s step would flip it every step)."""
+    if abs(moved - die_c) <= BALANCE_TOL_C:
+        return moved  # settled
+
+    def pull(t: float) -> float:
+        return plate + _step(g, t, latched, util, share)[0] * g.r_c_per_w - t
+
+    if (gap > 0) == (pull(moved) > 0):
+        return moved
+    cool, hot = sorted((die_c, moved))  # heating pulls the die up from cool, down from hot
+    while hot - cool > BALANCE_TOL_C:
+        mid = (cool + hot) / 2
+        cool, hot = (mid, hot) if pull(mid) > 0 else (cool, mid)
+    return hot
+
+
 # -- the state's anchors ------------------------------------------------------------------------
 def _store(
     state: State, die: list[float], mem: list[float], hw: list[bool], us: Counters, now: float
@@ -417,7 +456,8 @@ def settle(state: State, now: float) -> None:
     """As if the inputs in force had held for minutes: a fault that was there before anyone looked.
     The reason counters keep what was observed: those minutes happened before anyone counted."""
     advance(state, now)
-    die, mem, hw, _ = _integrate(state, now, now + SETTLE_S, frozen_util_at=now)
+    settle_s = SETTLE_LAGS * max(_lags(state)[:2])
+    die, mem, hw, _ = _integrate(state, now, now + settle_s, frozen_util_at=now)
     _store(state, die, mem, hw, _counters(state), now)
 
 
