@@ -231,7 +231,9 @@ def test_the_gate_page_shows_the_weak_loop_failing_its_burn_in(gated) -> None:
     limit, its burn-in drawn from the samples the report kept; nothing fetched, no console error."""
     host = gated["report"]["hosts"][WEAK_LOOP]
     traces = host["facts"]["gpufleet_burn_in"]
-    assert len(traces["gpus"]) == 16 and all(len(g["t"]) == len(g["gpu_c"]) > 5 for g in traces["gpus"])
+    # the burn-in stops at its first failing sample: the weak loop's dies throttle about a second into
+    # the load (the die lag fitted to a real H200), so each trace holds its first samples, not 30 s
+    assert len(traces["gpus"]) == 16 and all(len(g["t"]) == len(g["gpu_c"]) >= 2 for g in traces["gpus"])
     page = open_page(gated["report_dir"] / "report.html", ARTIFACTS / "gate-faults-report.png")
     assert page.console == [] and page.page_errors == [] and page.external_requests() == []
     hot = _failed(host, "thermal.gpu_temp_c")[0]
