@@ -10,6 +10,7 @@ load is the simulator's clients (sim/serving.py), a few requests in flight on ev
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import urllib.request
@@ -18,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
 from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
 from tests.integration.conftest import node_hosts, promtool_passes, run_on
+from tests.prometheus_stack import PrometheusStack
+from tests.unit.test_alert_rules import RULES, dashboard_queries
 
 NODES = ("node01", "node02", "node03")
 
@@ -48,11 +52,13 @@ def watch(fleet: Fleet, report_dir: Path, *extra: str) -> tuple[int, dict[str, A
     return run_on(fleet, report_dir, "watch", *extra)
 
 
-def watch_with(fleet: Fleet, target: str, fault: str, report_dir: Path) -> tuple[int, dict[str, Any]]:
+def watch_with(
+    fleet: Fleet, target: str, fault: str, report_dir: Path, *extra: str
+) -> tuple[int, dict[str, Any]]:
     """One watch while ``fault`` holds on ``target`` (a node or a leaf); the fault cleared after."""
     assert control.fault(fleet, target, fault, clear=False) == [fault]
     try:
-        return watch(fleet, report_dir)
+        return watch(fleet, report_dir, *extra)
     finally:
         control.fault(fleet, target, fault, clear=True)
 
@@ -151,6 +157,61 @@ def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
     assert "rack's PDU" in report["hosts"]["node02"]["message"]
     gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
     assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
+
+
+def test_a_pdu_cap_reaches_alertmanager_through_real_node_exporter_and_prometheus(
+    fleet: Fleet, serving: ServingLoad, tmp_path: Path
+) -> None:
+    """The watch's file, scraped by Debian's node_exporter and Prometheus with the project's rules,
+    alerting to Debian's Alertmanager (tests/conformance/README.md): GPUPowerCapped is pending from
+    the real scrape; with its `for:` shortened in the rules' copy it fires and Alertmanager holds it
+    with the node's labels; the recording rule and every dashboard query return series."""
+    textfiles, rules = tmp_path / "textfile", tmp_path / "rules.yml"
+    textfiles.mkdir()
+    shutil.copy(RULES, rules)  # as shipped first; shortened below
+    # started first, so its ~5 s until the first scrape overlap the runs
+    with PrometheusStack(textfiles, [rules], tmp_path) as stack:
+        # drift's file beside the watch's, for the dashboard's drift panel; drift has no
+        # --textfile-dir, so its gpufleet.prom is copied under the name prom.py gives it
+        assert control.fault(fleet, "node02", "ecn-off", clear=False) == ["ecn-off"]
+        try:
+            run_on(fleet, tmp_path / "drift", "drift", "--limit", "node02")
+        finally:
+            control.fault(fleet, "node02", "ecn-off", clear=True)
+        shutil.copy(tmp_path / "drift" / "gpufleet.prom", textfiles / "gpufleet_drift.prom")
+        code, _ = watch_with(
+            fleet, "node02", "pdu-cap-in-service", tmp_path / "watch", "--textfile-dir", str(textfiles)
+        )
+        assert code == 1
+        pending = stack.wait_for("GPUPowerCapped pending", lambda: stack.alerts("GPUPowerCapped", "pending"))
+        assert {(a["labels"]["host"], a["labels"]["command"]) for a in pending} == {("node02", "watch")}
+        assert sorted(int(a["labels"]["gpu"]) for a in pending) == list(range(16))
+
+        groups = yaml.safe_load(rules.read_text())
+        for rule in (r for g in groups["groups"] for r in g["rules"] if r.get("alert") == "GPUPowerCapped"):
+            rule["for"] = "1s"
+        rules.write_text(yaml.safe_dump(groups))
+        stack.reload("GPUPowerCapped", 1)
+        stack.wait_for("GPUPowerCapped firing", lambda: len(stack.alerts("GPUPowerCapped", "firing")) == 16)
+        held = stack.wait_for(
+            "Alertmanager holds GPUPowerCapped of every GPU",
+            lambda: (
+                len(stack.alertmanager_alerts("GPUPowerCapped")) == 16
+                and stack.alertmanager_alerts("GPUPowerCapped")
+            ),
+        )
+        for alert in held:
+            labels = alert["labels"]
+            assert (labels["host"], labels["command"], labels["severity"]) == ("node02", "watch", "warning")
+            assert labels["uuid"].startswith("GPU-") and labels["instance"] == stack.exporter, labels
+        assert sorted(int(a["labels"]["gpu"]) for a in held) == list(range(16))
+
+        recorded = stack.query("gpufleet:vllm_prefix_cache_hit_ratio:avg_over_time_1h")
+        assert {(s["metric"]["host"], s["metric"]["vllm_instance"]) for s in recorded} == {
+            (node, instance) for node in NODES for instance in ("glm52", "kimik3")
+        }
+        empty = [expr for expr in dashboard_queries() if not stack.query(expr)]
+        assert empty == [], stack.logs()
 
 
 def test_a_prefix_cache_cliff_while_serving_is_named(
