@@ -3,8 +3,8 @@
 node_exporter runs its textfile collector alone, on the directory gpufleet writes; Prometheus
 scrapes it every second and evaluates the given rule files every second, alerting to the
 Alertmanager. Each daemon gets a free port and its own config, storage and log in ``workdir``;
-leaving the block stops all three, also when starting one of them failed. A wait that runs out
-fails with the daemons' log tails.
+entering the block waits until all three answer, leaving it stops them, also when starting one
+failed. A wait that runs out fails with the daemons' log tails.
 """
 
 from __future__ import annotations
@@ -111,7 +111,6 @@ class PrometheusStack:
         )
         self.wait_for("Alertmanager is ready", lambda: self._answers(f"{self.alertmanager}/-/ready"))
         self.wait_for("Prometheus is ready", lambda: self._answers(f"{self.prometheus}/-/ready"))
-        self.wait_for("Prometheus scraped node_exporter", self._target_up)
 
     def _write(self, name: str, content: dict[str, Any]) -> Path:
         path = self.workdir / name
@@ -130,9 +129,14 @@ class PrometheusStack:
         except OSError:
             return False
 
-    def _target_up(self) -> bool:
-        targets = self.api("targets")["activeTargets"]
-        return any(t["health"] == "up" for t in targets)
+    def wait_scraped(self) -> None:
+        """Until Prometheus has scraped node_exporter: its first scrape waits for service discovery's
+        first update, ~5 s after the start (so a test starts the stack before its slow steps)."""
+
+        def up() -> bool:
+            return any(t["health"] == "up" for t in self.api("targets")["activeTargets"])
+
+        self.wait_for("Prometheus scraped node_exporter", up)
 
     def stop(self) -> None:
         for proc in self.procs.values():

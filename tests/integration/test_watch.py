@@ -1,7 +1,8 @@
 """`gpufleet watch` on three simulated nodes that serve (subnet 127.0.97): the three in-service
 incidents, each injected while the instances serve, named by one watch run with value, limit and
 the likely cause; a healthy serving fleet gives none; a watch changes nothing and starts no load;
-its Prometheus file passes promtool and lands in a textfile collector directory.
+its Prometheus file passes promtool and lands in a textfile collector directory, where Debian's
+node_exporter, Prometheus and Alertmanager alert on it (tests/prometheus_stack.py).
 
 The gate starts the instances (as in production: nothing serves before it passed); the serving
 load is the simulator's clients (sim/serving.py), a few requests in flight on every instance.
@@ -142,64 +143,66 @@ def test_a_watch_without_serving_starts_no_load(fleet: Fleet, tmp_path: Path) ->
             )
 
 
+def drift_file(fleet: Fleet, textfiles: Path, report_dir: Path) -> None:
+    """node02 drifted (ecn-off), as `gpufleet drift` writes it into ``textfiles``: drift has no
+    --textfile-dir, so its gpufleet.prom is copied under the name prom.py gives it."""
+    assert control.fault(fleet, "node02", "ecn-off", clear=False) == ["ecn-off"]
+    try:
+        run_on(fleet, report_dir, "drift", "--limit", "node02")
+    finally:
+        control.fault(fleet, "node02", "ecn-off", clear=True)
+    shutil.copy(report_dir / "gpufleet.prom", textfiles / "gpufleet_drift.prom")
+
+
+def shorten_for(rules: Path, alert: str, duration: str) -> None:
+    groups = yaml.safe_load(rules.read_text())
+    for rule in (r for g in groups["groups"] for r in g["rules"] if r.get("alert") == alert):
+        rule["for"] = duration
+    rules.write_text(yaml.safe_dump(groups))
+
+
 def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
     fleet: Fleet, serving: ServingLoad, tmp_path: Path
 ) -> None:
-    code, report = watch_with(fleet, "node02", "pdu-cap-in-service", tmp_path / "watch")
-    assert code == 1
-    assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
-    capped = failed(report, "node02")
-    power = {name: c for name, c in capped.items() if name.startswith("gpu_power.enforced_limit_w[")}
-    assert len(power) == 16, sorted(capped)
-    for c in power.values():
-        assert (c["value"], c["limit"], c["unit"]) == (1100.0, 1400.0, "W")
-        assert "the rack's power budget (a PDU protection or power brake)" in c["message"]
-    assert "rack's PDU" in report["hosts"]["node02"]["message"]
-    gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
-    assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
-
-
-def test_a_pdu_cap_reaches_alertmanager_through_real_node_exporter_and_prometheus(
-    fleet: Fleet, serving: ServingLoad, tmp_path: Path
-) -> None:
-    """The watch's file, scraped by Debian's node_exporter and Prometheus with the project's rules,
-    alerting to Debian's Alertmanager (tests/conformance/README.md): GPUPowerCapped is pending from
-    the real scrape; with its `for:` shortened in the rules' copy it fires and Alertmanager holds it
-    with the node's labels; the recording rule and every dashboard query return series."""
+    """Also through Debian's node_exporter, Prometheus and Alertmanager (tests/conformance/README.md):
+    the watch's file, scraped with the rules as shipped, makes GPUPowerCapped pending; with its
+    `for:` shortened in their copy it fires and Alertmanager holds it with the node's labels; the
+    recording rule and every dashboard query return series."""
     textfiles, rules = tmp_path / "textfile", tmp_path / "rules.yml"
     textfiles.mkdir()
-    shutil.copy(RULES, rules)  # as shipped first; shortened below
-    # started first, so its ~5 s until the first scrape overlap the runs
+    shutil.copy(RULES, rules)
+    # started first: its wait for the first scrape overlaps the runs
     with PrometheusStack(textfiles, [rules], tmp_path) as stack:
-        # drift's file beside the watch's, for the dashboard's drift panel; drift has no
-        # --textfile-dir, so its gpufleet.prom is copied under the name prom.py gives it
-        assert control.fault(fleet, "node02", "ecn-off", clear=False) == ["ecn-off"]
-        try:
-            run_on(fleet, tmp_path / "drift", "drift", "--limit", "node02")
-        finally:
-            control.fault(fleet, "node02", "ecn-off", clear=True)
-        shutil.copy(tmp_path / "drift" / "gpufleet.prom", textfiles / "gpufleet_drift.prom")
-        code, _ = watch_with(
+        drift_file(fleet, textfiles, tmp_path / "drift")
+        code, report = watch_with(
             fleet, "node02", "pdu-cap-in-service", tmp_path / "watch", "--textfile-dir", str(textfiles)
         )
         assert code == 1
+        assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
+        capped = failed(report, "node02")
+        power = {name: c for name, c in capped.items() if name.startswith("gpu_power.enforced_limit_w[")}
+        assert len(power) == 16, sorted(capped)
+        for c in power.values():
+            assert (c["value"], c["limit"], c["unit"]) == (1100.0, 1400.0, "W")
+            assert "the rack's power budget (a PDU protection or power brake)" in c["message"]
+        assert "rack's PDU" in report["hosts"]["node02"]["message"]
+        gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
+        assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
+
+        stack.wait_scraped()
         pending = stack.wait_for("GPUPowerCapped pending", lambda: stack.alerts("GPUPowerCapped", "pending"))
         assert {(a["labels"]["host"], a["labels"]["command"]) for a in pending} == {("node02", "watch")}
         assert sorted(int(a["labels"]["gpu"]) for a in pending) == list(range(16))
 
-        groups = yaml.safe_load(rules.read_text())
-        for rule in (r for g in groups["groups"] for r in g["rules"] if r.get("alert") == "GPUPowerCapped"):
-            rule["for"] = "1s"
-        rules.write_text(yaml.safe_dump(groups))
+        shorten_for(rules, "GPUPowerCapped", "1s")
         stack.reload("GPUPowerCapped", 1)
         stack.wait_for("GPUPowerCapped firing", lambda: len(stack.alerts("GPUPowerCapped", "firing")) == 16)
-        held = stack.wait_for(
-            "Alertmanager holds GPUPowerCapped of every GPU",
-            lambda: (
-                len(stack.alertmanager_alerts("GPUPowerCapped")) == 16
-                and stack.alertmanager_alerts("GPUPowerCapped")
-            ),
-        )
+
+        def held_for_every_gpu() -> list[dict[str, Any]] | None:
+            held = stack.alertmanager_alerts("GPUPowerCapped")
+            return held if len(held) == 16 else None
+
+        held = stack.wait_for("Alertmanager holds GPUPowerCapped of every GPU", held_for_every_gpu)
         for alert in held:
             labels = alert["labels"]
             assert (labels["host"], labels["command"], labels["severity"]) == ("node02", "watch", "warning")
@@ -211,7 +214,7 @@ def test_a_pdu_cap_reaches_alertmanager_through_real_node_exporter_and_prometheu
             (node, instance) for node in NODES for instance in ("glm52", "kimik3")
         }
         empty = [expr for expr in dashboard_queries() if not stack.query(expr)]
-        assert empty == [], stack.logs()
+        assert empty == []
 
 
 def test_a_prefix_cache_cliff_while_serving_is_named(
