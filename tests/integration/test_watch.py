@@ -144,14 +144,16 @@ def test_a_watch_without_serving_starts_no_load(fleet: Fleet, tmp_path: Path) ->
 
 
 def drift_file(fleet: Fleet, textfiles: Path, report_dir: Path) -> None:
-    """node02 drifted (ecn-off), as `gpufleet drift` writes it into ``textfiles``: drift has no
-    --textfile-dir, so its gpufleet.prom is copied under the name prom.py gives it."""
+    """node02 drifted (ecn-off), in drift's file in ``textfiles``: drift has no --textfile-dir, so
+    its gpufleet.prom is copied there as prometheus/README.md says."""
     assert control.fault(fleet, "node02", "ecn-off", clear=False) == ["ecn-off"]
     try:
         run_on(fleet, report_dir, "drift", "--limit", "node02")
     finally:
         control.fault(fleet, "node02", "ecn-off", clear=True)
-    shutil.copy(report_dir / "gpufleet.prom", textfiles / "gpufleet_drift.prom")
+    hidden = textfiles / ".gpufleet_drift.prom.tmp"  # the collector reads *.prom only: never half a file
+    shutil.copy(report_dir / "gpufleet.prom", hidden)
+    hidden.replace(textfiles / "gpufleet_drift.prom")
 
 
 def shorten_for(rules: Path, alert: str, duration: str) -> None:
