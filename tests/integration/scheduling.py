@@ -18,7 +18,7 @@ COST = {
     "test_drift.py": 370,
     "test_gate_faults.py": 340,
     "test_fail_closed.py": 280,
-    "test_watch.py": 230,
+    "test_watch.py": 250,
     "test_node_health.py": 170,
     "test_fabric.py": 150,
     "test_gpu_roles.py": 145,

@@ -1,7 +1,8 @@
 """`gpufleet watch` on three simulated nodes that serve (subnet 127.0.97): the three in-service
 incidents, each injected while the instances serve, named by one watch run with value, limit and
 the likely cause; a healthy serving fleet gives none; a watch changes nothing and starts no load;
-its Prometheus file passes promtool and lands in a textfile collector directory.
+its Prometheus file passes promtool and lands in a textfile collector directory, where Debian's
+node_exporter, Prometheus and Alertmanager alert on it (tests/prometheus_stack.py).
 
 The gate starts the instances (as in production: nothing serves before it passed); the serving
 load is the simulator's clients (sim/serving.py), a few requests in flight on every instance.
@@ -10,6 +11,7 @@ load is the simulator's clients (sim/serving.py), a few requests in flight on ev
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 import urllib.request
@@ -18,11 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufleet.sim import control, state
 from gpufleet.sim.fleet import Fleet
 from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
 from tests.integration.conftest import node_hosts, promtool_passes, run_on
+from tests.prometheus_stack import PrometheusStack
+from tests.unit.test_alert_rules import RULES, dashboard_queries
 
 NODES = ("node01", "node02", "node03")
 
@@ -48,11 +53,13 @@ def watch(fleet: Fleet, report_dir: Path, *extra: str) -> tuple[int, dict[str, A
     return run_on(fleet, report_dir, "watch", *extra)
 
 
-def watch_with(fleet: Fleet, target: str, fault: str, report_dir: Path) -> tuple[int, dict[str, Any]]:
+def watch_with(
+    fleet: Fleet, target: str, fault: str, report_dir: Path, *extra: str
+) -> tuple[int, dict[str, Any]]:
     """One watch while ``fault`` holds on ``target`` (a node or a leaf); the fault cleared after."""
     assert control.fault(fleet, target, fault, clear=False) == [fault]
     try:
-        return watch(fleet, report_dir)
+        return watch(fleet, report_dir, *extra)
     finally:
         control.fault(fleet, target, fault, clear=True)
 
@@ -136,21 +143,80 @@ def test_a_watch_without_serving_starts_no_load(fleet: Fleet, tmp_path: Path) ->
             )
 
 
+def drift_file(fleet: Fleet, textfiles: Path, report_dir: Path) -> None:
+    """node02 drifted (ecn-off), in drift's file in ``textfiles``: drift has no --textfile-dir, so
+    its gpufleet.prom is copied there as prometheus/README.md says."""
+    assert control.fault(fleet, "node02", "ecn-off", clear=False) == ["ecn-off"]
+    try:
+        run_on(fleet, report_dir, "drift", "--limit", "node02")
+    finally:
+        control.fault(fleet, "node02", "ecn-off", clear=True)
+    hidden = textfiles / ".gpufleet_drift.prom.tmp"  # the collector reads *.prom only: never half a file
+    shutil.copy(report_dir / "gpufleet.prom", hidden)
+    hidden.replace(textfiles / "gpufleet_drift.prom")
+
+
+def shorten_for(rules: Path, alert: str, duration: str) -> None:
+    groups = yaml.safe_load(rules.read_text())
+    for rule in (r for g in groups["groups"] for r in g["rules"] if r.get("alert") == alert):
+        rule["for"] = duration
+    rules.write_text(yaml.safe_dump(groups))
+
+
 def test_a_pdu_cap_in_waves_is_named_with_value_limit_and_cause(
     fleet: Fleet, serving: ServingLoad, tmp_path: Path
 ) -> None:
-    code, report = watch_with(fleet, "node02", "pdu-cap-in-service", tmp_path / "watch")
-    assert code == 1
-    assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
-    capped = failed(report, "node02")
-    power = {name: c for name, c in capped.items() if name.startswith("gpu_power.enforced_limit_w[")}
-    assert len(power) == 16, sorted(capped)
-    for c in power.values():
-        assert (c["value"], c["limit"], c["unit"]) == (1100.0, 1400.0, "W")
-        assert "the rack's power budget (a PDU protection or power brake)" in c["message"]
-    assert "rack's PDU" in report["hosts"]["node02"]["message"]
-    gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
-    assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
+    """Also through Debian's node_exporter, Prometheus and Alertmanager (tests/conformance/README.md):
+    the watch's file, scraped with the rules as shipped, makes GPUPowerCapped pending; with its
+    `for:` shortened in their copy it fires and Alertmanager holds it with the node's labels; the
+    recording rule and every dashboard query return series."""
+    textfiles, rules = tmp_path / "textfile", tmp_path / "rules.yml"
+    textfiles.mkdir()
+    shutil.copy(RULES, rules)
+    # started first: its wait for the first scrape overlaps the runs
+    with PrometheusStack(textfiles, [rules], tmp_path) as stack:
+        drift_file(fleet, textfiles, tmp_path / "drift")
+        code, report = watch_with(
+            fleet, "node02", "pdu-cap-in-service", tmp_path / "watch", "--textfile-dir", str(textfiles)
+        )
+        assert code == 1
+        assert report["hosts"]["node01"]["status"] == "ok" and report["hosts"]["node03"]["status"] == "ok"
+        capped = failed(report, "node02")
+        power = {name: c for name, c in capped.items() if name.startswith("gpu_power.enforced_limit_w[")}
+        assert len(power) == 16, sorted(capped)
+        for c in power.values():
+            assert (c["value"], c["limit"], c["unit"]) == (1100.0, 1400.0, "W")
+            assert "the rack's power budget (a PDU protection or power brake)" in c["message"]
+        assert "rack's PDU" in report["hosts"]["node02"]["message"]
+        gpus = report["hosts"]["node02"]["facts"]["gpufleet_watch"]["gpus"]
+        assert all(g["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0} for g in gpus)
+
+        stack.wait_scraped()
+        pending = stack.wait_for("GPUPowerCapped pending", lambda: stack.alerts("GPUPowerCapped", "pending"))
+        assert {(a["labels"]["host"], a["labels"]["command"]) for a in pending} == {("node02", "watch")}
+        assert sorted(int(a["labels"]["gpu"]) for a in pending) == list(range(16))
+
+        shorten_for(rules, "GPUPowerCapped", "1s")
+        stack.reload("GPUPowerCapped", 1)
+        stack.wait_for("GPUPowerCapped firing", lambda: len(stack.alerts("GPUPowerCapped", "firing")) == 16)
+
+        def held_for_every_gpu() -> list[dict[str, Any]] | None:
+            held = stack.alertmanager_alerts("GPUPowerCapped")
+            return held if len(held) == 16 else None
+
+        held = stack.wait_for("Alertmanager holds GPUPowerCapped of every GPU", held_for_every_gpu)
+        for alert in held:
+            labels = alert["labels"]
+            assert (labels["host"], labels["command"], labels["severity"]) == ("node02", "watch", "warning")
+            assert labels["uuid"].startswith("GPU-") and labels["instance"] == stack.exporter, labels
+        assert sorted(int(a["labels"]["gpu"]) for a in held) == list(range(16))
+
+        recorded = stack.query("gpufleet:vllm_prefix_cache_hit_ratio:avg_over_time_1h")
+        assert {(s["metric"]["host"], s["metric"]["vllm_instance"]) for s in recorded} == {
+            (node, instance) for node in NODES for instance in ("glm52", "kimik3")
+        }
+        empty = [expr for expr in dashboard_queries() if not stack.query(expr)]
+        assert empty == []
 
 
 def test_a_prefix_cache_cliff_while_serving_is_named(

@@ -87,20 +87,22 @@ def test_rules_read_only_series_prom_writes() -> None:
     assert used <= set(prom.METRICS), used - set(prom.METRICS)
 
 
-def _dashboard_queries() -> list[str]:
+def dashboard_queries() -> list[str]:
+    """The Grafana dashboard's queries, its $host variable as "All" (Grafana's allValue, .*)."""
     dashboard = json.loads((PROMETHEUS / "grafana-dashboard.json").read_text())
-    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    return [expr.replace("$host", ".*") for expr in exprs]
 
 
 def test_dashboard_reads_only_series_prom_and_the_rules_write(tmp_path: Path) -> None:
-    queries = _dashboard_queries()
+    queries = dashboard_queries()
     assert queries
     used = {name for expr in queries for name in re.findall(r"\bgpufleet_[a-z_]+", expr)}
     assert used <= set(prom.METRICS), used - set(prom.METRICS)
     recorded = {rule["record"] for rule in rules() if "record" in rule}
     assert {name for expr in queries for name in re.findall(r"\bgpufleet:[a-z_0-9:]+", expr)} <= recorded
-    # PromQL that parses: each query as a recording rule, with Grafana's $host as a regex
-    exprs = [{"record": f"dashboard:q{i}", "expr": q.replace("$host", ".*")} for i, q in enumerate(queries)]
+    # PromQL that parses: each query as a recording rule
+    exprs = [{"record": f"dashboard:q{i}", "expr": q} for i, q in enumerate(queries)]
     path = tmp_path / "dashboard-queries.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": exprs}]}))
     done = promtool("check", "rules", str(path))
