@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -23,18 +22,13 @@ from typing import Any, Self, TypeVar
 import pytest
 import yaml
 
+from gpufleet.sim.ports import free_port
+
 T = TypeVar("T")
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 PROMETHEUS = "/usr/bin/prometheus"
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 JOB = "gpufleet-textfile"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def get_json(url: str) -> Any:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from gpufleet.sim.ports import free_port
+
 MUNGED = "/usr/sbin/munged"
 SLURMCTLD = "/usr/sbin/slurmctld"
 SLURMD = "/usr/sbin/slurmd"
@@ -40,13 +42,6 @@ class SlurmNode:
     name: str
     address: str
     port: int
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def installed() -> list[str]:
@@ -88,8 +83,8 @@ class SlurmCluster:
         key = self.root / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
-        members = [SlurmNode(name, address, _free_port()) for name, address in nodes]
-        self.conf.write_text(self._conf_text(members, _free_port()), encoding="utf-8")
+        members = [SlurmNode(name, address, free_port()) for name, address in nodes]
+        self.conf.write_text(self._conf_text(members, free_port()), encoding="utf-8")
         return members
 
     def _conf_text(self, members: list[SlurmNode], controller_port: int) -> str:

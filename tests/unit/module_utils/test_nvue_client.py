@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client as nc
 
 from gpufleet.sim import faults_switch, nvue, nvue_state
+from gpufleet.sim.ports import free_port
 from tests.unit.module_utils.conftest import Leaf
 
 
@@ -392,9 +392,7 @@ def test_plain_http_is_refused_unless_a_reason_is_given() -> None:
 
 
 def test_an_unreachable_switch_is_retried_then_named(tmp_path: Path) -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed again at once: nothing listens there
+    port = free_port()  # nothing listens there
     slept: list[float] = []
     switch = nc.NvueClient(f"127.0.0.1:{port}", "cumulus", "pw", name="leaf01", retries=2, sleep=slept.append)
     with pytest.raises(nc.NvueError) as caught:

@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_
 
 from gpufleet.sim.bmc import tls as sim_tls
 from gpufleet.sim.https_service import context_for
+from gpufleet.sim.ports import free_port
 from tests.unit.local_server import LocalServer
 
 DMTF = "redfish/dmtf"
@@ -187,12 +187,6 @@ def client(bmc: FakeBmc, ca: Path | None, **kwargs: Any) -> tuple[rf.RedfishClie
         ),
         slept,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # ---------------------------------------------------------------- parsing the mockups

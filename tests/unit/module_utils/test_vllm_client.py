@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient, model_ids
 
+from gpufleet.sim.ports import free_port
 from tests.unit.module_utils.test_burn_in import FakeVllm
-
-
-def _dead_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_get_models_and_a_completion() -> None:
@@ -30,7 +24,7 @@ def test_get_models_and_a_completion() -> None:
 def test_http_errors_and_a_dead_instance_are_answers() -> None:
     with FakeVllm() as vllm:
         assert VllmClient(vllm.url, timeout=5).get("/nope") == (404, "HTTP 404")
-    status, text = VllmClient(f"http://127.0.0.1:{_dead_port()}", timeout=2).models()[0::2]
+    status, text = VllmClient(f"http://127.0.0.1:{free_port()}", timeout=2).models()[0::2]
     assert status is None and "refused" in text.lower()
 
 

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 
 from gpufleet.sim import build, faults, state, thermal
+from gpufleet.sim.ports import free_port
 from gpufleet.sim.tools import vllm, vllm_engine, vllm_exposition, vllm_http
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -254,13 +254,6 @@ def test_cuda_visible_devices_selection(node_dir: Path) -> None:
     assert vllm.bind_host({"address": "127.0.9.2"}, "0.0.0.0") == "127.0.9.2"
     assert vllm.bind_host({"address": "127.0.9.2"}, None) == "127.0.9.2"
     assert vllm.bind_host({"address": "127.0.9.2"}, "127.0.0.1") == "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def command(node_dir: Path, *args: str, devices: str | None) -> subprocess.Popen[str]:
