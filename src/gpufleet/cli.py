@@ -64,6 +64,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inventory", "-i", type=Path, help="inventory (default: the simulated fleet)")
     parser.add_argument("--limit", "-l", help="Ansible host pattern to limit the run to")
     parser.add_argument("--report-dir", type=Path, default=DEFAULT_REPORT_DIR, help="where reports go")
+    parser.add_argument(
+        "--textfile-dir",
+        type=Path,
+        help="also write the run's metrics there as gpufleet_<command>.prom (node_exporter's textfile "
+        "collector directory, which must exist; prometheus/ holds the alerts on them)",
+    )
     parser.add_argument("--vault-password-file", type=Path, help="decrypts vaulted inventory (BMC passwords)")
     parser.add_argument(
         "--verbose",
@@ -148,11 +154,6 @@ def _parser() -> argparse.ArgumentParser:
         "--window",
         type=float,
         help="seconds each node is watched, 1..300 (default: watch_window_s, 5); the module checks it",
-    )
-    watch.add_argument(
-        "--textfile-dir",
-        type=Path,
-        help="also write gpufleet_watch.prom there (node_exporter's textfile collector directory)",
     )
 
     show = sub.add_parser(
@@ -273,6 +274,13 @@ def _changing(args: argparse.Namespace) -> str | None:
     if args.command == "switch" and not args.check:
         return "gpufleet switch"
     return None
+
+
+def _finish(args: argparse.Namespace, report: Report) -> int:
+    """A run's report printed, its metrics also in --textfile-dir when given; its exit status."""
+    if args.textfile_dir is not None:
+        print(f"textfile: {prom.write_textfile(report, args.textfile_dir)}")
+    return _print_report(report, args.report_dir)
 
 
 def _print_report(report: Report, report_dir: Path) -> int:
@@ -537,7 +545,7 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
         options = commands.CommonOptions(
             inventory, args.limit, args.report_dir, check=args.check, diff=True, vault_password_file=vault
         )
-        return _print_report(commands.switch(options), args.report_dir)
+        return _finish(args, commands.switch(options))
     if args.command in ("provision", "check"):
         options = commands.CommonOptions(
             inventory,
@@ -549,7 +557,7 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
             vault_password_file=vault,
             break_lock=getattr(args, "break_lock", False),
         )
-        return _print_report(commands.provision(options), args.report_dir)
+        return _finish(args, commands.provision(options))
     if args.command == "drift":
         drift_options = drift_mod.DriftOptions(
             inventory,
@@ -561,22 +569,19 @@ def _run(args: argparse.Namespace, inventory: Path, vault: Path | None) -> int:
             args.max_fail_percent,
             break_lock=args.break_lock,
         )
-        return _print_report(drift_mod.drift(drift_options, commands.progress), args.report_dir)
+        return _finish(args, drift_mod.drift(drift_options, commands.progress))
     if args.command == "gate":
         options = commands.CommonOptions(
             inventory, args.limit, args.report_dir, vault_password_file=vault, break_lock=args.break_lock
         )
-        return _print_report(commands.gate(options, args.burn_in_seconds), args.report_dir)
+        return _finish(args, commands.gate(options, args.burn_in_seconds))
     if args.command == "watch":
         watch_options = watch_mod.WatchOptions(
             inventory, args.limit, args.report_dir, vault, window_s=args.window
         )
-        watched = watch_mod.watch(watch_options, commands.progress)
-        if args.textfile_dir is not None:
-            prom.write_textfile(watched, args.textfile_dir)
-        return _print_report(watched, args.report_dir)
+        return _finish(args, watch_mod.watch(watch_options, commands.progress))
     report = commands.facts(commands.CommonOptions(inventory, args.limit, args.report_dir))
-    return _print_report(report, args.report_dir)
+    return _finish(args, report)
 
 
 if __name__ == "__main__":
