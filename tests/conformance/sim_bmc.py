@@ -93,11 +93,6 @@ def in_namespace(node: SimNode) -> Iterator[Namespaced]:
 @contextmanager
 def serving(node: SimNode) -> Iterator[str]:
     """The BMC's base URL on 127.0.0.1 (a free port), served from threads of this process."""
-    context = server.context_for(node.bmc_dir / f"{NAME}.pem", node.bmc_dir / f"{NAME}-key.pem")
-    listener = server.Listener(server.Bmc(node.node_dir), (ADDRESS, 0), context)
-    listener.follow()
-    assert listener.server is not None
-    try:
+    with server.in_process(node.node_dir, node.bmc_dir, NAME, ADDRESS) as listener:
+        assert listener.server is not None
         yield f"https://{ADDRESS}:{listener.server.server_address[1]}"
-    finally:
-        listener.close()

@@ -287,14 +287,9 @@ def basic(user: str, password: str) -> dict[str, str]:
 def bmc(node_dir: Path, tmp_path: Path) -> Iterator[tuple[Client, str, server.Listener]]:
     bmc_dir = tmp_path / "bmc"
     password = launch.prepare(bmc_dir, "node01", "127.0.0.1", node_dir)
-    context = server.context_for(bmc_dir / "node01.pem", bmc_dir / "node01-key.pem")
-    listener = server.Listener(server.Bmc(node_dir), ("127.0.0.1", 0), context)
-    listener.follow()
-    assert listener.server is not None
-    try:
+    with server.in_process(node_dir, bmc_dir, "node01") as listener:
+        assert listener.server is not None
         yield Client(listener.server.server_address[1], bmc_dir / "ca.pem"), password, listener
-    finally:
-        listener.close()
 
 
 def test_service_root_is_public_and_everything_else_needs_credentials(bmc: tuple[Client, str, Any]) -> None:

@@ -11,6 +11,7 @@ Run: python -m gpufleet.sim.bmc.server --node-dir D --address A --port 443 --cer
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -18,6 +19,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -291,6 +293,20 @@ class Listener:
             self.open()
         elif not up and self.server is not None:
             self.close()
+
+
+@contextlib.contextmanager
+def in_process(node_dir: Path, bmc_dir: Path, name: str, address: str = "127.0.0.1") -> Iterator[Listener]:
+    """The node's BMC (laid out by launch.prepare in ``bmc_dir``) served from threads of this process
+    on a free port of ``address``, for tests; closed on the way out. ``listener.server.server_address``
+    says where."""
+    context = context_for(bmc_dir / f"{name}.pem", bmc_dir / f"{name}-key.pem")
+    listener = Listener(Bmc(node_dir), (address, 0), context)
+    listener.follow()
+    try:
+        yield listener
+    finally:
+        listener.close()
 
 
 def main(argv: list[str] | None = None) -> int:
