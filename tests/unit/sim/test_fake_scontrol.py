@@ -69,8 +69,6 @@ def test_the_clusters_history_reads_the_real_controller_log(tmp_path: Path) -> N
         ("update-drain", ["update", "nodename=node01", "state=drain", f"reason={REASON}"]),
         ("update-resume", ["update", "nodename=node01", "state=resume"]),
         ("update-drain-without-reason", ["update", "nodename=node01", "state=drain"]),
-        ("update-unknown-node", ["update", "nodename=node99", "state=drain", "reason=x"]),
-        ("show-unknown-node", ["show", "node", "node99"]),
         ("update-bad-state", ["update", "nodename=node01", "state=sideways"]),
     ],
 )
