@@ -7,7 +7,11 @@ node`, run on a node over SSH, reach the real controller. The node's own /etc/sl
 
 What is not modelled:
 - every daemon runs on the harness host, slurmd with `-N <node>` on a port of its own (the nodes
-  share the loopback network), so a simulated reboot leaves slurmd running;
+  share the loopback network), so a simulated reboot leaves slurmd running. Inside a node's own
+  namespaces slurmd does not start: the node's /sys is the simulated sysfs, without /sys/fs/cgroup,
+  and Slurm 22.05's slurmd refuses to run without a cgroup filesystem ("Unable to initialize cgroup
+  plugin"; CgroupPlugin=disabled came later). Binding the host's cgroup tree there would let it
+  make cgroups on the host;
 - no cgroups, no jobs and no accounting: gpufleet only drains, resumes and reads nodes.
 """
 
