@@ -55,6 +55,9 @@ def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return done
 
 
+PRIVSEP_CHROOT = Path("/run/lldpd")
+
+
 class Lldpd:
     """One real lldpd in a namespace, on its own control socket and configuration."""
 
@@ -62,6 +65,9 @@ class Lldpd:
         self.netns, self.socket, self.log = netns, workdir / f"{name}.sock", workdir / f"{name}.log"
         conf = workdir / f"{name}.conf"
         conf.write_text("\n".join(config) + "\n")
+        # lldpd's privilege-separation chroot (compiled in): Debian's install makes it as the _lldpd
+        # user's home, but /run is emptied at boot and only the (never started) service makes it again
+        PRIVSEP_CHROOT.mkdir(mode=0o755, exist_ok=True)
         # NOTIFY_SOCKET would make lldpd think systemd started it
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
         with self.log.open("w") as log:
