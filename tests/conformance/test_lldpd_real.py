@@ -287,9 +287,10 @@ def test_a_swapped_pair_of_cables_is_named_as_swapped(real: Fabric, monkeypatch:
         check = checks[f"fabric.neighbor[{ibdev}]"]
         assert not check["ok"] and check["limit"] == "leaf01:" + planned
         assert check["value"] == "leaf01:" + CROSSED[netdev]
+        other = next(i for i, _n, p in PORTS if p == CROSSED[netdev])
         assert check["message"] == (
-            f"{ibdev} is cabled to leaf01:{CROSSED[netdev]}, the plan says leaf01:{planned} "
-            "(a swapped or misplaced cable)"
+            f"{ibdev} is cabled to leaf01:{CROSSED[netdev]}, the plan says leaf01:{planned}: "
+            f"crossed with {other} (swap the two cables)"
         )
 
 

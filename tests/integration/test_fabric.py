@@ -81,6 +81,7 @@ def test_each_fault_is_named_with_both_ends_in_drift_and_check(fleet: Fleet, tmp
     assert swapped["fabric.neighbor[mlx5_6]"]["value"] == "leaf02:swp8"
     assert swapped["fabric.neighbor[mlx5_6]"]["limit"] == "leaf02:swp7"
     assert swapped["fabric.neighbor[mlx5_7]"]["value"] == "leaf02:swp7"
+    assert "crossed with mlx5_7 (swap the two cables)" in swapped["fabric.neighbor[mlx5_6]"]["message"]
     silent = failed(drift, "node03")["fabric.neighbor[mlx5_7]"]
     assert silent["value"] is None and "no LLDP neighbour" in silent["message"]
     # switch-side drift is reported as host-side drift is: {setting, from, to} on the leaf

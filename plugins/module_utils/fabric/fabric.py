@@ -26,6 +26,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_path i
     judge_neighbor,
     judge_switch_port,
     link_label,
+    name_swapped_pairs,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.lldp import TOOL, ParseError, parse_lldpctl
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import read_ib_port
@@ -169,6 +170,7 @@ def plan(node, params):
         checks.extend(
             judge_switch_port(link_label(params["node"], ibdev, leaf, port), host, reading["qos"], interface)
         )
+    name_swapped_pairs([c for c in checks if c["name"].startswith("fabric.neighbor[")])
     checks.extend(unread[name] for name in sorted(unread))
     if unmanaged and switches:
         hints.append(

@@ -9,7 +9,8 @@ says it is cabled to) these judge, each as a check naming both ends (``node01:ml
 leaf02:swp14``) with the host's value as the limit and the switch's as the value:
 
 - ``fabric.neighbor[<ibdev>]``: LLDP's neighbour is the planned switch and port (cabling plans name
-  them ``leaf02:swp14``); no neighbour at all fails too;
+  them ``leaf02:swp14``); no neighbour at all fails too; two ports each on the other's planned port
+  are named as one crossed pair (name_swapped_pairs);
 - ``fabric.switch_dscp[...]``: the leaf trusts DSCP and maps the host's RoCE DSCP (ToS 106 -> 26) to
   the host's PFC priority (a DSCP mapped elsewhere lands in a lossy class);
 - ``fabric.switch_pfc[...]``: the leaf has PFC on that priority, receiving and sending pauses;
@@ -60,6 +61,29 @@ def judge_neighbor(ibdev, expected, neighbour):
     else:
         message = "%s is cabled to %s as planned" % (ibdev, expected)
     return check("fabric.neighbor[%s]" % ibdev, found == expected, found, expected, "", message)
+
+
+def name_swapped_pairs(neighbor_checks):
+    """Two ports each cabled where the plan puts the other are one crossed pair, not two misplaced
+    cables: their fabric.neighbor checks say so, naming the other port (changed in place; returned)."""
+    failed = [c for c in neighbor_checks if not c["ok"] and c["value"] is not None]
+    for one in failed:
+        crossed = [
+            c for c in failed if c is not one and (c["value"], c["limit"]) == (one["limit"], one["value"])
+        ]
+        if crossed:
+            other = crossed[0]
+            one["message"] = "%s is cabled to %s, the plan says %s: crossed with %s (swap the two cables)" % (
+                _port_of(one),
+                one["value"],
+                one["limit"],
+                _port_of(other),
+            )
+    return neighbor_checks
+
+
+def _port_of(neighbor_check):
+    return neighbor_check["name"][len("fabric.neighbor[") : -1]
 
 
 def _profile(qos, branch):

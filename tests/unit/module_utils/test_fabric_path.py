@@ -38,6 +38,37 @@ def test_the_real_capture_cabling_is_judged_against_the_plan(read_fixture) -> No
     assert not missing["ok"] and missing["value"] is None and "no LLDP neighbour" in missing["message"]
 
 
+def test_a_crossed_pair_is_named_as_one_and_a_lone_misplaced_cable_is_not() -> None:
+    def heard(ibdev: str, found: str, planned: str) -> dict[str, Any]:
+        leaf, port = found.split(":")
+        return fabric_path.judge_neighbor(ibdev, planned, {"chassis_name": leaf, "port_id": port})
+
+    checks = fabric_path.name_swapped_pairs(
+        [
+            heard("mlx5_6", "leaf02:swp8", "leaf02:swp7"),
+            heard("mlx5_7", "leaf02:swp7", "leaf02:swp8"),
+            heard("mlx5_8", "leaf02:swp1", "leaf02:swp9"),  # on another node's port: no partner here
+            heard("mlx5_9", "leaf02:swp10", "leaf02:swp10"),
+        ]
+    )
+    messages = [c["message"] for c in checks]
+    assert messages[0] == (
+        "mlx5_6 is cabled to leaf02:swp8, the plan says leaf02:swp7: "
+        "crossed with mlx5_7 (swap the two cables)"
+    )
+    assert messages[1] == (
+        "mlx5_7 is cabled to leaf02:swp7, the plan says leaf02:swp8: "
+        "crossed with mlx5_6 (swap the two cables)"
+    )
+    assert messages[2].endswith("(a swapped or misplaced cable)")
+    assert messages[3] == "mlx5_9 is cabled to leaf02:swp10 as planned"
+    # three cables rotated are no pair: each is named on its own
+    rotated = fabric_path.name_swapped_pairs(
+        [heard("a", "l:2", "l:1"), heard("b", "l:3", "l:2"), heard("c", "l:1", "l:3")]
+    )
+    assert all(c["message"].endswith("(a swapped or misplaced cable)") for c in rotated)
+
+
 def test_a_leaf_with_the_lossless_profile_passes_every_check() -> None:
     checks = judged(nvue_state.default_qos())
     assert set(checks) == {
