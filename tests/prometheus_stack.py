@@ -22,6 +22,7 @@ from typing import Any, Self, TypeVar
 import pytest
 import yaml
 
+from gpufleet.sim import processes
 from gpufleet.sim.ports import free_port
 
 T = TypeVar("T")
@@ -133,15 +134,7 @@ class PrometheusStack:
         self.wait_for("Prometheus scraped node_exporter", up)
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        processes.terminate_all(list(self.procs.values()))
 
     def logs(self) -> str:
         """The last lines of each daemon's log, and how it exited if it did."""

@@ -233,7 +233,9 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
     hosts the run holds (its lock), and how many hosts it reaches (the leaves it reads too)."""
     preflight.report_dir(args.report_dir)
     if getattr(args, "textfile_dir", None) is not None:
-        textfile = prom.textfile_name(Report(command=args.command, started=""))
+        # `check` is `provision --check`: its report, so its file, is provision's
+        command = "provision" if args.command == "check" else args.command
+        textfile = prom.textfile_name(Report(command=command, started=""))
         preflight.report_dir(args.textfile_dir, "--textfile-dir", create=False, files=(textfile,))
     playbook = catalog.COMMANDS[args.command]
     listed = preflight.read_inventory(inventory, args.limit)

@@ -222,6 +222,9 @@ class Fleet:
             self._wait_leaves(leaves, timeout)
             if config.slurm:
                 self.slurm.wait_idle([s.name for s in specs], timeout)
+        except slurm.SlurmError as exc:
+            self.stop()
+            raise SimError(str(exc)) from exc
         except BaseException:
             self.stop()
             raise
@@ -356,17 +359,9 @@ class Fleet:
         self.record["slurm"][label] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
         self._save_record()
 
-    def _stop_bmcs(self) -> None:
-        procs = [*self.bmcs.values(), *self.leaves.values(), *self.slurm_daemons.values()]
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    def _stop_daemons(self) -> None:
+        """The BMCs, the leaves and the Slurm daemons."""
+        processes.terminate_all([*self.bmcs.values(), *self.leaves.values(), *self.slurm_daemons.values()])
         self.bmcs.clear()
         self.leaves.clear()
         self.slurm_daemons.clear()
@@ -395,7 +390,7 @@ class Fleet:
         could not be stopped; the fleet's files stay then, for `gpufleet sim down` to try again."""
         self._stop_nodes(list(self.processes))
         self.processes.clear()
-        self._stop_bmcs()
+        self._stop_daemons()
         # the supervisor running this is no leftover of its own fleet
         record = {key: value for key, value in self.record.items() if key not in ("supervisor", "group")}
         left = processes.stop(record, grace=2.0)

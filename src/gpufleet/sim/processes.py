@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -196,6 +197,20 @@ def node_health(record: dict[str, Any], name: str) -> tuple[bool, str]:
 
 
 # -- stopping ------------------------------------------------------------------
+def terminate_all(procs: list[subprocess.Popen[bytes]], grace: float = 10.0) -> None:
+    """Stops processes this one started, by their handles: SIGTERM to every one still running, then
+    up to ``grace`` seconds each to exit before SIGKILL; each is waited for (no zombie left)."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _namespace_members(parts: dict[str, Any]) -> list[int]:
     """The live processes of a node's PID namespace. Only while its recorded PID 1 runs is the
     namespace surely the node's (namespace ids are reused); once PID 1 is gone the kernel has

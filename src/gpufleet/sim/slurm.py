@@ -74,8 +74,8 @@ class SlurmCluster:
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
-    def prepare(self, nodes: list[tuple[str, str]]) -> list[SlurmNode]:
-        """Lays out a fresh cluster for these (name, address) nodes; returns them with their ports."""
+    def prepare(self, nodes: list[tuple[str, str]]) -> None:
+        """Lays out a fresh cluster for these (name, address) nodes, each slurmd on a port of its own."""
         missing = installed()
         if missing:
             needed = "--slurm needs Debian's slurmctld, slurmd and munge"
@@ -89,7 +89,6 @@ class SlurmCluster:
         key.chmod(0o600)
         members = [SlurmNode(name, address, free_port()) for name, address in nodes]
         self.conf.write_text(self._conf_text(members, free_port()), encoding="utf-8")
-        return members
 
     def _conf_text(self, members: list[SlurmNode], controller_port: int) -> str:
         host = socket.gethostname().split(".")[0]
