@@ -96,8 +96,13 @@ def run_validator(bmc: sim_bmc.Namespaced, report_dir: Path) -> list[dict[str, s
     argv += ["--ca-bundle", str(node.ca), "--report-dir", str(report_dir), "--report-type", "tsv"]
     # --avoid-http-redirect: the sim has no plain-HTTP port to be redirected from
     done = bmc.run([*argv, "--avoid-http-redirect"], env=env)
-    (report,) = report_dir.glob("*.tsv")
-    assert done.returncode in (0, 1), done.stdout + done.stderr  # 1: an assertion failed
+    # 1: an assertion failed; anything else (or no report) says why, and whether the BMC still runs
+    bmc_now = "running" if bmc.process.poll() is None else f"exited {bmc.process.returncode}"
+    why = f"{done.stdout}{done.stderr}\nthe BMC: {bmc_now}"
+    assert done.returncode in (0, 1), why
+    reports = list(report_dir.glob("*.tsv"))
+    assert len(reports) == 1, why
+    (report,) = reports
     with report.open(encoding="utf-8", newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
 
