@@ -7,7 +7,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 
-.PHONY: setup demo screenshot test lint sanity unit integration conformance molecule bench clean sim-down
+.PHONY: setup demo screenshot docs test lint sanity unit integration conformance molecule bench clean sim-down
 
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
@@ -33,11 +33,17 @@ screenshot: demo
 
 test: setup lint sanity unit integration conformance
 
+# The role READMEs and the Galaxy README, generated from the argument specs and plugin docs
+# (scripts/make_docs.py); lint fails when a committed page is out of date.
+docs: setup
+	$(BIN)/python scripts/make_docs.py
+
 lint: setup
 	$(BIN)/ruff check src plugins tests bench scripts
 	$(BIN)/ruff format --check src plugins tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
+	$(BIN)/python scripts/make_docs.py --check
 	@for f in plugins/modules/*.py plugins/callback/*.py; do \
 	  type=$$(basename $$(dirname $$f)); \
 	  $(BIN)/ansible-doc -t $${type%s} gpufleet.node.$$(basename $$f .py) > /dev/null || exit 1; \
