@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet import checks, interrupt, runner
+from gpufleet import checks, drift, interrupt, runner
 from gpufleet.progress import Display
 from gpufleet.report import HostReport, Report, now
 from gpufleet.report_files import write
@@ -120,7 +120,10 @@ def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
 
 
 def gate_host(result: runner.HostResult) -> HostReport:
-    """A node that failed any step is blocked: it stays out of service, its instances stopped."""
+    """A node that failed any step is blocked: it stays out of service, its instances stopped. A leaf
+    switch the gate only read is judged as drift judges it (drifted when its profile differs)."""
+    if result.only_read_leaf():
+        return drift.drift_host(result)
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
     host.status = checks.host_status(
         unreachable=result.unreachable, failed=result.failed, checks=result.checks, failed_as="blocked"

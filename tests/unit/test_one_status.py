@@ -182,8 +182,8 @@ STATUSES = {
     # provision only reads the leaves: leaf01's difference is drift, not a change
     "provision": ("drifted", "ok", "ok", "changed", "failed", "failed", "unreachable"),
     # the gate judges nodes: one that passed is ok though its drain and re-assertion changed it; a
-    # leaf is judged by its checks (a leaf that cannot be read blocks)
-    "gate": ("ok", "ok", "ok", "ok", "blocked", "blocked", "unreachable"),
+    # leaf it only read is judged as drift judges it (leaf01's profile differs: drifted, not ok)
+    "gate": ("drifted", "ok", "ok", "ok", "blocked", "blocked", "unreachable"),
 }
 EXPECTED = {command: dict(zip(HOSTS, statuses, strict=True)) for command, statuses in STATUSES.items()}
 
