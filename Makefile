@@ -44,6 +44,7 @@ lint: setup
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
 	$(BIN)/python scripts/make_docs.py --check
+	$(BIN)/antsibull-changelog lint
 	@for f in plugins/modules/*.py plugins/callback/*.py; do \
 	  type=$$(basename $$(dirname $$f)); \
 	  $(BIN)/ansible-doc -t $${type%s} gpufleet.node.$$(basename $$f .py) > /dev/null || exit 1; \
