@@ -10,6 +10,8 @@ import os
 import signal
 import time
 
+import psutil
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -43,16 +45,16 @@ def reap(pid: int) -> None:
 
 def _with_environ(entry: bytes) -> list[int]:
     """Processes whose environment holds ``entry`` (``NAME=value``, exactly)."""
+    name, _, value = entry.decode().partition("=")
     found = []
-    for proc in os.listdir("/proc"):
-        if not proc.isdigit() or int(proc) == os.getpid():
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
             continue
         try:
-            with open(f"/proc/{proc}/environ", "rb") as handle:
-                if entry in handle.read().split(b"\0"):
-                    found.append(int(proc))
-        except OSError:
-            continue
+            if proc.environ().get(name) == value:
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue  # gone, a zombie, or not ours to read
     return found
 
 
