@@ -69,13 +69,6 @@ class Ring:
         """One all-reduce of ``size_bytes``: latency plus the bytes at the ring's algorithm bandwidth."""
         return self.latency_us + size_bytes / (self.algbw_gbps() * 1e3)
 
-    def busbw_at(self, size_bytes: int) -> tuple[float, float, float]:
-        """(time us, algbw GB/s, busbw GB/s) of one all-reduce of ``size_bytes``."""
-        time_us = self.time_us(size_bytes)
-        algbw = size_bytes / time_us / 1e3
-        factor = 2 * (self.ranks - 1) / self.ranks if self.ranks > 1 else 0.0
-        return time_us, algbw, algbw * factor
-
 
 def pcie_gbs(gpu: Gpu) -> float:
     """The GPU's PCIe bandwidth under load: the generation it trains to and its current width."""
