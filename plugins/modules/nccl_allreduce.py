@@ -20,7 +20,9 @@ description:
     that carried nothing). On a node whose baseboards talk over RoCE the all-reduce is the first load the
     fabric carries, so a low figure names the RoCE checks that failed during it as its likely cause (a
     leaf that does not mark ECN, one without PFC), else the checks that usually explain it (RoCE links,
-    the leaves' PFC and ECN, NVLink).
+    the leaves' PFC and ECN, NVLink). Each RoCE port it names carries its leaf switch and port from
+    O(roce_cabling) (C(mlx5_4 (leaf02:swp5))), and the C(gpufleet switch --check --limit) it suggests
+    names those leaves.
   - Fails when a check fails; a binary that is missing, fails or prints something that is not its report
     fails the module naming it (fail closed).
   - Changes nothing, but loads every GPU for the run's length - run it while the node is drained and
@@ -35,7 +37,7 @@ options:
     type: int
     required: true
   min_busbw_gbps:
-    description: The profile's floor for the run's average bus bandwidth, in GB/s.
+    description: The profile's floor for the run's average bus bandwidth, in GB/s, above 0 and at most 10000.
     type: float
     required: true
   min_bytes:
@@ -115,15 +117,19 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading im
 )
 
 _SIZE = re.compile(r"^[0-9]{1,12}[KMG]?$")
+# The highest floor a profile may set (GB/s): above any node's all-reduce, so a larger one is a typo.
+MAX_BUSBW_GBPS = 10000.0
 
 
 def _input_errors(p):
     errors = []
     if not 1 <= p["gpus"] <= 64:
         errors.append("gpus (thermal_gate_nccl_gpus) must be 1..64, got %s" % p["gpus"])
-    if not p["min_busbw_gbps"] > 0:
+    # finite: an infinite floor blocks every node, nan passes none
+    if not 0 < p["min_busbw_gbps"] <= MAX_BUSBW_GBPS:
         errors.append(
-            "min_busbw_gbps (thermal_gate_nccl_min_busbw_gbps) must be above 0, got %s" % p["min_busbw_gbps"]
+            "min_busbw_gbps (thermal_gate_nccl_min_busbw_gbps) must be above 0 and at most %g GB/s, got %s"
+            % (MAX_BUSBW_GBPS, p["min_busbw_gbps"])
         )
     for key in ("min_bytes", "max_bytes"):
         if not _SIZE.match(p[key]):
@@ -202,7 +208,9 @@ def main():
     except nccl_tests.ParseError as exc:
         module.fail_json(msg="%s (fail closed)" % exc, cmd=cmd, stdout=out[-4000:], **result)
     fabric = window.checks() if window is not None else []
-    checks = judge(parsed, p["gpus"], p["min_busbw_gbps"], fabric) + fabric
+    # a low figure names each RoCE port's leaf switch and port (the plan the fabric checks held LLDP to)
+    cabling = {str(k): str(v) for k, v in p["roce_cabling"].items()}
+    checks = judge(parsed, p["gpus"], p["min_busbw_gbps"], fabric, cabling) + fabric
     result.update(checks=checks, all_reduce=parsed, roce=window.summary() if window is not None else None)
     failed = [c for c in checks if not c["ok"]]
     if failed:

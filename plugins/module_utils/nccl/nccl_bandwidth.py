@@ -18,6 +18,7 @@ Pure judgement and argv; runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
@@ -55,11 +56,17 @@ def argv(
 
 
 def judge(
-    result: dict[str, Any], gpus: int, floor_gbps: float, fabric: list[dict[str, Any]] | None = None
+    result: dict[str, Any],
+    gpus: int,
+    floor_gbps: float,
+    fabric: list[dict[str, Any]] | None = None,
+    peers: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The run's checks; ``result`` is nccl_tests.parse_all_reduce's, ``fabric`` the checks of the
     node's RoCE ports read around the run (roce_reading.Window): a low figure names the ones that
-    failed as its likely cause, else it lists what to look at (EXPLAINED_BY)."""
+    failed as its likely cause, else it lists what to look at (EXPLAINED_BY). ``peers`` maps a RoCE
+    port to its leaf switch and port (the cabling plan the fabric checks held the node's LLDP reading
+    to: ``{"mlx5_4": "leaf02:swp5"}``): a low figure names the leaf and its port beside each port."""
     out = []
     used = len(result.get("devices") or [])
     if used:
@@ -111,20 +118,45 @@ def judge(
                 span,
                 busbw,
                 floor_gbps,
-                "" if ok else _low(fabric or []),
+                "" if ok else _low(fabric or [], peers or {}),
             ),
         )
     )
     return out
 
 
-def _low(fabric: list[dict[str, Any]]) -> str:
+def _on_leaf(port: str, peers: Mapping[str, str]) -> str:
+    """``mlx5_4 (leaf02:swp5)``, or the port alone where no plan names its leaf port."""
+    return "%s (%s)" % (port, peers[port]) if peers.get(port) else port
+
+
+def _leaves(ports: list[str], peers: Mapping[str, str]) -> list[str]:
+    """The leaf switches of these ports, in order, each once (those the plan names)."""
+    found: list[str] = []
+    for port in ports:
+        leaf = (peers.get(port) or "").partition(":")[0]
+        if leaf and leaf not in found:
+            found.append(leaf)
+    return found
+
+
+def _switch_check(leaves: list[str]) -> str:
+    return "`gpufleet switch --check%s`" % (" --limit %s" % ",".join(leaves) if leaves else "")
+
+
+def _low(fabric: list[dict[str, Any]], peers: Mapping[str, str]) -> str:
     """What a low figure's message adds: the RoCE checks that failed during the run (by check, with
-    their ports: ``fabric.ecn_loop[mlx5_4, mlx5_5]``), else where to look."""
+    their ports and each port's leaf port: ``fabric.ecn_loop[mlx5_4 (leaf02:swp5), mlx5_5
+    (leaf02:swp6)]``), else where to look, naming the leaf port of each RoCE port the plan knows."""
     failed = [c for c in fabric if not c["ok"]]
     if not failed:
-        return ". The GPUs cannot move data at the rate the node should give; look at %s" % "; then ".join(
-            EXPLAINED_BY
+        cabled = ", ".join(_on_leaf(port, peers) for port in peers)
+        return ". The GPUs cannot move data at the rate the node should give; look at %s%s" % (
+            "; then ".join(EXPLAINED_BY),
+            " (its RoCE ports and their leaf ports: %s; %s)"
+            % (cabled, _switch_check(_leaves(list(peers), peers)))
+            if cabled
+            else "",
         )
     ports: dict[str, list[str]] = {}
     for c in failed:
@@ -132,9 +164,12 @@ def _low(fabric: list[dict[str, Any]]) -> str:
         ports.setdefault(family, [])
         if bracket:
             ports[family].append(port.rstrip("]"))
-    named = ", ".join("%s[%s]" % (f, ", ".join(p)) if p else f for f, p in ports.items())
+    named = ", ".join(
+        "%s[%s]" % (f, ", ".join(_on_leaf(port, peers) for port in p)) if p else f for f, p in ports.items()
+    )
+    leaves = _leaves([port for p in ports.values() for port in p], peers)
     return (
         ". The RoCE path between the baseboards failed during the all-reduce: %s (%s); fix the fabric "
-        "(`gpufleet switch --check` for the leaves' PFC and ECN) and gate again"
-        % (named, failed[0]["message"])
+        "(%s for the leaves' PFC and ECN) and gate again"
+        % (named, failed[0]["message"], _switch_check(leaves))
     )

@@ -462,6 +462,30 @@ def test_a_low_all_reduce_names_the_roce_checks_that_failed_during_it(node: Roce
     assert "health.nvlink" in generic["message"]
 
 
+def test_a_low_all_reduce_names_the_leaf_switch_and_port_of_each_port(node: RoceNode) -> None:
+    """With the cabling plan (each port's leaf:swp, what the fabric checks held LLDP to): every port the
+    message names carries its leaf switch and port, and the switch check it suggests is that leaf's."""
+    cabling = {n["ibdev"]: f"{n['neighbor']['chassis']}:{n['neighbor']['port']}" for n in node.nics()}
+    node.leaf("leaf02", rocenode.switch_ecn_off)
+    fabric = window(node, during="during the all-reduce", peers=cabling).checks()
+    run = {"avg_busbw_gbps": 110.5, "devices": list(range(16)), "rows": [{"size_bytes": 1 << 30}]}
+    low = by_name(nccl_bandwidth.judge(run, 16, 150.0, fabric, cabling))["health.nccl_busbw"]
+    named = ", ".join(f"{ibdev} ({cabling[ibdev]})" for ibdev in node.on_leaf("leaf02"))
+    assert f"fabric.ecn_loop[{named}]" in low["message"], low["message"]
+    assert all(cabling[ibdev].startswith("leaf02:swp") for ibdev in node.on_leaf("leaf02"))
+    assert "`gpufleet switch --check --limit leaf02`" in low["message"], low["message"]
+    # nothing failed during the run: where to look, with every port's leaf port and both leaves
+    healthy = [c for c in window(node, peers=cabling).checks() if c["ok"]]
+    generic = by_name(nccl_bandwidth.judge(run, 16, 150.0, healthy, cabling))["health.nccl_busbw"]
+    assert all(f"{ibdev} ({leaf_port})" in generic["message"] for ibdev, leaf_port in cabling.items())
+    assert "`gpufleet switch --check --limit leaf01,leaf02`" in generic["message"], generic["message"]
+    # a port the plan does not name: the port alone, and no leaf is guessed for it
+    partial = {ibdev: port for ibdev, port in cabling.items() if ibdev not in node.on_leaf("leaf02")}
+    unplanned = by_name(nccl_bandwidth.judge(run, 16, 150.0, fabric, partial))["health.nccl_busbw"]
+    assert f"fabric.ecn_loop[{', '.join(node.on_leaf('leaf02'))}]" in unplanned["message"]
+    assert "`gpufleet switch --check` for" in unplanned["message"], unplanned["message"]
+
+
 def test_a_mark_or_two_not_answered_yet_is_no_dead_notification_point() -> None:
     """A live NP coalesces CNPs and its counters are read apart: one mark in a 5 s watch window with no
     CNP yet passes, saying so; hundreds a second with none is the dead notification point."""
