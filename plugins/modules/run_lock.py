@@ -16,9 +16,20 @@ description:
   - V(held) puts the holder's record in O(path) atomically with link(2), so of two runs racing one gets
     it. The run that holds it may take it again. Another run's record fails the module, naming its holder
     (command, user, controller, pid, start), unless O(break_lock) is set.
-  - A file at O(path) that is not a holder's record is moved aside, named in a warning, and the lock taken.
+  - The record is kept where only root writes. Every directory from C(/) to the one of O(path) must be a
+    directory owned by root that no one else may write to (an ancestor may be world-writable with the
+    sticky bit); the last is made, mode 0755, when missing. Otherwise the module fails naming it.
+  - What is at O(path) is looked at without following a link and without opening anything but a regular,
+    root-owned file with one link and a record's size; its content is never quoted. Anything else there
+    (a symbolic link, dangling or not, a FIFO, a directory, a device, another owner's file, a file that is
+    not a holder's record) fails the module naming what it is; O(break_lock) moves it aside. No step
+    waits on what it finds.
+  - A holder's record that an older gpufleet left in C(/run/lock/gpufleet-run.json) (its run still going)
+    is honoured the same way; nothing else in that world-writable directory is read.
+  - Every refusal is made before anything changes and says so (C(input_error), the exit status 2 of an
+    input refused).
   - V(released) removes the record when the O(holder) of that C(id) holds it, and leaves another run's
-    record alone.
+    record, or anything else, alone.
 options:
   state:
     description: Take (V(held)) or give back (V(released)) the node.
@@ -32,14 +43,16 @@ options:
     required: true
   break_lock:
     description:
-      - Take the node even when another run's record is there (that run is gone); the record is kept
-        beside the lock and named in a warning.
+      - Take the node even when another run's record, or anything that is not a record, is at O(path)
+        (that run is gone); what was there is moved aside, beside the lock, and named in a warning.
     type: bool
     default: false
   path:
-    description: The lock's record on the node. Under /run, so a reboot ends it with the runs it held.
+    description:
+      - The lock's record on the node. Under /run, so a reboot ends it with the runs it held; in a
+        directory only root writes to (see above).
     type: path
-    default: /run/lock/gpufleet-run.json
+    default: /run/gpufleet/run-lock.json
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -86,7 +99,11 @@ def main():
     if module.params["state"] == "released":
         if not holder.get("id"):
             module.fail_json(msg="holder.id is required to release the node", input_error=True)
-        module.exit_json(**run_lock.release(path, holder["id"]))
+        try:
+            released = run_lock.release(path, holder["id"])
+        except run_lock.Refused as exc:
+            module.fail_json(msg=str(exc), holder=None)
+        module.exit_json(**released)
     missing = [key for key in run_lock.HOLDER_KEYS if holder.get(key) in (None, "")]
     if missing:
         module.fail_json(
@@ -94,8 +111,9 @@ def main():
         )
     try:
         taken = run_lock.take(path, holder, module.params["break_lock"])
-    except run_lock.Held as exc:
-        module.fail_json(msg="this node is %s" % exc, holder=exc.holder or None)
+    except run_lock.Refused as exc:
+        # refused before this run changed anything on the node: the exit status of a refused input (2)
+        module.fail_json(msg=str(exc), holder=exc.holder or None, input_error=True)
     for note in taken["notes"]:
         module.warn(note)
     module.exit_json(changed=taken["changed"], holder=None, hints=[hint(n) for n in taken["notes"]])

@@ -32,7 +32,7 @@ from tests.integration.conftest import node_ssh, run_on
 GPUFLEET = Path(sys.executable).parent / "gpufleet"
 SUBNET = "127.0.88"
 RECORD = "/var/lib/gpufleet/drained"
-LOCK = "/run/lock/gpufleet-run.json"
+LOCK = "/run/gpufleet/run-lock.json"
 SLURM = "gpufleet_drain_method: slurm\n"
 
 
@@ -242,7 +242,8 @@ def test_a_second_controller_is_refused_naming_the_holder(fleet: Fleet, tmp_path
         holder = json.loads(node_ssh(fleet, address("node01"), f"cat {LOCK}").stdout)
         second = _gpufleet(tmp_path, "b", "drift", "--fix", "--limit", "node01", fleet=fleet)
         output = second.communicate(timeout=600)[0]
-        assert second.returncode == 1, output[-3000:]
+        # refused before anything changed on it: exit 2, as a refused input
+        assert second.returncode == 2, output[-3000:]
         assert untouched(fleet, "node01") == before
     finally:
         _signal_tree(first, signal.SIGCONT)
@@ -294,7 +295,7 @@ def test_a_killed_controller_leaves_a_node_drift_names_and_fix_returns(fleet: Fl
 
     # the dead run's lock: refused naming it, then broken on purpose
     code, refused = run_on(fleet, tmp_path / "refused", "drift", "--fix", "--limit", "node02")
-    assert code == 1
+    assert code == 2
     assert f"(pid {killed.pid}," in refused["hosts"]["node02"]["message"], refused["hosts"]["node02"]
     code, fixed = run_on(fleet, tmp_path / "fix", "drift", "--fix", "--break-lock", "--limit", "node02")
     assert code == 0, fixed["hosts"]["node02"]
