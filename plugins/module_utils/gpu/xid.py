@@ -6,7 +6,9 @@
   ``journalctl -k`` -> every ``NVRM: Xid (PCI:<bus id>): <xid>, ...`` line as an event: the Xid
   number, the GPU's PCI bus id, the pid and process name when the driver knew them, the message,
   and the line's timestamp as printed (None when the line has none).
-- :data:`XID_CATALOG` / :func:`describe`: Xid -> (severity, what it usually means, the action).
+- :data:`XID_CATALOG` / :func:`describe`: Xid -> (severity, what it usually means, the action, NVIDIA's
+  resolution bucket), after NVIDIA's catalog (:data:`CATALOG_SOURCE`, with the date it was read). An
+  Xid it does not list blocks (:data:`UNKNOWN`): a newer GPU's Xid is not waved through as a warning.
 
 The driver prints ``NVRM: Xid (PCI:0000:19:00): 48, pid='<unknown>', name=<unknown>, <message>``
 (newer), ``... 119, pid=2024380, name=nvidia-smi, <message>``, or ``... 79, GPU has fallen off
@@ -47,115 +49,243 @@ class ParseError(ValueError):
 
 
 class XidInfo(NamedTuple):
-    """severity: "block" (the node must not serve until the action is done) or "warn"."""
+    """severity: "block" (the node must not serve until the action is done) or "warn"; bucket: NVIDIA's
+    resolution bucket for the immediate action, as its catalog gives it (UNKNOWN: none)."""
 
     severity: str
     meaning: str
     action: str
+    bucket: str
 
 
-# NVIDIA's Xid catalog for Ampere and newer ("Analyzing Xid Errors with the Xid Catalog",
-# https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, and "Xid Errors",
-# https://docs.nvidia.com/deploy/xid-errors/index.html) gives each Xid a resolution bucket
-# (RESTART_APP, RESET_GPU, RESTART_BM, CONTACT_SUPPORT, a WORKFLOW_*). gpufleet's rule: an Xid
-# whose immediate action is on the GPU or the machine (reset, reboot, service) blocks the node;
-# one whose action is on the application, or none, warns. Meanings follow the catalog's wording.
+# Where XID_CATALOG comes from, and when it was read: an Xid NVIDIA added since is unknown to it.
+CATALOG_SOURCE = (
+    "NVIDIA's Xid catalog, https://docs.nvidia.com/deploy/xid-errors/index.html "
+    "(its table: analyzing-xid-catalog.html), read 2026-12-06"
+)
+
+# gpufleet's rule on NVIDIA's resolution bucket (the catalog's "Immediate Action"): an action on the
+# application, or none, warns; one on the GPU or the machine (reset, reboot, service, support) blocks.
+_BUCKETS: dict[str, tuple[str, str]] = {
+    "RESTART_APP": ("warn", "restart the application"),
+    "IGNORE": ("warn", "none needed by itself"),
+    "WORKFLOW_XID_45": ("warn", "none by itself; look at the Xid before it"),
+    "RESET_GPU": ("block", "drain the node and reset the GPU (nvidia-smi -r); contact support if it repeats"),
+    "RESTART_BM": ("block", "drain the node and reboot it"),
+    "RESTART_VM": ("block", "restart the virtual machine the GPU is given to"),
+    "CONTACT_SUPPORT": ("block", "contact NVIDIA support: the catalog gives no recovery of its own"),
+    "CHECK_MECHANICALS": ("block", "check the GPU board's auxiliary power cables and seating"),
+    "UPDATE_SWFW": ("block", "update the GPU driver and firmware"),
+    "CHECK_UVM": ("block", "check the unified memory (UVM) driver's state; reset the GPU if it persists"),
+    "WORKFLOW_NVLINK_ERR": (
+        "block",
+        "check nvidia-smi nvlink -s/-e, reseat, reset the GPU or reboot the node; contact support if it "
+        "repeats",
+    ),
+    "WORKFLOW_NVLINK5_ERR": (
+        "block",
+        "follow NVIDIA's NVLink5 workflow: the Xid 154 beside it names the recovery (GPU reset or node "
+        "reboot); contact support if it repeats",
+    ),
+    "WORKFLOW_XID_48": (
+        "block",
+        "reset the GPU (nvidia-smi -r) or reboot the node so the row is remapped; replace it if Xid 64 or "
+        "a remapping failure follows",
+    ),
+    "XID_154": (
+        "block",
+        "do the recovery the line names (Drain P2P, Drain and Reset, GPU Reset or Node Reboot)",
+    ),
+}
+
+
+def _xid(bucket: str, meaning: str, action: str | None = None, severity: str | None = None) -> XidInfo:
+    """An entry: gpufleet's severity from NVIDIA's bucket (unless ``severity`` says why not), the
+    catalog's description as ``meaning``, and the action, naming the bucket."""
+    rule, default = _BUCKETS[bucket]
+    return XidInfo(severity or rule, meaning, "%s (NVIDIA: %s)" % (action or default, bucket), bucket)
+
+
+# NVIDIA's catalog for Ampere and newer (CATALOG_SOURCE): every Xid it says applies to A100, H100,
+# B100 or GB200 with an immediate action, and unused ones seen named in its CONTACT_SUPPORT bucket. Meanings
+# follow the catalog's description (its mnemonic in brackets where the description is "Unused").
 XID_CATALOG: dict[int, XidInfo] = {
-    13: XidInfo(
-        "warn",
+    8: _xid("RESTART_APP", "GPU stopped processing (the application's channel timed out)"),
+    11: _xid("RESTART_APP", "Invalid or corrupted push buffer stream"),
+    13: _xid(
+        "RESTART_APP",
         "Graphics Engine Exception (usually the application: an illegal address or instruction)",
         "restart the application; run the GPU diagnostics if it repeats with different programs",
     ),
-    31: XidInfo(
-        "warn",
+    14: _xid("IGNORE", "A fake or injected error from userspace (ROBUST_CHANNEL_FAKE_ERROR)"),
+    25: _xid("RESTART_APP", "Invalid or illegal push buffer stream"),
+    31: _xid(
+        "RESTART_APP",
         "GPU memory page fault (usually the application accessing memory it did not map)",
         "restart the application; debug it if it repeats",
     ),
-    43: XidInfo(
-        "warn",
+    32: _xid(
+        "RESTART_APP",
+        "Invalid or corrupted push buffer stream (a DMA controller fault: mostly the PCIe link's quality)",
+        "restart the application; check the PCIe link if it repeats",
+    ),
+    37: _xid("IGNORE", "Driver firmware error (unimplemented firmware method)"),
+    38: _xid("IGNORE", "Driver firmware error (firmware watchdog timeout)"),
+    43: _xid(
+        "IGNORE",
         "GPU stopped processing (the application's channel hit a fault and was stopped)",
         "restart the application; the GPU keeps serving others",
     ),
-    45: XidInfo(
-        "warn",
+    44: _xid("IGNORE", "Graphics Engine fault during context switch"),
+    45: _xid(
+        "WORKFLOW_XID_45",
         "Preemptive cleanup, due to previous errors (the driver stopped the channels of a "
         "process that ended or faulted)",
-        "none by itself; look at the Xid before it",
     ),
-    48: XidInfo(
-        "block",
-        "Double Bit ECC Error: an uncorrectable error in GPU memory",
-        "reset the GPU (nvidia-smi -r) so the row is remapped; replace it if Xid 64 or a remapping "
-        "failure follows",
+    46: _xid("RESET_GPU", "GPU stopped processing (ROBUST_CHANNEL_GPU_TIMEOUT_ERROR: the GPU timed out)"),
+    48: _xid("WORKFLOW_XID_48", "Double Bit ECC Error: an uncorrectable error in GPU memory"),
+    54: _xid("CHECK_MECHANICALS", "Auxiliary power is not connected to the GPU board"),
+    56: _xid("CONTACT_SUPPORT", "Unused on current GPUs (DISPLAY_CHANNEL_EXCEPTION)"),
+    57: _xid(
+        "CONTACT_SUPPORT", "Unused on current GPUs (FB_LINK_TRAINING_FAILURE_ERROR: memory link training)"
     ),
-    61: XidInfo(
-        "block",
-        "Internal micro-controller breakpoint/warning",
-        "reset the GPU; contact support if it repeats",
+    58: _xid("CONTACT_SUPPORT", "Unused on current GPUs (FB_MEMORY_ERROR: GPU memory error)"),
+    60: _xid("RESTART_APP", "Video processor exception (SEC2)"),
+    61: _xid(
+        "CONTACT_SUPPORT",
+        "Internal micro-controller breakpoint/warning (PMU_BREAKPOINT, unused on current GPUs)",
     ),
-    62: XidInfo("block", "Internal micro-controller halt", "reset the GPU; contact support if it repeats"),
-    63: XidInfo(
-        "block",
+    62: _xid("RESET_GPU", "Internal micro-controller halt"),
+    # NVIDIA's bucket is IGNORE (the row is recorded); gpufleet blocks: the remap takes effect only at
+    # the next GPU reset (the driver's line says "reset gpu to activate"), so the node waits for it.
+    63: _xid(
+        "IGNORE",
         "ECC page retirement or row remapping recording event: a row is marked for "
         "remapping, which takes effect at the next GPU reset",
         "reset the GPU to activate the remap",
+        severity="block",
     ),
-    64: XidInfo(
-        "block",
+    64: _xid(
+        "RESET_GPU",
         "ECC page retirement or row remapper recording failure: the remap could not be "
         "recorded (reserved rows exhausted)",
-        "drain the node and have the GPU serviced (RMA)",
+        "drain the node, reset the GPU and have it serviced (RMA) if it repeats",
     ),
-    68: XidInfo("warn", "NVDEC0 Exception: video decoder error", "restart the application"),
-    69: XidInfo("warn", "Graphics Engine class error", "restart the application; debug it if it repeats"),
-    74: XidInfo(
-        "block",
-        "NVLink Error: a link between this GPU and another GPU or NVSwitch failed",
-        "check nvidia-smi nvlink -s/-e, reseat, reset the GPU; contact support if it repeats",
+    65: _xid("CONTACT_SUPPORT", "Unused on current GPUs (ROBUST_CHANNEL_NVENC1_ERROR: video encoder 1)"),
+    66: _xid("IGNORE", "Illegal access by driver (register access violation)"),
+    67: _xid("IGNORE", "Illegal access by driver (verification violation)"),
+    68: _xid("RESTART_APP", "NVDEC0 Exception: video decoder error"),
+    69: _xid("RESTART_APP", "Graphics Engine class error", "restart the application; debug it if it repeats"),
+    73: _xid("CONTACT_SUPPORT", "Unused on current GPUs (ROBUST_CHANNEL_NVENC2_ERROR: video encoder 2)"),
+    74: _xid(
+        "WORKFLOW_NVLINK_ERR", "NVLink Error: a link between this GPU and another GPU or NVSwitch failed"
     ),
-    79: XidInfo(
-        "block",
+    78: _xid("UPDATE_SWFW", "vGPU Start Error"),
+    79: _xid(
+        "RESTART_BM",
         "GPU has fallen off the bus: the GPU no longer answers on PCIe",
         "drain the node and reboot it; check the slot, riser, power and the PCIe link; service if it repeats",
     ),
-    92: XidInfo(
-        "warn",
+    80: _xid("RESTART_APP", "Corrupted data sent to GPU (push buffer CRC mismatch)"),
+    81: _xid("CONTACT_SUPPORT", "Unused on current GPUs (ROBUST_CHANNEL_VGA_SUBSYSTEM_ERROR)"),
+    86: _xid("RESTART_APP", "OFA Exception (optical flow accelerator)"),
+    92: _xid(
+        "IGNORE",
         "High single-bit ECC error rate",
         "watch the ECC counters and row remaps; service if they grow",
     ),
-    94: XidInfo(
-        "warn",
+    93: _xid("IGNORE", "Non-fatal violation of provisioned InfoROM wear limit"),
+    94: _xid(
+        "RESTART_APP",
         "Contained ECC error: an uncorrectable memory error contained to the application that "
         "hit it; the GPU still serves",
         "restart the affected application; reset the GPU at the next drain to remap the row",
     ),
-    95: XidInfo(
-        "block",
+    95: _xid(
+        "RESET_GPU",
         "Uncontained ECC error: an uncorrectable memory error that may have reached other applications",
         "drain the node and reset the GPU",
     ),
-    119: XidInfo(
-        "block",
+    106: _xid("IGNORE", "SMBPBI Test Message"),
+    107: _xid("IGNORE", "SMBPBI Test Message Silent"),
+    108: _xid("IGNORE", "NVLink remote translation error (unused)"),
+    109: _xid("RESET_GPU", "Context Switch Timeout Error"),
+    110: _xid(
+        "RESET_GPU",
+        "Security Fault Error (uncommon unless the hardware failed)",
+        "drain the node, revert recent hardware changes and cold reset (power cycle) the system; "
+        "contact the hardware vendor if it persists",
+    ),
+    119: _xid(
+        "RESET_GPU",
         "GSP RPC timeout: the GPU System Processor stopped answering the driver",
-        "drain the node and reset the GPU (reboot if the reset fails)",
+        "drain the node and reset the GPU (power cycle the node if the error persists)",
     ),
-    120: XidInfo(
-        "block",
+    120: _xid(
+        "RESET_GPU",
         "GSP error: the GPU System Processor reported an error",
-        "drain the node and reset the GPU (reboot if the reset fails)",
+        "drain the node and reset the GPU (power cycle the node if the error persists)",
     ),
-    140: XidInfo(
-        "block",
+    121: _xid("IGNORE", "C2C Error: corrected errors on the chip-to-chip link to the Grace CPU"),
+    136: _xid("RESET_GPU", "Link Training Failed (ALI_TRAINING_FAIL: an NVLink link did not train)"),
+    137: _xid("IGNORE", "NVLink Privilege Error (usually the application: an illegal peer-to-peer access)"),
+    140: _xid(
+        "RESET_GPU",
         "Unrecovered ECC error in GPU memory",
         "drain the node and reset the GPU; service if it repeats",
     ),
+    141: _xid("IGNORE", "CUDA Fast Path Error"),
+    142: _xid("CONTACT_SUPPORT", "NVENC3 Error (video encoder 3)"),
+    143: _xid("RESET_GPU", "GPU Initialization Error"),
+    144: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: SAW Error (NVLink5)"),
+    145: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: RLW Error (NVLink5)"),
+    146: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: TLW Error (NVLink5)"),
+    147: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: TREX Error (NVLink5)"),
+    148: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: NVLPW_CTRL Error (NVLink5)"),
+    149: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: NETIR Error (NVLink5)"),
+    150: _xid("WORKFLOW_NVLINK5_ERR", "NVLINK: MSE Error (NVLink5)"),
+    151: _xid("RESTART_VM", "Key rotation Error (confidential computing)"),
+    154: _xid(
+        "XID_154",
+        "GPU Recovery Action Changed: the driver names the recovery another Xid requires",
+    ),
+    155: _xid("RESET_GPU", "NVLINK: SW Defined Error (a link taken down on purpose, or put to sleep)"),
+    156: _xid("RESET_GPU", "Resource Retirement Event"),
+    157: _xid("IGNORE", "Resource Retirement Failure (no spare resources left for the repair)"),
+    158: _xid("RESET_GPU", "GPU Fatal Timeout"),
+    159: _xid("CHECK_UVM", "CHI Non-Data Error (on a chip-to-chip linked GPU)"),
+    160: _xid("IGNORE", "Channel Retirement Event"),
+    161: _xid("IGNORE", "Channel Retirement Failure"),
 }
+# The copy engines, video and JPEG decoders and optical flow: NVIDIA's RESTART_APP (the application's
+# work on that engine failed; the GPU serves on).
+_ENGINES: dict[int, str] = {
+    **{n: "Copy Engine Exception" for n in (39, 40, 41)},
+    **{n: "CE%d: Unknown Error" % (n - 67) for n in (70, 71, 72)},
+    **{n: "CE%d: Unknown Error" % (n - 69) for n in (75, 76, 77)},
+    85: "CE9: Unknown Error",
+    **{n: "CE%d: Unknown Error" % (n - 116) for n in range(126, 136)},
+    82: "NVJPG0 Error",
+    83: "NVDEC1 Error",
+    84: "NVDEC2 Error",
+    88: "NVDEC3 Error",
+    89: "NVDEC4 Error",
+    **{n: "NVDEC%d Error" % (n - 91) for n in (96, 97, 98)},
+    **{n: "NVJPG%d Error" % (n - 98) for n in range(99, 106)},
+    139: "OFA1 Error",
+}
+XID_CATALOG.update({n: _xid("RESTART_APP", name) for n, name in _ENGINES.items()})
 
-UNKNOWN = XidInfo("warn", "an Xid not in gpufleet's table", "look it up in NVIDIA's Xid catalog")
+UNKNOWN = XidInfo(
+    "block",
+    "an Xid unknown to gpufleet's Xid catalog (%s)" % CATALOG_SOURCE,
+    "look it up in NVIDIA's current Xid catalog and drain the node until its action is known",
+    "UNKNOWN",
+)
 
 
 def describe(xid: int) -> XidInfo:
-    """The catalog's entry for ``xid``, or UNKNOWN (warn) for one gpufleet does not list."""
+    """The catalog's entry for ``xid``, or UNKNOWN (blocks: fail closed) for one gpufleet does not list."""
     return XID_CATALOG.get(xid, UNKNOWN)
 
 
