@@ -15,8 +15,9 @@ as status 600; so both variables name the sim's CA here.
 What it could not test (NOT_TESTED, NOT_TESTED_PREFIXES: each assertion and why; README.md has the
 same list) are features a read-only monitoring BMC does without and gpufleet does not use: account
 management (the ETag write semantics ride on an account it creates), PATCH, an OpenAPI document,
-query parameters, the EventService and its server-sent events, SSDP, a CertificateService and
-PasswordChangeRequired; and two status codes nothing provoked (400, 500).
+query parameter values (it supports no query parameter, and says so), the EventService and its
+server-sent events, SSDP, a CertificateService and PasswordChangeRequired; and two status codes
+nothing provoked (400, 500).
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ NOT_TESTED = {
     "PROTO_REDIRECT_ENFORCES_TARGET_PRIVS": "HTTPS only: no plain-HTTP listener to redirect from",
     "REQ_HEADERS_ACCEPT": "no /redfish/v1/openapi.yaml (an OpenAPI document is optional)",
     "RESP_HEADERS_CONTENT_TYPE": "no /redfish/v1/openapi.yaml (an OpenAPI document is optional)",
-    "REQ_QUERY_PROTOCOL_FEATURES_SUPPORTED": "no query parameters ($expand, $select, $filter "
-    "are optional; ProtocolFeaturesSupported lists none)",
+    "REQ_QUERY_INVALID_VALUES": "no query parameters: ProtocolFeaturesSupported says none, so neither "
+    "`only` nor `excerpt` has a value to refuse (each is answered 501)",
     "RESP_STATUS_BAD_REQUEST": "the validator sent nothing the sim answers 400 (a malformed login)",
     "RESP_STATUS_INTERNAL_SERVER_ERROR": "no request failed with 500",
     **dict.fromkeys(
@@ -122,4 +123,6 @@ def test_the_protocol_validator_passes_the_simulated_bmc(tmp_path: Path) -> None
     passed = {r["Assertion"] for r in rows if r["Result"] == "PASS"}
     # 69 assertions passed in 1.3.2: a run that reached little of the service shows here
     assert len(passed) > 60 and "RESP_HEADERS_ETAG" in passed and "RESP_HEADERS_X_AUTH_TOKEN" in passed
+    # ProtocolFeaturesSupported (all false) lets it test the query rules: 501 for `$`, unknown ignored
+    assert {"REQ_QUERY_UNSUPPORTED_DOLLAR_PARAMS", "REQ_QUERY_IGNORE_UNSUPPORTED"} <= passed
     assert took < 30, f"the validator took {took:.0f} s (SSDP discovery waits reaching a network?)"

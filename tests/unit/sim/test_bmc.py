@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from gpufleet.sim import build, faults, state, thermal
-from gpufleet.sim.bmc import accounts, errors, launch, odata, resources, server, vault
+from gpufleet.sim.bmc import accounts, errors, launch, odata, query, resources, server, vault
 
 MOCKUPS = "redfish/dmtf"
 SERVER = f"{MOCKUPS}/public-liquid-cooled-server/Chassis/1U"
@@ -100,7 +100,8 @@ SHAPES = [
     (f"{resources.ROOT}/SessionService", f"{CDU}/SessionService", set()),
     (accounts.ACCOUNT_SERVICE, f"{CDU}/AccountService", {"HTTPBasicAuth"}),
     (accounts.ROLES, f"{CDU}/AccountService/Roles", set()),
-    (f"{accounts.ROLES}/Operator", f"{CDU}/AccountService/Roles/Operator", set()),
+    # the mockup's Role lacks the RoleId its own schema requires (DMTF's Service Validator fails it)
+    (f"{accounts.ROLES}/Operator", f"{CDU}/AccountService/Roles/Operator", {"RoleId"}),
     (accounts.ACCOUNTS, f"{CDU}/AccountService/Accounts", set()),
     (f"{accounts.ACCOUNTS}/1", f"{CDU}/AccountService/Accounts/1", set()),
     (
@@ -211,6 +212,8 @@ def test_account_service_has_the_standard_roles_and_the_bmc_account(node_dir: Pa
     service = served[root["AccountService"]["@odata.id"]]
     roles = [served[m["@odata.id"]] for m in served[service["Roles"]["@odata.id"]]["Members"]]
     assert [r["Id"] for r in roles] == ["Administrator", "Operator", "ReadOnly"]
+    # Role.v1_3_3 requires RoleId, the same as Id (DMTF's Service Validator: 3 failures without it)
+    assert [r["RoleId"] for r in roles] == [r["Id"] for r in roles]
     assert all("Login" in r["AssignedPrivileges"] for r in roles)
     assert (
         "ConfigureUsers" in roles[0]["AssignedPrivileges"]
@@ -479,3 +482,50 @@ def test_resources_carry_an_etag_that_follows_their_content(bmc: tuple[Client, s
     tags = {client.request(m, account, headers=basic("admin", password))[1]["ETag"] for m in ("GET", "HEAD")}
     assert len(tags) == 1 and tags.pop().startswith('"')
     assert odata.etag({"Id": "1"}) != odata.etag({"Id": "2"})
+
+
+# -- query parameters: none supported, and ProtocolFeaturesSupported says so --------------------------
+# ProtocolFeaturesSupported's feature -> the query parameters it names (DSP0266 "Query parameters")
+QUERY_FEATURES = {
+    "ExpandQuery": ("$expand=*", "$expand=.($levels=1)"),
+    "SelectQuery": ("$select=Id,Name",),
+    "FilterQuery": ("$filter=Id%20eq%20'1'",),
+    "OnlyMemberQuery": ("only",),
+    "ExcerptQuery": ("excerpt",),
+    "TopSkipQuery": ("$top=1", "$skip=1"),
+    "IncludeOriginOfConditionQuery": ("includeoriginofcondition=true",),
+}
+
+
+def test_protocol_features_supported_lists_no_query_parameter(node_dir: Path) -> None:
+    features = resources.service_root(view(node_dir))["ProtocolFeaturesSupported"]
+    assert set(QUERY_FEATURES) <= set(features)
+    for name in QUERY_FEATURES:
+        value = features[name]
+        assert value is False or (isinstance(value, dict) and not any(value.values())), name
+
+
+@pytest.mark.parametrize(
+    "asked", [q for qs in QUERY_FEATURES.values() for q in qs] + ["%24expand=.", "$rpvunknown"]
+)
+def test_an_unsupported_query_parameter_is_501_naming_it(bmc: tuple[Client, str, Any], asked: str) -> None:
+    client, password, _ = bmc
+    collection = f"{resources.ROOT}/Chassis"
+    status, _, body = client.request("GET", f"{collection}?{asked}", headers=basic("admin", password))
+    assert status == 501 and body["error"]["code"] == "Base.1.18.QueryParameterUnsupported"
+    (named,) = body["error"]["@Message.ExtendedInfo"][0]["MessageArgs"]
+    assert named == asked.replace("%24", "$").split("=", 1)[0]
+    assert named in body["error"]["message"]
+    # the service root too, which needs no credentials
+    assert client.request("GET", f"/redfish/v1/?{asked}")[0] == 501
+
+
+def test_unknown_query_parameters_without_a_dollar_are_ignored(bmc: tuple[Client, str, Any]) -> None:
+    client, password, _ = bmc
+    auth = basic("admin", password)
+    plain = client.request("GET", resources.CHASSIS, headers=auth)
+    # names are case-sensitive (OData): `Only` is not Redfish's `only`
+    for asked in ("rpvunknown", "foo=bar", "Only"):
+        status, _, body = client.request("GET", f"{resources.CHASSIS}?{asked}", headers=auth)
+        assert status == 200 and body["Id"] == plain[2]["Id"], asked
+    assert query.unsupported("/redfish/v1/Chassis?rpvunknown&$top=2") == "$top"

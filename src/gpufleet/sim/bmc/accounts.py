@@ -54,6 +54,8 @@ def role(state: State, ident: str) -> Resource:
         "Id": ident,
         "Name": "User Role",
         "Description": f"{ident} User Role",
+        # Role.v1_3_3 marks RoleId required, equal to Id (DMTF's Service Validator checks it)
+        "RoleId": ident,
         "IsPredefined": True,
         "AssignedPrivileges": list(STANDARD_ROLES[ident]),
         "OemPrivileges": [],

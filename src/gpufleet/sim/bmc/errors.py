@@ -41,6 +41,11 @@ _MESSAGES: dict[str, tuple[str, str, str]] = {
         "Critical",
         "Resubmit the request with a valid request header.",
     ),
+    "QueryParameterUnsupported": (
+        "Query parameter '%1' is not supported.",
+        "Warning",
+        "Correct or remove the query parameter and resubmit the request.",
+    ),
     "MalformedJSON": (
         "The request body submitted was malformed JSON and could not be parsed by the receiving service.",
         "Critical",

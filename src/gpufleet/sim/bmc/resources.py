@@ -15,6 +15,7 @@ locations.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,7 +23,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from gpufleet.sim import thermal
-from gpufleet.sim.bmc import accounts
+from gpufleet.sim.bmc import accounts, query
 from gpufleet.sim.bmc.payloads import Resource, collection, link, status
 from gpufleet.sim.state import State
 
@@ -106,6 +107,7 @@ def service_root(view: View) -> Resource:
         "Name": "Root Service",
         "RedfishVersion": "1.20.0",
         "UUID": view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
+        "ProtocolFeaturesSupported": copy.deepcopy(query.PROTOCOL_FEATURES_SUPPORTED),
         "Chassis": link(f"{ROOT}/Chassis"),
         "Managers": link(f"{ROOT}/Managers"),
         "ThermalEquipment": link(f"{ROOT}/ThermalEquipment"),

@@ -26,7 +26,7 @@ from typing import Any
 
 from gpufleet.sim import https_service
 from gpufleet.sim import state as sim_state
-from gpufleet.sim.bmc import errors, odata, passwords, resources
+from gpufleet.sim.bmc import errors, odata, passwords, query, resources
 from gpufleet.sim.https_service import context_for
 
 SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
@@ -209,6 +209,11 @@ class Handler(https_service.Handler):
             self._send(200, {"v1": f"{resources.ROOT}/"})
             return
         if path not in PUBLIC and not self._authorised(path):
+            return
+        refused = query.unsupported(self.path)
+        if refused is not None:
+            # DSP0266: 501 for a query parameter the service does not support (it supports none)
+            self._error(501, "QueryParameterUnsupported", refused)
             return
         view = resources.View.of(bmc.state(), time.time(), bmc.open_sessions())
         if path == odata.METADATA and self.command in ("GET", "HEAD"):
