@@ -12,11 +12,13 @@ version_added: "0.1.0"
 description:
   - One read-only look at a serving node over O(window_s) seconds, safe while it serves - no load
     generated, nothing restarted or written.
-  - The GPUs - one C(nvidia-smi --query-gpu) sample at the start, the middle and the end of the window
-    (temperatures, T.Limit margin, clock event reasons, power draw, requested and enforced power limit,
-    and the clock event reason counters, which show a reason that came and went between samples).
-    C(gpu_power.enforced_limit_w[<uuid>]) fails when the GPU enforced less than its requested limit in any
-    sample, naming the rack's power budget (a PDU protection or power brake) as the likely cause.
+  - The GPUs - one C(nvidia-smi --query-gpu) sample every O(sample_interval_s) from the start of the window
+    to its end (temperatures, T.Limit margin, clock event reasons, power draw, requested and enforced power
+    limit, and the clock event reason counters, which show a reason that came and went between samples and
+    how long the power cap held the clocks). C(gpu_power.enforced_limit_w[<uuid>]) fails when the GPU
+    enforced less than its requested limit in any sample, naming the rack's power budget (a PDU protection
+    or power brake) as the likely cause; a cap that lasts longer than the largest span between two reads
+    (C(sample_gap_s), in its message and the reading) falls on a sample wherever it is in the window.
     C(thermal.gpu_temp_c[<uuid>]), C(thermal.memory_temp_c[<uuid>]), C(thermal.tlimit_c[<uuid>]) and
     C(thermal.clocks_event_reasons[<uuid>]) judge the window's peaks with the burn-in's limits.
   - The RoCE ports - their counters (C(ethtool -S), sysfs C(hw_counters)) and links (sysfs state, rate,
@@ -34,10 +36,17 @@ description:
 options:
   window_s:
     description:
-      - Seconds the look lasts, 1..300. Five seconds holds enough tokens and RoCE packets for rates and
-        sees a power cap that comes and goes in 10-second waves in one of its three GPU samples.
+      - Seconds the look lasts, 1..300. Five seconds holds enough tokens and RoCE packets for rates and,
+        sampled every second, sees a power cap that comes and goes in 10-second waves wherever its capped
+        half falls.
     type: float
     default: 5
+  sample_interval_s:
+    description:
+      - Seconds between the GPUs' samples, 0.2..60; a read that takes longer is followed at once by the
+        next. One query of a node's GPUs takes about 35 ms on a real H200 node.
+    type: float
+    default: 1
   instances:
     description:
       - The node's vLLM instances, as inference_service_instances gives them (C(name) and C(port) are read).
@@ -128,7 +137,7 @@ checks:
       could not be read (fail closed).
   sample:
     - {"name": "gpu_power.enforced_limit_w[GPU-5d3f…]", "ok": false, "value": 1100.0, "limit": 1400.0,
-       "unit": "W", "message": "GPU-5d3f… enforces 1100 W, below the requested 1400 W, in 2 of 3 samples over
+       "unit": "W", "message": "GPU-5d3f… enforces 1100 W, below the requested 1400 W, in 3 of 6 samples over
        5.2 s; power-capped 2.6 s of 5.2 s: the rack's power budget (a PDU protection or power brake) is
        capping it (check the rack's PDU before raising limits)"}
 ansible_facts:
@@ -138,10 +147,11 @@ ansible_facts:
   contains:
     gpufleet_watch:
       description:
-        - C(window_s); C(gpus) (C(index), C(uuid), C(power_limit_w) requested/enforced (the lowest seen),
-          C(power_draw_w), C(temperature_c) gpu/memory (peaks), C(tlimit_c), C(throttle_active) per reason
-          0/1, C(throttle_seconds_total) per reason); C(ports) (C(ibdev), C(link_up) 0/1, C(rate_gbps),
-          C(link_down_events), C(retransmits_per_second),
+        - C(window_s); C(gpu_samples) (the GPU samples taken) and C(sample_gap_s) (the largest span between
+          two of their reads, null for fewer than two); C(gpus) (C(index), C(uuid), C(power_limit_w)
+          requested/enforced (the lowest seen), C(power_draw_w), C(temperature_c) gpu/memory (peaks),
+          C(tlimit_c), C(throttle_active) per reason 0/1, C(throttle_seconds_total) per reason); C(ports)
+          (C(ibdev), C(link_up) 0/1, C(rate_gbps), C(link_down_events), C(retransmits_per_second),
           C(pause_seconds_per_second) per priority, C(rx_discards_per_second), C(cnp_sent_per_second),
           C(ecn_marked_per_second)); C(instances) (C(name), C(up), C(prefix_cache_hit_ratio),
           C(generation_tokens_per_second), C(requests_running), C(requests_waiting),
@@ -160,6 +170,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health impo
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import limits_from
 from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
+    DEFAULT_SAMPLE_INTERVAL_S,
+    SAMPLE_INTERVAL_RANGE,
     WINDOW_RANGE,
     InstanceWatch,
     Watch,
@@ -186,6 +198,12 @@ def _input_errors(p):
     errors = []
     if not (math.isfinite(p["window_s"]) and low <= p["window_s"] <= high):
         errors.append("window_s (watch_window_s) must be %g..%g seconds, got %s" % (low, high, p["window_s"]))
+    low, high = SAMPLE_INTERVAL_RANGE
+    if not (math.isfinite(p["sample_interval_s"]) and low <= p["sample_interval_s"] <= high):
+        errors.append(
+            "sample_interval_s (watch_sample_interval_s) must be %g..%g seconds, got %s"
+            % (low, high, p["sample_interval_s"])
+        )
     floor = p["min_prefix_cache_hit_rate"]
     if not (math.isfinite(floor) and 0 <= floor <= 1):
         errors.append(
@@ -226,6 +244,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             window_s=dict(type="float", default=5),
+            sample_interval_s=dict(type="float", default=DEFAULT_SAMPLE_INTERVAL_S),
             instances=dict(type="list", elements="dict", default=[]),
             instance_host=dict(type="str", default="127.0.0.1"),
             min_prefix_cache_hit_rate=dict(type="float", default=0.5),
@@ -262,6 +281,7 @@ def main():
         thresholds=thresholds_from(p["roce_thresholds"]),
         peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
         health=_health_options(module) if p["health"] else None,
+        sample_interval_s=p["sample_interval_s"],
     )
     checks, fact = watch.run()
     failed = [c for c in checks if not c["ok"]]

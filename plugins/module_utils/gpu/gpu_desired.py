@@ -55,6 +55,13 @@ def power_check(gpu, window_s):
         return results.check(name, False, enforced, requested, "W", why)
     if not gpu["capped_samples"]:
         why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
+        if gpu.get("sample_gap_s") is not None:
+            # the watch's dense samples: a cap lasting longer than the gap would have fallen on one
+            why += " in all %d samples over %g s, at most %g s apart" % (
+                gpu["samples"],
+                window_s,
+                gpu["sample_gap_s"],
+            )
         return results.check(name, True, enforced, requested, "W", why)
     capped_s = (gpu["reason_seconds"] or {}).get("sw_power_cap")
     during = "" if not capped_s else "; power-capped %g s of %g s" % (capped_s, window_s)

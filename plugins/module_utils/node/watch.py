@@ -6,9 +6,13 @@ Three of the incidents this toolkit exists for happened while the node served: a
 lowered every GPU's enforced power limit in waves, RoCE retransmits stalled NCCL, a prompt template
 collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over ``window_s``:
 
-- the GPUs: nvidia-smi's watch sample (nvidia_smi.watch_query) at the start, the middle and the
-  end, so a cap that comes and goes in waves shorter than the window is still seen in a sample,
-  and the clock event reason counters, so a reason that came and went between samples still is;
+- the GPUs: nvidia-smi's watch sample (nvidia_smi.watch_query) every ``sample_interval_s`` from
+  the window's start to its end (back to back when a read takes longer), so a PDU cap that comes
+  and goes in waves is seen in a sample wherever its capped phase falls in the window (three
+  samples at the start, middle and end once all fell in the uncapped half of 10 s waves when slow
+  reads shifted them); the largest span between two reads is reported (``sample_gap_s``): a cap
+  that lasts longer is never missed. The clock event reason counters add a reason that came and
+  went between samples (a power brake) and how long the power cap held the clocks;
 - the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
   each link's state, rate and flaps, each port's share of the traffic);
 - the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
@@ -26,6 +30,7 @@ Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
@@ -59,6 +64,10 @@ from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service im
 # harmful ones.
 WATCHED_REASONS = ("sw_power_cap", *HARMFUL_REASONS)
 WINDOW_RANGE = (1.0, 300.0)
+# One GPU sample per second: a PDU protection's waves last seconds (the reference incident's: 5 s capped
+# of every 10 s), and one nvidia-smi query of a node's GPUs takes ~35 ms on a real H200 node.
+DEFAULT_SAMPLE_INTERVAL_S = 1.0
+SAMPLE_INTERVAL_RANGE = (0.2, 60.0)
 
 
 class GpuReadError(Exception):
@@ -102,10 +111,11 @@ def _counter_seconds(first, last):
     return out
 
 
-def summarize_gpus(samples):
+def summarize_gpus(samples, gap_s=None):
     """Per GPU (by UUID, in the last sample's order), the window's readings: the hottest
     temperatures, the smallest T.Limit margin, the lowest enforced limit, every reason seen in a
-    sample or whose counter moved, the counters' totals."""
+    sample or whose counter moved, the counters' totals; ``gap_s``, the largest span between two
+    samples' reads, is kept with each (what a cap must outlast to be seen)."""
     by_uuid = {}
     for sample in samples:
         for gpu in sample:
@@ -133,6 +143,7 @@ def summarize_gpus(samples):
                 "enforced_limit_w": _extreme([s["enforced_limit_w"] for s in seen], min),
                 "capped_samples": sum(1 for s in seen if _capped(s)),
                 "samples": len(seen),
+                "sample_gap_s": gap_s,
                 "reason_seconds": counted,
                 "reason_us": gpu["reason_us"],
             }
@@ -280,6 +291,14 @@ def serving_keys():
 # ---------------------------------------------------------------- the window
 
 
+def sample_gap(reads):
+    """The largest span between two consecutive reads, from the first's start to the second's end
+    (when each read's instant fell is not known): a cap lasting longer falls on a read. None for
+    fewer than two reads."""
+    spans = [after[1] - before[0] for before, after in itertools.pairwise(reads)]
+    return round(max(spans), 2) if spans else None
+
+
 class Watch:
     """Reads a node over ``window_s`` seconds: :meth:`run` -> ``(checks, fact)``."""
 
@@ -299,9 +318,11 @@ class Watch:
         root=None,
         peers=None,
         health=None,
+        sample_interval_s=DEFAULT_SAMPLE_INTERVAL_S,
     ):
         # health: node_health's options ({expected_gpu_count, dmesg, nvlink, limits, turned_off}), or None
         self.health = health
+        self.sample_interval_s = sample_interval_s
         self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
         self.instances = instances
         self.clock, self.sleep = clock, sleep
@@ -318,11 +339,26 @@ class Watch:
             peers=peers,
         )
 
-    def _sample(self, samples, errors):
+    def _sample(self, samples, errors, reads):
+        began = self.clock()
         try:
             samples.append(read_gpus(self.run_command, self.smi))
         except GpuReadError as exc:
             errors.append(str(exc))
+        reads.append((began, self.clock()))
+
+    def _sample_until(self, end, samples, errors, reads):
+        """A sample every sample_interval_s after the last one began (at once when a read overran) until
+        the window's end, then one at its end. Stops at a failed read (the GPUs fail closed anyway)."""
+        while not errors:
+            due = reads[-1][0] + self.sample_interval_s
+            if due >= end:
+                break
+            self.sleep(max(due - self.clock(), 0))
+            self._sample(samples, errors, reads)
+        self.sleep(max(end - self.clock(), 0))
+        if not errors:
+            self._sample(samples, errors, reads)
 
     def _health(self):
         """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
@@ -337,21 +373,25 @@ class Watch:
         return found, node_health.fact(readings)
 
     def run(self):
-        samples, errors = [], []
+        samples, errors, reads = [], [], []
         started = self.clock()
-        self._sample(samples, errors)
+        self._sample(samples, errors, reads)
         self.roce.start()
         for instance in self.instances:
             instance.start()
-        # the middle sample: a cap in waves shorter than the window falls on one of the three
-        self.sleep(self.window_s / 2.0)
-        self._sample(samples, errors)
-        self.sleep(max(self.window_s - (self.clock() - started), 0))
-        self._sample(samples, errors)
+        self._sample_until(started + self.window_s, samples, errors, reads)
         self.roce.stop()
         seconds = round(max(self.clock() - started, 0.001), 1)
+        gap = sample_gap(reads)
         checks = []
-        fact = {"window_s": seconds, "gpus": [], "ports": port_facts(self.roce), "instances": []}
+        fact = {
+            "window_s": seconds,
+            "gpu_samples": len(samples),
+            "sample_gap_s": gap,
+            "gpus": [],
+            "ports": port_facts(self.roce),
+            "instances": [],
+        }
         if errors or not samples:
             checks.append(
                 check(
@@ -364,7 +404,7 @@ class Watch:
                 )
             )
         else:
-            gpus = summarize_gpus(samples)
+            gpus = summarize_gpus(samples, gap)
             checks.extend(power_check(g, seconds) for g in gpus)
             checks.extend(gpu_checks(gpus, self.limits))
             fact["gpus"] = [gpu_fact(g) for g in gpus]

@@ -1,6 +1,7 @@
-"""module_utils/node/watch.py: the watch sample on real captures, a power cap in waves seen in one of three
-samples, a reason that came and went between samples seen by its counter, the vLLM window's hit rate
-and what the instance served, and fail-closed reads."""
+"""module_utils/node/watch.py: the watch sample on real captures; a power cap in waves seen in one of
+the samples taken every second wherever it falls in the window; a reason that came and went between
+samples seen by its counter; the vLLM window's hit rate and what the instance served; fail-closed
+reads."""
 
 from __future__ import annotations
 
@@ -184,18 +185,108 @@ def test_serving_reads_the_v0_names() -> None:
 # ---------------------------------------------------------------- the window
 
 
-def test_the_window_samples_three_times_and_fails_closed_on_a_tool_error() -> None:
-    calls: list[list[str]] = []
-    outputs = [(0, sample(), ""), (0, sample(1100.0, "0x4"), ""), (9, "", "NVIDIA-SMI has failed")]
-    clock = iter([0.0, 0.0, 2.5, 5.0, 5.0, 5.0]).__next__
+class FakeNode:
+    """A node whose nvidia-smi answers from a clock the watch's sleeps and reads move: each read takes
+    ``read_s`` and reports the enforced limit at its middle, capped to 1100 W where ``capped(t)``."""
 
-    def run_command(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
-        calls.append(argv)
-        return outputs.pop(0)
+    def __init__(self, capped: Any, read_s: float = 0.05, fail_at: int | None = None) -> None:
+        self.now, self.capped, self.read_s, self.fail_at = 0.0, capped, read_s, fail_at
+        self.reads: list[float] = []
 
-    w = watch.Watch(run_command, "nvidia-smi", 5.0, LOAD_LIMITS, [], [], clock=clock, sleep=lambda s: None)
-    checks, fact = w.run()
-    assert calls == [nvidia_smi.watch_query("nvidia-smi")] * 3
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def run_command(self, argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        assert argv == nvidia_smi.watch_query("nvidia-smi")
+        at = self.now + self.read_s / 2
+        self.now += self.read_s
+        self.reads.append(at)
+        if self.fail_at is not None and len(self.reads) > self.fail_at:
+            return 9, "", "NVIDIA-SMI has failed"
+        return 0, sample(1100.0 if self.capped(at) else 1400.0, "0x4" if self.capped(at) else "0x0"), ""
+
+    def watch(self, window_s: float = 5.0, **kwargs: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        w = watch.Watch(
+            self.run_command,
+            "nvidia-smi",
+            window_s,
+            LOAD_LIMITS,
+            [],
+            [],
+            clock=self.clock,
+            sleep=self.sleep,
+            **kwargs,
+        )
+        return w.run()
+
+
+def power(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    [found] = [c for c in checks if c["name"] == f"gpu_power.enforced_limit_w[{UUID}]"]
+    return found
+
+
+def pdu_wave(phase: float, capped_s: float = 5.0, period_s: float = 10.0) -> Any:
+    """The simulator's pdu-cap-in-service: capped ``capped_s`` of every ``period_s``, from ``phase``."""
+    return lambda t: (t - phase) % period_s < capped_s
+
+
+def test_a_cap_between_the_old_three_samples_is_seen() -> None:
+    """Capped from 0.6 to 2.1 s and 3.1 to 4.4 s of a 5 s window: the start, middle and end samples
+    (0, 2.5, 5 s) all read the requested limit; one a second reads the cap."""
+    node = FakeNode(lambda t: 0.6 <= t < 2.1 or 3.1 <= t < 4.4)
+    checks, fact = node.watch()
+    assert not any(node.capped(t) for t in (0.0, 2.5, 5.0))
+    capped = power(checks)
+    assert (capped["ok"], capped["value"], capped["limit"]) == (False, 1100.0, 1400.0)
+    assert f"in 3 of {fact['gpu_samples']} samples" in capped["message"], capped["message"]
+    assert fact["gpu_samples"] == len(node.reads) == 6 and fact["sample_gap_s"] == 1.05
+    assert fact["gpus"][0]["power_limit_w"] == {"requested": 1400.0, "enforced": 1100.0}
+
+
+@pytest.mark.parametrize("read_s", [0.035, 0.8, 1.6])
+@pytest.mark.parametrize("phase", [p / 4 for p in range(40)])
+def test_a_pdu_cap_in_waves_is_never_missed_wherever_it_falls(phase: float, read_s: float) -> None:
+    """The PDU's waves (5 s capped of 10 s) at every phase against a 5 s window, with reads as fast
+    as a real node's and as slow as a loaded controller's simulated nodes: always a capped sample,
+    and the span the samples leave unseen is reported and shorter than the capped half."""
+    node = FakeNode(pdu_wave(phase), read_s=read_s)
+    checks, fact = node.watch()
+    assert power(checks)["ok"] is False, (phase, node.reads)
+    assert fact["sample_gap_s"] < 5.0 and fact["window_s"] >= 5.0
+
+
+def test_the_requested_limit_held_all_window_passes_naming_how_densely_it_was_seen() -> None:
+    node = FakeNode(lambda t: False)
+    checks, fact = node.watch(sample_interval_s=0.5)
+    ok = power(checks)
+    assert ok["ok"] is True and fact["gpu_samples"] == len(node.reads) == 11
+    assert (
+        ok["message"]
+        == f"{UUID} enforces its requested 1400 W in all 11 samples over 5 s, at most 0.55 s apart"
+    )
+
+
+def test_a_cap_shorter_than_the_samples_gap_can_only_be_reported_not_promised() -> None:
+    """What the gap means: a 0.3 s cap between two reads a second apart is not seen, and the reading
+    says the samples were up to 1.05 s apart (the reason counters then count its power cap)."""
+    node = FakeNode(lambda t: 1.3 <= t < 1.6)
+    checks, fact = node.watch()
+    assert power(checks)["ok"] is True and fact["sample_gap_s"] == 1.05
+
+
+def test_the_window_fails_closed_on_a_tool_error_and_stops_reading() -> None:
+    node = FakeNode(lambda t: False, fail_at=2)
+    checks, fact = node.watch()
     assert [c["name"] for c in checks] == ["watch.gpus"]
     assert not checks[0]["ok"] and "NVIDIA-SMI has failed" in checks[0]["message"]
-    assert fact["gpus"] == [] and fact["window_s"] == 5.0
+    # no read after the failed one, and the window still lasted its 5 s (RoCE and vLLM are read over it)
+    assert len(node.reads) == 3 and fact["window_s"] == 5.0
+    assert fact["gpus"] == []
+
+
+def test_sample_gap_is_the_largest_span_from_a_read_s_start_to_the_next_one_s_end() -> None:
+    assert watch.sample_gap([(0.0, 0.1), (1.0, 1.1), (2.0, 3.5)]) == 3.5 - 1.0
+    assert watch.sample_gap([(0.0, 0.1)]) is None

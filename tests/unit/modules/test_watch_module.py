@@ -12,6 +12,7 @@ def test_every_bad_option_is_named_with_its_range_and_nothing_runs() -> None:
     ran: list[list[str]] = []
     args = {
         "window_s": 0.5,
+        "sample_interval_s": 0.05,
         "min_prefix_cache_hit_rate": 1.5,
         "roce_priority": 9,
         "max_gpu_temp_c": -1,
@@ -29,6 +30,7 @@ def test_every_bad_option_is_named_with_its_range_and_nothing_runs() -> None:
     assert msg.startswith("Refusing to watch: ")
     for expected in (
         "window_s (watch_window_s) must be 1..300 seconds, got 0.5",
+        "sample_interval_s (watch_sample_interval_s) must be 0.2..60 seconds, got 0.05",
         "min_prefix_cache_hit_rate (watch_min_prefix_cache_hit_rate) must be 0..1, got 1.5",
         "roce_priority (watch_roce_priority) must be 0..7, got 9",
         "max_gpu_temp_c (watch_max_gpu_temp_c) must be at least 0",
