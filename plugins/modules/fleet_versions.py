@@ -11,10 +11,12 @@ short_description: Name the node whose driver, CUDA, VBIOS or NIC firmware diffe
 version_added: "0.1.0"
 description:
   - Compares O(host)'s versions (M(gpufleet.node.node_health)'s C(gpufleet_versions) fact) with those of the
-    other nodes of the run that have the same GPU product and count. Within at least three such peers, the
-    value most of them share is the profile's; a node with another one fails C(fleet.versions[<field>])
-    for C(driver), C(cuda), C(vbios) and C(nic_firmware), naming both values.
-  - Fewer than three peers, or no majority, judges nothing and says so.
+    other nodes of the run that have the same GPU product (a node with a GPU missing stays among its peers).
+    Within at least three such peers, the value most of them share is the profile's; a node with another one
+    fails C(fleet.versions[<field>]) for C(driver), C(cuda), C(vbios) and C(nic_firmware), naming both values.
+  - With fewer than three peers, or no majority for a field, the fleet's known versions (O(known)) decide, so
+    a gate limited to the one or two nodes back from maintenance still finds the odd node out. Without them
+    nothing is judged, and the check says so.
   - Run it delegated to the controller (C(delegate_to localhost)), once per node, after node_health ran on
     every node of the play.
   - Changes nothing.
@@ -27,6 +29,14 @@ options:
     description: Every node of the run and its C(gpufleet_versions) (null for a node that has none).
     type: dict
     required: true
+  known:
+    description:
+      - The fleet's known versions (the role input C(thermal_gate_fleet_versions)) - per GPU product, as
+        nvidia-smi names it, some of C(driver), C(cuda), C(vbios) and C(nic_firmware), each a version
+        string (C(vbios) and C(nic_firmware) also a list of the node's distinct versions).
+      - Anything else is refused naming the entry, before any node is compared.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.node.attributes.read_only
 seealso:
@@ -45,31 +55,51 @@ EXAMPLES = r"""
          | zip(ansible_play_hosts | map('extract', hostvars) | selectattr('gpufleet_versions', 'defined')
                | map(attribute='gpufleet_versions'))) }}
   delegate_to: localhost
+
+- name: Judge a node gated alone against the fleet's known versions
+  gpufleet.node.fleet_versions:
+    host: "{{ inventory_hostname }}"
+    fleet: "{{ {inventory_hostname: gpufleet_versions} }}"
+    known:
+      NVIDIA B300 SXM6 AC:
+        driver: "580.95.05"
+        cuda: "13.0"
+        vbios: ["97.10.4A.00.02"]
+        nic_firmware: ["40.44.1036"]
+  delegate_to: localhost
 """
 
 RETURN = r"""
 # changes (always empty) and the type of checks: the no_changes and checks fragments
 extends_documentation_fragment: [gpufleet.node.no_changes, gpufleet.node.checks]
 checks:
-  description: C(fleet.versions[<field>]) per field, or one C(fleet.versions) when there were too few peers.
+  description: >-
+    C(fleet.versions[<field>]) per field, or one C(fleet.versions) when there were too few peers and no known
+    versions for the node's GPU product.
   sample:
     - {"name": "fleet.versions[vbios]", "ok": false, "value": "96.00.74.00.00", "limit": "96.00.74.00.01",
        "unit": "", "message": "node05: GPU VBIOS 96.00.74.00.00 differs from the 96.00.74.00.01 that 9 of the
-       10 nodes of 16 x NVIDIA B300 run: the odd node out ..."}
+       10 nodes of NVIDIA B300 run: the odd node out ..."}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions import judge
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
+from ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions import judge, validate_known
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(host=dict(type="str", required=True), fleet=dict(type="dict", required=True)),
+        argument_spec=dict(
+            host=dict(type="str", required=True),
+            fleet=dict(type="dict", required=True),
+            known=dict(type="dict", default={}),
+        ),
         supports_check_mode=True,
     )
     p = module.params
+    refuse_bad_input(module, "compare the versions", validate_known(p["known"]))
     fleet = {h: (v if isinstance(v, dict) else None) for h, v in p["fleet"].items()}
-    checks = judge(p["host"], fleet)
+    checks = judge(p["host"], fleet, p["known"])
     failed = [c for c in checks if not c["ok"]]
     result = dict(changed=False, checks=checks, changes=[])
     if failed:

@@ -274,7 +274,7 @@ def test_drift_names_the_odd_node_out_of_its_versions(
         "fleet.versions[vbios]": ("97.10.4A.00.01", "97.10.4A.00.02"),
         "fleet.versions[nic_firmware]": ("40.44.1035", "40.44.1036"),
     }
-    assert "the 97.10.4A.00.02 that 3 of the 4 nodes of 16 x NVIDIA B300" in odd["message"]
+    assert "the 97.10.4A.00.02 that 3 of the 4 nodes of NVIDIA B300" in odd["message"]
     assert "odd node out" in odd["message"]
     for name in ("node05", "node07", "node08"):
         host = report["hosts"][name]

@@ -1,12 +1,16 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The odd node out: a node whose driver, CUDA, VBIOS or NIC firmware differs from its peers.
+"""The odd node out: a node whose driver, CUDA, VBIOS or NIC firmware differs from its peers, or from
+the fleet's known versions.
 
-Peers are the run's nodes with the same GPU product and count (node_health's ``gpufleet_versions``).
-Within a group of at least MIN_PEERS nodes, the value most of them share is the profile's; a node
-with another value fails ``fleet.versions[<field>]`` naming both and how many peers agree. With
-fewer peers, or no majority, nothing is judged (a check says why): two nodes that differ cannot say
-which of them is odd.
+Peers are the run's nodes with the same GPU product (node_health's ``gpufleet_versions``; not the same
+GPU count: a node with a GPU gone is judged with its peers, its count is health.gpu_count's). Within a
+group of at least MIN_PEERS nodes, the value most of them share is the profile's; a node with another
+value fails ``fleet.versions[<field>]`` naming both and how many peers agree. With fewer peers, or no
+majority, the fleet's known versions (SETTING: per GPU product the expected driver, cuda, vbios,
+nic_firmware) decide: a gate limited to the one or two nodes back from maintenance still finds the odd
+node out. Without them nothing is judged (a check says why and names SETTING): two nodes that differ
+cannot say which of them is odd.
 
 Pure; runs on the controller (the module is delegated to localhost).
 """
@@ -27,10 +31,56 @@ FIELDS = {
 }
 # Below this many peers no majority says what the profile's version is.
 MIN_PEERS = 3
+# The inventory setting of the fleet's known versions (thermal_gate's input; drift reads the same).
+SETTING = "thermal_gate_fleet_versions"
 
 
-def _key(versions: Mapping[str, Any]) -> tuple[str, int]:
-    return (" + ".join(versions.get("gpu_product") or []), int(versions.get("gpu_count") or 0))
+def _key(versions: Mapping[str, Any]) -> str:
+    """The peer group: the node's GPU product(s), as its known versions are keyed."""
+    return " + ".join(versions.get("gpu_product") or [])
+
+
+def validate_known(known: Any) -> list[str]:
+    """What is wrong with SETTING's value, one sentence each naming the entry ([] when it is usable):
+    a mapping of GPU product (as nvidia-smi names it) to a mapping of some of FIELDS, each a version
+    string (vbios and nic_firmware: a string or a list of the node's distinct versions)."""
+    if not isinstance(known, Mapping):
+        return ["%s must map a GPU product to its versions, got %s" % (SETTING, type(known).__name__)]
+    errors = []
+    allowed = ", ".join(FIELDS)
+    for product, expected in known.items():
+        where = "%s[%r]" % (SETTING, product)
+        if not isinstance(product, str) or not product.strip():
+            errors.append("%s: the GPU product must be its name as nvidia-smi prints it" % where)
+        if not isinstance(expected, Mapping) or not expected:
+            errors.append("%s must map some of %s to the expected version" % (where, allowed))
+            continue
+        for field, value in expected.items():
+            if field not in FIELDS:
+                errors.append("%s: %r is not one of %s" % (where, field, allowed))
+            elif not _version_text(value, listed=field in ("vbios", "nic_firmware")):
+                errors.append(
+                    "%s[%s] must be a version string%s (quote it: 13.0 in YAML is a number), got %r"
+                    % (
+                        where,
+                        field,
+                        " or a list of them" if field in ("vbios", "nic_firmware") else "",
+                        value,
+                    )
+                )
+    return errors
+
+
+def _version_text(value: Any, listed: bool) -> bool:
+    if isinstance(value, str):
+        return bool(value.strip())
+    return listed and isinstance(value, list) and bool(value) and all(_version_text(v, False) for v in value)
+
+
+def _expected(known: Mapping[str, Any] | None, key: str) -> dict[str, str]:
+    """The known versions of GPU product ``key``, each as _shown prints the node's (a valid SETTING)."""
+    found = (known or {}).get(key) or {}
+    return {f: _shown(sorted(set(v)) if isinstance(v, list) else v) for f, v in found.items()}
 
 
 def _shown(value: Any) -> str:
@@ -39,28 +89,34 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def judge(host: str, fleet: Mapping[str, Mapping[str, Any] | None]) -> list[dict[str, Any]]:
-    """``host``'s checks against its peers in ``fleet`` ({host: gpufleet_versions or None})."""
+def judge(
+    host: str, fleet: Mapping[str, Mapping[str, Any] | None], known: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``host``'s checks against its peers in ``fleet`` ({host: gpufleet_versions or None}), and the
+    fleet's ``known`` versions (SETTING, valid: validate_known) where the peers cannot say."""
     mine = fleet.get(host)
     if not mine:
         return []
     key = _key(mine)
     peers = [v for v in fleet.values() if v and _key(v) == key]
-    return _judged(host, mine, len(peers), _counts(peers))
+    return _judged(host, mine, len(peers), _counts(peers), _expected(known, key))
 
 
-def judge_all(fleet: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[dict[str, Any]]]:
+def judge_all(
+    fleet: Mapping[str, Mapping[str, Any] | None], known: Mapping[str, Any] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """Every host's ``judge`` at once, each group of peers counted once (a whole fleet on the controller:
     linear in its nodes, where a judge per host is quadratic). Hosts without versions are left out."""
-    groups: dict[tuple[str, int], dict[str, Mapping[str, Any]]] = {}
+    groups: dict[str, dict[str, Mapping[str, Any]]] = {}
     for host, versions in fleet.items():
         if versions:
             groups.setdefault(_key(versions), {})[host] = versions
     out = {}
-    for peers in groups.values():
+    for key, peers in groups.items():
         counts = _counts(list(peers.values()))
+        expected = _expected(known, key)
         for host, versions in peers.items():
-            out[host] = _judged(host, versions, len(peers), counts)
+            out[host] = _judged(host, versions, len(peers), counts, expected)
     return out
 
 
@@ -70,12 +126,16 @@ def _counts(peers: list[Mapping[str, Any]]) -> dict[str, Counter[str]]:
 
 
 def _judged(
-    host: str, mine: Mapping[str, Any], peers: int, counted: dict[str, Counter[str]]
+    host: str,
+    mine: Mapping[str, Any],
+    peers: int,
+    counted: dict[str, Counter[str]],
+    expected: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """``host``'s checks, given how many peers it has (itself included) and their counts (_counts)."""
-    key = _key(mine)
-    product = "%d x %s" % (key[1], key[0] or "unknown GPU")
-    if peers < MIN_PEERS:
+    """``host``'s checks, given how many peers it has (itself included), their counts (_counts) and the
+    fleet's known versions of its GPU product (_expected)."""
+    product = _key(mine) or "unknown GPU"
+    if peers < MIN_PEERS and not expected:
         return [
             check(
                 "fleet.versions",
@@ -83,8 +143,8 @@ def _judged(
                 peers,
                 MIN_PEERS,
                 "nodes",
-                "%s: %d node(s) of %s in this run, fewer than %d: versions not compared"
-                % (host, peers, product, MIN_PEERS),
+                "%s: %d node(s) of %s in this run, fewer than %d, and %s has no versions for it: versions "
+                "not compared" % (host, peers, product, MIN_PEERS, SETTING),
             )
         ]
     out = []
@@ -92,7 +152,30 @@ def _judged(
         counts = counted[field]
         common, agreeing = counts.most_common(1)[0]
         value = _shown(mine.get(field))
-        if agreeing * 2 <= peers:
+        if peers >= MIN_PEERS and agreeing * 2 > peers:
+            ok = value == common
+            out.append(
+                check(
+                    "fleet.versions[%s]" % field,
+                    ok,
+                    value,
+                    common,
+                    "",
+                    "%s: %s %s, as %d of the %d nodes of %s" % (host, what, value, agreeing, peers, product)
+                    if ok
+                    else "%s: %s %s differs from the %s that %d of the %d nodes of %s run: the odd node out "
+                    "(an update that missed it, or a part swapped in maintenance); bring it to %s"
+                    % (host, what, value, common, agreeing, peers, product, common),
+                )
+            )
+            continue
+        why = (
+            "%d node(s) of %s in this run, fewer than %d" % (peers, product, MIN_PEERS)
+            if peers < MIN_PEERS
+            else "the %d nodes of %s do not agree on one %s (%s)"
+            % (peers, product, what, "; ".join("%s on %d" % kv for kv in counts.most_common()))
+        )
+        if field not in expected:
             out.append(
                 check(
                     "fleet.versions[%s]" % field,
@@ -100,30 +183,23 @@ def _judged(
                     value,
                     None,
                     "",
-                    "%s: the %d nodes of %s do not agree on one %s (%s): not judged"
-                    % (
-                        host,
-                        peers,
-                        product,
-                        what,
-                        "; ".join("%s on %d" % kv for kv in counts.most_common()),
-                    ),
+                    "%s: %s, and %s gives no %s for it: not judged" % (host, why, SETTING, what),
                 )
             )
             continue
-        ok = value == common
+        ok = value == expected[field]
         out.append(
             check(
                 "fleet.versions[%s]" % field,
                 ok,
                 value,
-                common,
+                expected[field],
                 "",
-                "%s: %s %s, as %d of the %d nodes of %s" % (host, what, value, agreeing, peers, product)
+                "%s: %s %s, the fleet's known one (%s; %s)" % (host, what, value, SETTING, why)
                 if ok
-                else "%s: %s %s differs from the %s that %d of the %d nodes of %s run: the odd node out "
-                "(an update that missed it, or a part swapped in maintenance); bring it to %s"
-                % (host, what, value, common, agreeing, peers, product, common),
+                else "%s: %s %s differs from the fleet's known %s for %s (%s; %s): the odd node out (an "
+                "update that missed it, or a part swapped in maintenance); bring it to %s"
+                % (host, what, value, expected[field], product, SETTING, why, expected[field]),
             )
         )
     return out
