@@ -18,7 +18,8 @@ description:
     how long the power cap held the clocks). C(gpu_power.enforced_limit_w[<uuid>]) fails when the GPU
     enforced less than its requested limit in any sample, naming the rack's power budget (a PDU protection
     or power brake) as the likely cause; a cap that lasts longer than the largest span between two reads
-    (C(sample_gap_s), in its message and the reading) falls on a sample wherever it is in the window.
+    (C(sample_gap_s), in its message and the reading) falls on a sample wherever it is in the window, and
+    C(watch.gpu_sample_gap) fails when that span exceeds O(max_sample_gap_s).
     C(thermal.gpu_temp_c[<uuid>]), C(thermal.memory_temp_c[<uuid>]), C(thermal.tlimit_c[<uuid>]) and
     C(thermal.clocks_event_reasons[<uuid>]) judge the window's peaks with the burn-in's limits.
   - The RoCE ports - their counters (C(ethtool -S), sysfs C(hw_counters)) and links (sysfs state, rate,
@@ -47,6 +48,14 @@ options:
         next. One query of a node's GPUs takes about 35 ms on a real H200 node.
     type: float
     default: 1
+  max_sample_gap_s:
+    description:
+      - The shortest power cap the watch must see, in seconds, 1..300 and more than O(sample_interval_s).
+        C(watch.gpu_sample_gap) fails (closed) when two GPU samples' reads were further apart than this (a
+        node whose nvidia-smi takes seconds to answer), since a cap that long could have fallen between
+        them. The default is the capped phase of the PDU protection the watch was made for (5 s of 10 s).
+    type: float
+    default: 5
   instances:
     description:
       - The node's vLLM instances, as inference_service_instances gives them (C(name) and C(port) are read).
@@ -134,7 +143,8 @@ checks:
     - Per GPU C(gpu_power.enforced_limit_w[<uuid>]) and the C(thermal.*[<uuid>]) checks; per RoCE port the
       C(fabric.*[<dev>]) checks; per instance C(service.health[<name>]) and
       C(service.prefix_cache_hit_rate[<name>]). C(watch.gpus) or C(watch.roce_counters) fails when a tool
-      could not be read (fail closed).
+      could not be read, C(watch.gpu_sample_gap) when the GPUs' samples were further apart than
+      O(max_sample_gap_s) (fail closed).
   sample:
     - {"name": "gpu_power.enforced_limit_w[GPU-5d3f…]", "ok": false, "value": 1100.0, "limit": 1400.0,
        "unit": "W", "message": "GPU-5d3f… enforces 1100 W, below the requested 1400 W, in 3 of 6 samples over
@@ -170,7 +180,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health impo
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import limits_from
 from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
+    DEFAULT_MAX_SAMPLE_GAP_S,
     DEFAULT_SAMPLE_INTERVAL_S,
+    MAX_SAMPLE_GAP_RANGE,
     SAMPLE_INTERVAL_RANGE,
     WINDOW_RANGE,
     InstanceWatch,
@@ -199,10 +211,21 @@ def _input_errors(p):
     if not (math.isfinite(p["window_s"]) and low <= p["window_s"] <= high):
         errors.append("window_s (watch_window_s) must be %g..%g seconds, got %s" % (low, high, p["window_s"]))
     low, high = SAMPLE_INTERVAL_RANGE
-    if not (math.isfinite(p["sample_interval_s"]) and low <= p["sample_interval_s"] <= high):
+    interval, gap = p["sample_interval_s"], p["max_sample_gap_s"]
+    if not (math.isfinite(interval) and low <= interval <= high):
         errors.append(
             "sample_interval_s (watch_sample_interval_s) must be %g..%g seconds, got %s"
-            % (low, high, p["sample_interval_s"])
+            % (low, high, interval)
+        )
+    low, high = MAX_SAMPLE_GAP_RANGE
+    if not (math.isfinite(gap) and low <= gap <= high):
+        errors.append(
+            "max_sample_gap_s (watch_max_sample_gap_s) must be %g..%g seconds, got %s" % (low, high, gap)
+        )
+    elif math.isfinite(interval) and gap <= interval:
+        errors.append(
+            "max_sample_gap_s (watch_max_sample_gap_s) must be more than sample_interval_s "
+            "(watch_sample_interval_s, %s): two samples are that far apart at least, got %s" % (interval, gap)
         )
     floor = p["min_prefix_cache_hit_rate"]
     if not (math.isfinite(floor) and 0 <= floor <= 1):
@@ -245,6 +268,7 @@ def main():
         argument_spec=dict(
             window_s=dict(type="float", default=5),
             sample_interval_s=dict(type="float", default=DEFAULT_SAMPLE_INTERVAL_S),
+            max_sample_gap_s=dict(type="float", default=DEFAULT_MAX_SAMPLE_GAP_S),
             instances=dict(type="list", elements="dict", default=[]),
             instance_host=dict(type="str", default="127.0.0.1"),
             min_prefix_cache_hit_rate=dict(type="float", default=0.5),
@@ -282,6 +306,7 @@ def main():
         peers={str(k): str(v) for k, v in p["roce_cabling"].items()},
         health=_health_options(module) if p["health"] else None,
         sample_interval_s=p["sample_interval_s"],
+        max_sample_gap_s=p["max_sample_gap_s"],
     )
     checks, fact = watch.run()
     failed = [c for c in checks if not c["ok"]]

@@ -11,8 +11,10 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
   and goes in waves is seen in a sample wherever its capped phase falls in the window (three
   samples at the start, middle and end once all fell in the uncapped half of 10 s waves when slow
   reads shifted them); the largest span between two reads is reported (``sample_gap_s``): a cap
-  that lasts longer is never missed. The clock event reason counters add a reason that came and
-  went between samples (a power brake) and how long the power cap held the clocks;
+  that lasts longer is never missed, and ``watch.gpu_sample_gap`` fails when it exceeds
+  ``max_sample_gap_s`` (a cap that long could have gone unseen). The clock event reason counters
+  add a reason that came and went between samples (a power brake) and how long the power cap held
+  the clocks;
 - the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
   each link's state, rate and flaps, each port's share of the traffic);
 - the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
@@ -68,6 +70,10 @@ WINDOW_RANGE = (1.0, 300.0)
 # of every 10 s), and one nvidia-smi query of a node's GPUs takes ~35 ms on a real H200 node.
 DEFAULT_SAMPLE_INTERVAL_S = 1.0
 SAMPLE_INTERVAL_RANGE = (0.2, 60.0)
+# The shortest cap the watch promises to see: the reference PDU's capped phase. Samples further apart
+# (a node whose nvidia-smi takes seconds to answer) fail watch.gpu_sample_gap rather than pass unseen.
+DEFAULT_MAX_SAMPLE_GAP_S = 5.0
+MAX_SAMPLE_GAP_RANGE = (1.0, 300.0)
 
 
 class GpuReadError(Exception):
@@ -299,6 +305,40 @@ def sample_gap(reads):
     return round(max(spans), 2) if spans else None
 
 
+def gap_check(reads, max_gap_s):
+    """``watch.gpu_sample_gap``: the GPUs' samples were close enough that a cap lasting ``max_gap_s``
+    fell on one of them (fail closed when they were not, or when fewer than two were read)."""
+    gap = sample_gap(reads)
+    slowest = max((end - start for start, end in reads), default=0.0)
+    if gap is None:
+        why = "fewer than two GPU samples were read: a power cap in the window could be missed (fail closed)"
+        return check("watch.gpu_sample_gap", False, None, max_gap_s, "s", why)
+    said = "the GPUs' %d samples were at most %g s apart (the slowest read took %.2f s)" % (
+        len(reads),
+        gap,
+        slowest,
+    )
+    if gap <= max_gap_s:
+        return check(
+            "watch.gpu_sample_gap",
+            True,
+            gap,
+            max_gap_s,
+            "s",
+            "%s: a power cap lasting %g s or more falls on one" % (said, max_gap_s),
+        )
+    return check(
+        "watch.gpu_sample_gap",
+        False,
+        gap,
+        max_gap_s,
+        "s",
+        "%s, above %g s: a power cap that short could have been missed (fail closed); nvidia-smi answers "
+        "slowly on this node (a GPU or driver in trouble, or a loaded host): run the watch again, or raise "
+        "watch_max_sample_gap_s" % (said, max_gap_s),
+    )
+
+
 class Watch:
     """Reads a node over ``window_s`` seconds: :meth:`run` -> ``(checks, fact)``."""
 
@@ -319,10 +359,11 @@ class Watch:
         peers=None,
         health=None,
         sample_interval_s=DEFAULT_SAMPLE_INTERVAL_S,
+        max_sample_gap_s=DEFAULT_MAX_SAMPLE_GAP_S,
     ):
         # health: node_health's options ({expected_gpu_count, dmesg, nvlink, limits, turned_off}), or None
         self.health = health
-        self.sample_interval_s = sample_interval_s
+        self.sample_interval_s, self.max_sample_gap_s = sample_interval_s, max_sample_gap_s
         self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
         self.instances = instances
         self.clock, self.sleep = clock, sleep
@@ -406,6 +447,7 @@ class Watch:
         else:
             gpus = summarize_gpus(samples, gap)
             checks.extend(power_check(g, seconds) for g in gpus)
+            checks.append(gap_check(reads, self.max_sample_gap_s))
             checks.extend(gpu_checks(gpus, self.limits))
             fact["gpus"] = [gpu_fact(g) for g in gpus]
         checks.extend(self.roce.checks())

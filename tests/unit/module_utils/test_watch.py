@@ -277,6 +277,33 @@ def test_a_cap_shorter_than_the_samples_gap_can_only_be_reported_not_promised() 
     assert power(checks)["ok"] is True and fact["sample_gap_s"] == 1.05
 
 
+def gap(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    [found] = [c for c in checks if c["name"] == "watch.gpu_sample_gap"]
+    return found
+
+
+@pytest.mark.parametrize("read_s", [0.035, 0.8, 2.4])
+def test_samples_close_enough_pass_the_gap_check(read_s: float) -> None:
+    checks, fact = FakeNode(lambda t: False, read_s=read_s).watch()
+    found = gap(checks)
+    assert found["ok"] is True and found["value"] == fact["sample_gap_s"] <= 5.0
+    assert (found["limit"], found["unit"]) == (5.0, "s")
+
+
+def test_samples_too_far_apart_fail_closed_naming_the_slow_reads() -> None:
+    """A node whose nvidia-smi takes 3 s per read: two reads span 6 s, more than the 5 s cap the watch
+    must see, so a healthy-looking window is not called ok for its power caps."""
+    checks, fact = FakeNode(lambda t: False, read_s=3.0).watch()
+    found = gap(checks)
+    assert (found["ok"], found["value"], found["limit"]) == (False, 6.0, 5.0)
+    assert "the slowest read took 3.00 s" in found["message"] and "fail closed" in found["message"]
+    assert "watch_max_sample_gap_s" in found["message"]
+    assert power(checks)["ok"] is True and fact["sample_gap_s"] == 6.0
+    # the operator's own bound, when the node is known to answer slowly
+    checks, _fact = FakeNode(lambda t: False, read_s=3.0).watch(max_sample_gap_s=7.0)
+    assert gap(checks)["ok"] is True
+
+
 def test_the_window_fails_closed_on_a_tool_error_and_stops_reading() -> None:
     node = FakeNode(lambda t: False, fail_at=2)
     checks, fact = node.watch()
@@ -290,3 +317,4 @@ def test_the_window_fails_closed_on_a_tool_error_and_stops_reading() -> None:
 def test_sample_gap_is_the_largest_span_from_a_read_s_start_to_the_next_one_s_end() -> None:
     assert watch.sample_gap([(0.0, 0.1), (1.0, 1.1), (2.0, 3.5)]) == 3.5 - 1.0
     assert watch.sample_gap([(0.0, 0.1)]) is None
+    assert watch.gap_check([(0.0, 0.1)], 5.0)["ok"] is False
