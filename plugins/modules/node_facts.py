@@ -81,7 +81,9 @@ options:
         sysfs C(fw_ver)), beside the roles' reads, into the C(gpufleet_versions) fact that
         M(gpufleet.node.node_health) sets. C(gpufleet drift) compares them across the run's nodes on the
         controller and names the odd node out (C(fleet.versions[<field>])).
-      - A node whose versions cannot be read carries the failed check C(fleet.versions) naming the tool.
+      - A node whose versions cannot be read (the tool missing or failing, or an output refused as
+        unreadable) carries the failed check C(fleet.versions) naming the tool and why, and the module
+        fails with that message.
       - The nvidia-smi is C(gpu_power)'s C(nvidia_smi_path) when given, else the one on PATH.
     type: bool
     default: false
@@ -237,6 +239,9 @@ def main():
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if stops(r)]
     if refusal:
         errors.append(refusal)
+    # a node whose versions could not be read fails as a role that cannot be planned does: drift --fix
+    # leaves it out of its rollout, naming why, rather than draining a node it cannot read
+    errors.extend(c["message"] for c in version_checks)
     if errors:
         # a role whose inputs this node cannot meet is a configuration error (gpufleet exits 2)
         input_error = any(r.get("input_error") for r in results.values())

@@ -9,6 +9,7 @@ in the module results (``event_data.res``), never in a file left on the machine 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,16 @@ OUTCOMES = {
     "runner_on_skipped": "skipped",
 }
 STATS_EVENT = "playbook_on_stats"
+
+# ansible-runner's callback (and so AWX's job events) passes on an empty result in place of one
+# longer than MAX_EVENT_RES characters (700000 unless set). Every result Ansible gives a task has at
+# least ``changed``, so an empty one is a result nobody saw: failed, never an ok with nothing judged.
+DROPPED_RESULT = (
+    "its result was larger than ansible-runner passes on (MAX_EVENT_RES, %s characters) and came back "
+    "empty: gpufleet cannot tell what the task found (fail closed); a module that returns this much is "
+    "carrying a tool's output it should have refused"
+)
+_RESULT_EVENTS = ("runner_on_ok", "runner_on_failed")
 
 # What gpufleet's modules report beyond Ansible's own keys (the module contract,
 # module_utils/core/results.py).
@@ -44,9 +55,15 @@ def task_name(data: dict[str, Any]) -> str:
     return f"{role} : {task}" if role else task
 
 
+def dropped_result(kind: str, data: dict[str, Any]) -> bool:
+    """Whether ansible-runner dropped this task result for its size (DROPPED_RESULT)."""
+    return kind in _RESULT_EVENTS and "res" in data and data["res"] == {}
+
+
 def task_entry(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     """One task's result on one host, from its event: outcome, message, and gpufleet's own keys
-    (a loop's items flattened into the task's)."""
+    (a loop's items flattened into the task's). A result ansible-runner dropped is a failure naming
+    why (dropped_result)."""
     res = data.get("res") or {}
     if not isinstance(res, dict):
         res = {}
@@ -70,7 +87,9 @@ def task_entry(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     diffs = [p["diff"] for p in parts if p.get("diff")]
     if diffs:
         entry["diff"] = diffs
-    if kind == "runner_on_failed" and data.get("ignore_errors"):
+    if dropped_result(kind, data):
+        entry.update(outcome="failed", msg=DROPPED_RESULT % os.environ.get("MAX_EVENT_RES", "700000"))
+    elif kind == "runner_on_failed" and data.get("ignore_errors"):
         entry["ignored"] = True
     if data.get("task_path"):
         # the task's file (ansible-runner's task_path less its line): the drain role drains and undrains

@@ -3,11 +3,15 @@ own changes, checks, hints and diff are kept as the module returned them, a loop
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
+import ansible_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core import results
 
-from gpufleet import events
+from gpufleet import events, runner
 
 CONF = "/etc/gpufleet/gpu-power.conf"
 
@@ -128,3 +132,49 @@ def test_ansibles_internal_type_names_are_made_plain() -> None:
         "converted to a float"
     )
     assert results.plain_types(real).endswith("convert to float: str cannot be converted to a float")
+
+
+def test_a_result_ansible_runner_dropped_is_a_failure_naming_why() -> None:
+    """ansible-runner passes on ``res: {}`` for a result over MAX_EVENT_RES (a node's 2 MiB product name
+    carried into node_facts' result read as ok with 0 checks): a failed task that says so."""
+    collector = events.Collector()
+    entry = collector.add(_event("runner_on_ok", {}, task_action="gpufleet.node.node_facts"))
+    assert entry is not None and (entry["outcome"], entry["changed"]) == ("failed", False)
+    assert "larger than ansible-runner passes on (MAX_EVENT_RES, 700000 characters)" in entry["msg"]
+    host = collector.hosts["node01"]
+    assert host.failed and host.status(read_only=True) == "failed"
+    assert host.failure_message().startswith("a task: its result was larger than ansible-runner passes on")
+    # a failed task's dropped result too, even one whose errors were to be ignored
+    collector.add(_event("runner_on_failed", {}, host="node02", ignore_errors=True))
+    assert collector.hosts["node02"].failed
+    # a result that is not empty, a skip and an event with no result are what they were
+    assert collector.add(_event("runner_on_ok", {"changed": False}, host="node03"))["outcome"] == "ok"
+    assert collector.add(_event("runner_on_skipped", {}, host="node03"))["outcome"] == "skipped"
+    assert collector.add(_event("runner_on_ok", host="node03"))["outcome"] == "ok"
+    assert not collector.hosts["node03"].failed
+
+
+def test_ansible_runner_drops_an_oversized_result_and_the_collector_fails_it(tmp_path: Path) -> None:
+    """The real ansible-runner (its callback, as AWX's job events) on a local play: a task whose result
+    is over MAX_EVENT_RES arrives with ``res: {}``, and comes out failed; the small one beside it ok."""
+    playbook = tmp_path / "project" / "play.yml"
+    playbook.parent.mkdir()
+    playbook.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n  tasks:\n"
+        "    - name: small\n      ansible.builtin.set_fact:\n        small: 1\n"
+        "    - name: oversized\n      ansible.builtin.set_fact:\n        big: \"{{ 'X' * 800000 }}\"\n"
+    )
+    collector = events.Collector()
+    ansible_runner.run(
+        private_data_dir=str(tmp_path),
+        playbook=str(playbook),
+        inventory="localhost ansible_python_interpreter=" + sys.executable,
+        event_handler=lambda event: bool(collector.add(event)) and False,
+        envvars={"ANSIBLE_NOCOLOR": "1", "PATH": runner.own_path(os.environ.get("PATH", ""))},
+        quiet=True,
+        json_mode=True,
+        suppress_env_files=True,
+    )
+    host = collector.hosts["localhost"]
+    assert [(t["task"], t["outcome"]) for t in host.tasks] == [("small", "ok"), ("oversized", "failed")]
+    assert "larger than ansible-runner passes on" in host.failure_message()

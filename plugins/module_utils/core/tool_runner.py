@@ -24,14 +24,35 @@ ENV = {"LC_ALL": "C"}
 # succeeds.
 EMPTY_RETRIES = 2
 
+# How much of a tool's stdout or stderr a failure result carries: enough to see what it printed,
+# never the whole of a runaway output (ansible-runner passes on an empty result in place of one over
+# 700000 characters, and the failure's message with it).
+OUTPUT_KEPT = 16 * 1024
+
+
+# How much of that first line a message quotes.
+LINE_KEPT = 300
+
 
 def first_line(*texts: str | None) -> str:
-    """The first non-blank line of the first text that has one ('no output' when none has)."""
+    """The first non-blank line of the first text that has one ('no output' when none has), its first
+    LINE_KEPT characters when longer (a message stays a sentence)."""
     for text in texts:
         for line in (text or "").splitlines():
             if line.strip():
-                return line.strip()
+                line = line.strip()
+                if len(line) > LINE_KEPT:
+                    return "%s... (a line of %d characters)" % (line[:LINE_KEPT], len(line))
+                return line
     return "no output"
+
+
+def kept(text: str | None, limit: int = OUTPUT_KEPT) -> str | None:
+    """``text`` as a failure result carries it: whole up to ``limit`` characters, else its first
+    ``limit`` and how much was left out."""
+    if text is None or len(text) <= limit:
+        return text
+    return "%s\n[... %d more characters not kept]" % (text[:limit], len(text) - limit)
 
 
 def tool_path(module: Any, name: str, *alternatives: str, required: bool = True) -> str | None:
@@ -84,13 +105,18 @@ def read(module: Any, cmd: list[str]) -> tuple[int, str, str]:
 
 def check_exit(module: Any, cmd: list[str], ran: tuple[int, str, str], hint: str = "", **extra: Any) -> None:
     """Fail the module when ``ran`` (what ``cmd`` returned) is a non-zero exit: '<cmd> failed (rc=N):
-    <first line>. <hint>', with cmd, rc, stdout, stderr and ``extra`` (e.g. the changes made so far)
-    in the result."""
+    <first line>. <hint>', with cmd, rc, stdout and stderr (:func:`kept`) and ``extra`` (e.g. the
+    changes made so far) in the result."""
     rc, out, err = ran
     if rc != 0:
         message = "%s failed (rc=%d): %s." % (" ".join(cmd), rc, first_line(err, out).rstrip("."))
         module.fail_json(
-            msg=message + (" " + hint if hint else ""), cmd=cmd, rc=rc, stdout=out, stderr=err, **extra
+            msg=message + (" " + hint if hint else ""),
+            cmd=cmd,
+            rc=rc,
+            stdout=kept(out),
+            stderr=kept(err),
+            **extra,
         )
 
 
@@ -112,8 +138,8 @@ def parsed(
             % (" ".join(cmd), exc),
             cmd=cmd,
             rc=rc,
-            stdout=out,
-            stderr=err,
+            stdout=kept(out),
+            stderr=kept(err),
             **extra,
         )
 

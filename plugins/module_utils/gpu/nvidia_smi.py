@@ -17,7 +17,7 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import guard, has_surrogates
+from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import guard, has_surrogates, quote
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import CLOCK_EVENT_REASONS
 
 
@@ -191,9 +191,48 @@ _XML_TOOL = "nvidia-smi -q -x"
 # nvidia-smi's own doctype line names an external DTD that is never fetched.
 _DOCTYPE = re.compile(r"<!DOCTYPE\s+nvidia_smi_log\s+SYSTEM\s+\"[^\"<>\[\]]*\"\s*>")
 
+# No field nvidia-smi prints is longer than this (the longest of the real captures: a 55-character
+# product name). A longer one is damaged or forged output, refused by name: carried into a module's
+# result it would make that result too large for ansible-runner, which passes on an empty one instead
+# (over 700000 characters), and the node would read as ok with nothing judged.
+XML_FIELD_LIMIT = 1024
+
+
+def _tag(elem):
+    """``<tag>`` as a message names an element (a tag past the limit quoted, cut)."""
+    return "<%s>" % elem.tag if len(elem.tag) <= XML_FIELD_LIMIT else quote(elem.tag, 40)
+
+
+def _field_too_long(root):
+    """Why a tag, text or attribute of the document is longer than XML_FIELD_LIMIT (naming it, and
+    its GPU when it is in one), else None."""
+    for section in [root, *root]:
+        where = ""
+        if section is not root and section.tag == "gpu":
+            where = " of GPU %s" % quote(str(section.get("id")), 40)
+        elements = [root] if section is root else section.iter()
+        for elem in elements:
+            tag = _tag(elem)
+            fields = [("a tag", elem.tag), ("the text of %s" % tag, elem.text or "")]
+            fields += [("the text after %s" % tag, elem.tail or "")]
+            fields += [("attribute %s of %s" % (quote(k, 40), tag), v) for k, v in elem.attrib.items()]
+            fields += [("an attribute name of %s" % tag, k) for k in elem.attrib]
+            for what, value in fields:
+                if len(value) > XML_FIELD_LIMIT:
+                    return "%s: %s%s is %d characters long (nvidia-smi prints no field over %d): %s" % (
+                        _XML_TOOL,
+                        what,
+                        where,
+                        len(value),
+                        XML_FIELD_LIMIT,
+                        quote(value, 40),
+                    )
+    return None
+
 
 def _safe_xml_root(text):
-    """Parse without letting the document declare anything (no entity tricks)."""
+    """Parse without letting the document declare anything (no entity tricks), and refuse a field
+    longer than nvidia-smi prints (XML_FIELD_LIMIT): every read of -q -x comes through here."""
     if re.search(r"<!ENTITY", text, re.IGNORECASE):
         raise ParseError("%s: refusing XML that declares entities (<!ENTITY)" % _XML_TOOL)
     text = _DOCTYPE.sub("", text, count=1)
@@ -209,7 +248,10 @@ def _safe_xml_root(text):
     except ET.ParseError as exc:
         raise ParseError("%s: malformed or truncated XML (%s)" % (_XML_TOOL, exc)) from exc
     if root.tag != "nvidia_smi_log":
-        raise ParseError("%s: root element is <%s>, not <nvidia_smi_log>" % (_XML_TOOL, root.tag))
+        raise ParseError("%s: root element is %s, not <nvidia_smi_log>" % (_XML_TOOL, _tag(root)))
+    too_long = _field_too_long(root)
+    if too_long:
+        raise ParseError(too_long)
     return root
 
 

@@ -17,6 +17,7 @@ from gpufleet.sim import (
     faults_rdma,
     faults_switch,
     faults_thermal,
+    faults_tools,
     faults_topo,
     state,
 )
@@ -30,6 +31,7 @@ FAULTS: dict[str, tuple[FaultFn, FaultFn]] = {
     **faults_thermal.FAULTS,
     **faults_switch.FAULTS,
     **faults_health.FAULTS,
+    **faults_tools.FAULTS,
 }
 
 

@@ -263,6 +263,64 @@ def test_xml_truncated_raises_parse_error(read_fixture, relpath, fraction):
         nvidia_smi.parse_query_xml(text[: int(len(text) * fraction)])
 
 
+def test_xml_the_longest_field_of_every_real_capture_is_far_below_the_limit(read_fixture):
+    """The limit leaves room: no tag, text or attribute of a real capture is a tenth of it."""
+    for relpath in XML_CASES:
+        root = nvidia_smi._safe_xml_root(read_fixture(relpath))
+        longest = max(len(v) for e in root.iter() for v in (e.tag, e.text or "", *e.attrib.values()))
+        assert longest < nvidia_smi.XML_FIELD_LIMIT / 10, relpath
+
+
+def _oversized(text, where, size=2 * 1024 * 1024):
+    """``text`` with ``size`` characters more at ``where`` (a marker replaced once)."""
+    assert where in text
+    return text.replace(where, where + "X" * size, 1)
+
+
+@pytest.mark.parametrize("relpath", sorted(XML_CASES))
+@pytest.mark.parametrize(
+    ("where", "named"),
+    [
+        # a product name 2 MiB long (the simulator's nvsmi-oversized-field), and 60 MiB
+        ("<product_name>", "the text of <product_name> of GPU "),
+        ("<uuid>", "the text of <uuid> of GPU "),
+        ("<driver_version>", "the text of <driver_version> is "),
+        ('<gpu id="', "attribute 'id' of <gpu>"),
+        ("<pci>", "the text of <pci> of GPU "),
+    ],
+)
+def test_xml_a_field_longer_than_nvidia_smi_prints_is_refused_by_name(read_fixture, relpath, where, named):
+    real = read_fixture(relpath)
+    was = re.search(re.escape(where) + r'([^<"]*)', real).group(1)  # the field's own characters
+    with pytest.raises(ParseError) as err:
+        nvidia_smi.parse_query_xml(_oversized(real, where))
+    message = str(err.value)
+    assert message.startswith("nvidia-smi -q -x: ") and named in message
+    long = f"is {2 * 1024 * 1024 + len(was)} characters long (nvidia-smi prints no field over 1024)"
+    assert long in message
+    assert len(message) < 400  # a 2 MiB field is quoted cut, never whole
+
+
+def test_xml_a_60_mib_product_name_is_refused_and_a_field_at_the_limit_is_read(read_fixture):
+    text = read_fixture("nvidia-smi-xml/telegraf-a100-sxm4-v12.xml")
+    with pytest.raises(ParseError, match=r"<product_name> of GPU '00000000:01:00.0' is 62914581 characters"):
+        nvidia_smi.parse_query_xml(_oversized(text, "<product_name>", 60 * 1024 * 1024))
+    name = "NVIDIA A100-SXM4-80GB"
+    at_limit = _oversized(text, "<product_name>", nvidia_smi.XML_FIELD_LIMIT - len(name))
+    read = nvidia_smi.parse_query_xml(at_limit)["gpus"][0]["name"]
+    assert read == "X" * (nvidia_smi.XML_FIELD_LIMIT - len(name)) + name
+    with pytest.raises(ParseError, match="is 1025 characters long"):
+        nvidia_smi.parse_query_xml(_oversized(at_limit, "<product_name>", 1))
+
+
+def test_xml_an_oversized_tag_is_refused_quoted():
+    tag = "t" * 5000
+    text = f"<nvidia_smi_log><gpu id='0'><{tag}>1</{tag}></gpu></nvidia_smi_log>"
+    with pytest.raises(ParseError, match=r"a tag of GPU '0' is 5000 characters long") as err:
+        nvidia_smi.parse_query_xml(text)
+    assert len(str(err.value)) < 400
+
+
 # ------------------------------------------------------------------ -q (text)
 
 GPUD_UUIDS = [

@@ -114,3 +114,36 @@ def test_a_read_that_comes_back_empty_with_rc_0_is_read_again_and_an_error_is_no
         "",
     )
     assert len(calls) == 1
+
+
+def test_a_failure_keeps_a_bounded_part_of_a_runaway_output() -> None:
+    """A tool that prints 2 MiB (one line) fails the module with a message of one sentence and at most
+    OUTPUT_KEPT characters of each stream: a result that size would reach the controller empty."""
+    cmd = ["/usr/bin/nvidia-smi", "-q", "-x"]
+    huge = "<product_name>" + "X" * (2 * 1024 * 1024)
+    module = FakeModule({tuple(cmd): (3, huge, huge)}, {})
+    with pytest.raises(Failed) as failed:
+        tool_runner.run(module, cmd)
+    result = failed.value.args[0]
+    assert result["msg"] == (
+        f"/usr/bin/nvidia-smi -q -x failed (rc=3): <product_name>{'X' * (tool_runner.LINE_KEPT - 14)}... "
+        f"(a line of {len(huge)} characters)."
+    )
+    for stream in ("stdout", "stderr"):
+        cut = len(huge) - tool_runner.OUTPUT_KEPT
+        assert result[stream] == f"{huge[: tool_runner.OUTPUT_KEPT]}\n[... {cut} more characters not kept]"
+    assert len(str(result)) < 3 * tool_runner.OUTPUT_KEPT
+
+
+def test_output_the_parser_refuses_is_kept_bounded_and_short_output_whole() -> None:
+    cmd = ["/usr/bin/mlxlink", "-d", "mlx5_0"]
+    module = FakeModule({tuple(cmd): (0, "Y" * 100_000, "")}, {})
+
+    def parser(text: str) -> int:
+        raise ValueError("mlxlink: no 'State' line")
+
+    with pytest.raises(Failed) as failed:
+        tool_runner.run_parsed(module, cmd, parser)
+    assert failed.value.args[0]["stdout"].endswith(f"[... {100_000 - 16384} more characters not kept]")
+    assert (tool_runner.kept("short\n"), tool_runner.kept(None)) == ("short\n", None)
+    assert tool_runner.kept("x" * tool_runner.OUTPUT_KEPT) == "x" * tool_runner.OUTPUT_KEPT

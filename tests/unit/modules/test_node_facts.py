@@ -15,6 +15,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
 
+from gpufleet.sim import faults
 from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 
@@ -215,7 +216,9 @@ def test_drift_reads_the_versions_beside_the_roles_with_one_more_read(node: SimN
     assert compared["changes"] == without["changes"] and compared["checks"] == without["checks"] == []
 
 
-def test_versions_that_cannot_be_read_are_a_failed_check_and_no_fact(node: SimNode, tmp_path: Path) -> None:
+def test_versions_that_cannot_be_read_fail_the_node_naming_the_read(node: SimNode, tmp_path: Path) -> None:
+    """A failed check and a failed module (as a role that cannot be planned: drift --fix leaves the node
+    out of its rollout), the roles' changes still reported, no fact."""
     options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}, "versions": True}
 
     def no_xml(module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
@@ -224,7 +227,28 @@ def test_versions_that_cannot_be_read_are_a_failed_check_and_no_fact(node: SimNo
         return node(module, args, **kwargs)
 
     compared = harness.run_module(node_facts.main, options, run_command=no_xml, get_bin_path=SMI).result
-    assert "ansible_facts" not in compared and not compared.get("failed")
+    assert "ansible_facts" not in compared and compared["failed"] is True
     (failed,) = compared["checks"]
     assert (failed["name"], failed["ok"]) == ("fleet.versions", False)
     assert "nvidia-smi -q -x failed (rc=6): Unable to determine the device handle" in failed["message"]
+    assert compared["msg"] == failed["message"]
+    assert compared["changes"] and compared["roles"]["nccl_topology"]["error"] is None
+
+
+def test_an_oversized_field_in_the_xml_fails_the_node_naming_it_in_a_small_result(
+    node: SimNode, tmp_path: Path
+) -> None:
+    """The simulator's nvsmi-oversized-field (a 2 MiB product name in -q -x): refused by name, and the
+    result stays small (ansible-runner passes on an empty result in place of one over 700000
+    characters: the node read as ok with 0 checks)."""
+    faults.inject(node.dir, "nvsmi-oversized-field")
+    options = {"nccl_topology": {"path": str(tmp_path / "topo.xml")}, "versions": True}
+    compared, _ = run_module(node_facts.main, options, node)
+    assert compared["failed"] is True and "ansible_facts" not in compared
+    (failed,) = compared["checks"]
+    assert (failed["name"], failed["ok"], failed["value"]) == ("fleet.versions", False, None)
+    assert (
+        "nvidia-smi -q -x: the text of <product_name> of GPU '00000000:13:00.0' is 2097152 characters long "
+        "(nvidia-smi prints no field over 1024)" in failed["message"]
+    )
+    assert len(str(compared)) < 20_000

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet.sim import build, state
+from gpufleet.sim import build, faults, faults_tools, state
 from gpufleet.sim.tools import nvidia_smi
 
 Run = Callable[..., tuple[int, str]]
@@ -744,3 +744,21 @@ def test_power_sample_round_trips(parsers: ModuleType, smi: Run, b300: Path) -> 
         )
         assert row["power"] == {k: v for k, v in gpu["power"].items() if k != "draw_w"}
     assert (sample[2]["persistence_mode"], sample[2]["power"]["enforced_limit_w"]) == (False, 1100.0)
+
+
+def test_the_oversized_field_fault_is_a_2_mib_product_name_in_the_xml_only(smi: Run, b300: Path) -> None:
+    """nvsmi-oversized-field: -q -x prints the first GPU's product name 2 MiB long, still well-formed XML;
+    the other GPUs, the other queries and, once cleared, the XML are as before."""
+    before = {args: smi(b300, *args)[1] for args in (("-q", "-x"), ("-L",))}
+    assert faults.inject(b300, "nvsmi-oversized-field")
+    rc, out = smi(b300, "-q", "-x")
+    assert rc == 0
+    names = [
+        e.text or "" for e in ET.fromstring(re.sub(r"<(\?xml|!DOCTYPE)[^>]*>", "", out)).iter("product_name")
+    ]
+    assert len(names[0]) == faults_tools.OVERSIZED_FIELD_CHARS and names[0].startswith("NVIDIA B300")
+    assert names[1:] == ["NVIDIA B300 SXM6 AC"] * 15
+    assert smi(b300, "-L")[1] == before[("-L",)]
+    assert faults.clear(b300, "nvsmi-oversized-field") == ["nvsmi-oversized-field"]
+    timestamp = re.compile(r"<timestamp>.*</timestamp>")
+    assert timestamp.sub("", smi(b300, "-q", "-x")[1]) == timestamp.sub("", before[("-q", "-x")])

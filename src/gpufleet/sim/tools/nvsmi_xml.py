@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from xml.sax.saxutils import escape, quoteattr
 
+from gpufleet.sim.faults_tools import oversized
 from gpufleet.sim.state import State
 from gpufleet.sim.tools import nvsmi_common as c
 
@@ -25,9 +26,13 @@ def render(state: State, selected: list[tuple[int, c.Gpu]], attached: int) -> st
         ("attached_gpus", str(attached)),
     ]
     out.extend(_emit(node, 1) for node in top)
-    for index, gpu in selected:
+    for position, (index, gpu) in enumerate(selected):
         out.append(f"\t<gpu id={quoteattr(str(gpu['pci_bus_id']))}>\n")
-        out.extend(_emit(node, 2) for node in gpu_children(state, index, gpu))
+        children = gpu_children(state, index, gpu)
+        if position == 0:
+            # the nvsmi-oversized-field fault (sim/faults_tools.py): the first GPU's product name
+            children[0] = ("product_name", oversized(state, str(gpu["name"])))
+        out.extend(_emit(node, 2) for node in children)
         out.append("\t</gpu>\n\n")
     out.append("</nvidia_smi_log>\n")
     return "".join(out)
