@@ -120,18 +120,23 @@ def _apply(options: CommonOptions, playbook: str, command: str) -> Report:
 
 
 def gate_host(result: runner.HostResult) -> HostReport:
-    """A node that failed any step is blocked: it stays out of service, its instances stopped. A leaf
-    switch the gate only read is judged as drift judges it (drifted when its profile differs)."""
+    """A node found unfit at any step is blocked: it stays out of service, its instances stopped; one
+    refused before the drain (its inputs, another run's lock) is left as it was: failed, never blocked.
+    A leaf switch the gate only read is judged as drift judges it (drifted when its profile differs)."""
     if result.only_read_leaf():
         return drift.drift_host(result)
     host = HostReport(checks=result.checks, changes=result.changes, facts=_reported_facts(result.facts))
+    refused = _refused_before_drain(result)
     host.status = checks.host_status(
-        unreachable=result.unreachable, failed=result.failed, checks=result.checks, failed_as="blocked"
+        unreachable=result.unreachable,
+        failed=result.failed,
+        checks=result.checks,
+        failed_as="failed" if refused else "blocked",
     )
     host.configuration_error = result.refused_for_input()
     if host.status == "unreachable":
         host.message = result.failure_message()
-    elif host.status == "blocked":
+    elif host.status in ("blocked", "failed"):
         # The first failed task is the step that blocked the node (the later ones are the gate's own
         # "keep it out of service"); a failed check with no failed task still names itself.
         if any(t["outcome"] == "failed" for t in result.tasks):
@@ -141,7 +146,7 @@ def gate_host(result: runner.HostResult) -> HostReport:
             host.message = f"did not pass the post-maintenance gate: {failed_checks} failed"
         if result.drained():
             host.message += "; left drained"
-        elif _refused_before_drain(result):
+        elif refused:
             host.message += "; refused before the drain: left as it was, nothing of it stopped"
     # An operator's override of a failed gate is on the record, with its reason.
     for task in result.tasks:
@@ -154,13 +159,20 @@ def gate_host(result: runner.HostResult) -> HostReport:
     return host
 
 
-# The plays of post_maintenance.yml before its drain: a node that fails there is left as it was.
+# The plays of post_maintenance.yml before its drain: a node refused there is left as it was.
 _BEFORE_DRAIN_PLAYS = (runner.INPUTS_PLAY, "Judge each node before it is drained")
+# The task every blocked node ends at (roles/thermal_gate/tasks/blocked.yml), whatever step found it
+# unfit, before the drain too (playbooks/tasks/unfit_before_drain.yml): its instances were stopped.
+_BLOCKED_TASK = "gpufleet.node.thermal_gate : Keep the node out of service"
 
 
 def _refused_before_drain(result: runner.HostResult) -> bool:
+    """Whether the gate refused the node before its drain with nothing of it changed: its inputs (or
+    another run's lock), not a node it found unfit there (blocked: drained, instances stopped)."""
     failed = next((t for t in result.tasks if t["outcome"] == "failed" and not t.get("ignored")), {})
-    return str(failed.get("play", "")).startswith(_BEFORE_DRAIN_PLAYS)
+    if not str(failed.get("play", "")).startswith(_BEFORE_DRAIN_PLAYS):
+        return False
+    return not any(t["task"] == _BLOCKED_TASK and t["outcome"] == "failed" for t in result.tasks)
 
 
 # The thermal_gate task that marks a node passed (roles/thermal_gate/tasks/verify.yml): a node an

@@ -97,3 +97,15 @@ def test_bad_input_is_refused_naming_the_setting(tmp_path: Path) -> None:
         {"binary": str(tmp_path / "none"), "gpus": 8, "min_busbw_gbps": 400}, expect=harness.FailJson
     )
     assert "is not an executable all_reduce_perf" in missing["msg"]
+
+
+@pytest.mark.parametrize("floor", [float("inf"), float("nan"), 10001.0, -1.0])
+def test_a_floor_no_node_can_meet_or_none_can_miss_is_refused_naming_the_range(
+    tmp_path: Path, floor: float
+) -> None:
+    """An infinite floor (.inf in YAML) blocked every node; it is bad input, named with its range."""
+    result = run(
+        {"binary": str(tmp_path / "none"), "gpus": 8, "min_busbw_gbps": floor}, expect=harness.FailJson
+    )
+    assert result["input_error"] is True
+    assert "thermal_gate_nccl_min_busbw_gbps) must be above 0 and at most 10000 GB/s" in result["msg"]
