@@ -125,6 +125,38 @@ options:
         C(health.pcie_width[<uuid>])). A healthy GPU lowers its link at idle; under load it trains up.
     type: bool
     default: true
+  health:
+    description:
+      - Read the node's hardware health again when the load ends and judge it as M(gpufleet.node.node_health)
+        does before it, under the same check names - the GPU count (C(health.gpu_count)), uncorrectable ECC
+        errors (C(health.ecc_uncorrectable[<uuid>])), row remaps (C(health.row_remap_pending[<uuid>]),
+        C(health.row_remap_failure[<uuid>])), every NVLink link (C(health.nvlink[<uuid>])), each GPU's PCIe
+        width, and the Xid events logged during the burn-in (C(health.xid[<bus id>]); the kernel log is read
+        when the load starts and again when it ends). A GPU that falls off the bus or counts an uncorrectable
+        error under the load fails the burn-in; a read that fails is C(burn_in.health) (fail closed).
+      - Needs C(dmesg) (root, kernel.dmesg_restrict).
+    type: bool
+    default: true
+  expected_gpu_count:
+    description: With O(health), how many GPUs the node's profile has; unset, not judged.
+    type: int
+  nvlink:
+    description: With O(health), the profile's GPUs are joined by NVLink - every link must be active.
+    type: bool
+    default: true
+  max_volatile_uncorrectable_ecc:
+    description: With O(health), most uncorrectable ECC errors since the driver loaded a GPU may have.
+    type: int
+    default: 0
+  max_aggregate_uncorrectable_ecc:
+    description: With O(health), most lifetime uncorrectable ECC errors a GPU may have; unset, not judged.
+    type: int
+  turned_off:
+    description:
+      - With O(health), check families not judged, each with the reason the report shows
+        (see M(gpufleet.node.node_health)).
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.roce_window
@@ -205,7 +237,8 @@ checks:
       C(burn_in.gpu_present[<uuid>]) (when it went missing); per instance C(burn_in.requests[<url>]);
       with O(roce_ports), per RoCE port the checks of M(gpufleet.node.roce_health)
       (C(fabric.retransmits[<dev>]), C(fabric.pause_duration[<dev>]), ...), or C(burn_in.roce_counters)
-      when the counters could not be read.
+      when the counters could not be read; with O(health), the node's health when the load ended
+      (C(health.*), see O(health)), or C(burn_in.health) when it could not be read.
   sample:
     - {"name": "thermal.clocks_event_reasons[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
        "value": ["sw_thermal_slowdown"], "limit": [], "unit": "",
@@ -252,6 +285,16 @@ stopped_early:
   returned: always
   type: bool
   sample: false
+health_after_load:
+  description:
+    - With O(health), what was read when the load ended - C(gpu_count), per GPU C(gpus) (its PCIe width,
+      pending remap, uncorrectable ECC, active NVLink links), C(xids) (per GPU and Xid the events logged
+      during the burn-in) - and C(error), why it could not be read (null when it was). Null with
+      O(health=false).
+  returned: always
+  type: dict
+  sample: {"gpu_count": 15, "gpus": [], "xids": [{"pci_bus_id": "0000:9a:00", "xid": 79, "events": 1}],
+           "error": null}
 roce:
   description:
     - The RoCE ports watched (C(ports)), the seconds between their two readings (C(window_s)), per port how
@@ -264,14 +307,20 @@ roce:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings import thermal_sampler
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+    AfterLoad,
+    read_pcie,
+    under_load_checks,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
     ReadError as HealthReadError,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
-    read_pcie,
-    under_load_checks,
+    input_errors as health_input_errors,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
     WINDOW_OPTIONS,
@@ -347,15 +396,44 @@ def _roce_window(module):
         module.fail_json(msg="%s; check the RDMA devices' sysfs, or set roce_ports: false" % exc)
 
 
+# What to check before admitting traffic, by the failed check's name (first match; the rest: cooling).
+_ADVICE = (
+    (
+        ("fabric.", "burn_in.roce_counters"),
+        "check the RoCE path (host and switch PFC, ECN, DSCP map and MTU)",
+    ),
+    (("health.", "burn_in.health", "burn_in.gpu_present"), "have the GPUs the health checks name serviced"),
+)
+_COOLING = "check the coolant loop"
+
+
 def _advice(failed):
-    """What to check before admitting traffic, by what failed: the coolant loop, the RoCE path, or both."""
-    fabric = [c for c in failed if c["name"].startswith(("fabric.", "burn_in.roce_counters"))]
+    """What to check before admitting traffic, by what failed: the hardware, the RoCE path, the
+    coolant loop."""
     todo = []
-    if len(fabric) < len(failed):
-        todo.append("check the coolant loop")
-    if fabric:
-        todo.append("check the RoCE path (host and switch PFC, ECN, DSCP map and MTU)")
+    for c in failed:
+        found = next((what for prefixes, what in _ADVICE if c["name"].startswith(prefixes)), _COOLING)
+        if found not in todo:
+            todo.append(found)
     return "Keep the instances stopped and %s before admitting traffic" % " and ".join(todo)
+
+
+def _after_load(module, smi):
+    """The node's health read again when the load ends (node_health.AfterLoad), or None (health off)."""
+    p = module.params
+    if not p["health"]:
+        return None
+    refuse_bad_input(
+        module, "judge the node's health after the burn-in", health_input_errors(p, "thermal_gate_health_")
+    )
+    return AfterLoad(
+        module.run_command,
+        smi,
+        tool_path(module, "dmesg"),
+        {key: p[key] for key in HEALTH_SPEC},
+        "burn_in.health",
+        "during the burn-in",
+    )
 
 
 def main():
@@ -380,6 +458,8 @@ def main():
             stop_on_first_bad=dict(type="bool", default=True),
             **WINDOW_OPTIONS,
             pcie=dict(type="bool", default=True),
+            health=dict(type="bool", default=True),
+            **HEALTH_SPEC,
             nvidia_smi_path=dict(type="path"),
         ),
         mutually_exclusive=[["urls", "ports"]],
@@ -395,6 +475,7 @@ def main():
         module.fail_json(msg="burn-in limits outside their physical range: %s" % "; ".join(errors))
     smi = nvidia_smi(module, p["nvidia_smi_path"])
     counters = _roce_window(module)
+    health = _after_load(module, smi)
     limits = limits_from_params(p, _LIMITS, GPU_SKIPS)
     load = Load(
         urls,
@@ -418,14 +499,16 @@ def main():
         p["stop_on_first_bad"],
         counters=counters,
         under_load=_pcie_sampler(module, smi) if p["pcie"] else None,
+        health=health,
     )
+    result["health_after_load"] = result.pop("health")
     pcie = result.pop("under_load") or {}
     result["pcie_under_load"] = pcie.get("gpus")
     # the samples over time, for the report's charts (a failed burn-in's too: the report keeps them)
     result["ansible_facts"] = {
         "gpufleet_burn_in": watch.trace_fact(p["sample_interval"], result["duration_s"])
     }
-    result["checks"] = checks(result, limits, p["max_failed_requests"], counters)
+    result["checks"] = checks(result, limits, p["max_failed_requests"], counters, health)
     if p["pcie"]:
         result["checks"].extend(under_load_checks(pcie.get("gpus"), pcie.get("error")))
     result["changes"] = []

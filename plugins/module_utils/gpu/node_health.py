@@ -27,6 +27,10 @@ Checks, one name per condition (results.check), per GPU by UUID:
   block), passing or skipped, naming the GPUs DCGM names; ``health.dcgm_diag`` when DCGM could not run
   it. The watch never runs it: from level 2 it loads the GPUs for minutes.
 
+The gate judges the node twice: on the drained node before anything starts (node_health), and
+again when the burn-in's load ends (:class:`AfterLoad`, the burn-in module): the same reads and the
+same judge, the Xids those logged during the load.
+
 A check the profile turns off (``off``: {check family: reason}) is returned passing with the reason,
 so the report shows it was not judged and why.
 
@@ -145,10 +149,101 @@ def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: 
         links = None
         if nvlink_expected:
             links = nvlink.parse_status(_run(run_command, [smi, "nvlink", "-s"], nvlink.STATUS_TOOL))
-        xids = None if dmesg is None else xid.parse_kernel_log(_run(run_command, [dmesg], "dmesg"))
-    except (nvidia_smi.ParseError, nvlink.ParseError, xid.ParseError) as exc:
+    except (nvidia_smi.ParseError, nvlink.ParseError) as exc:
         raise ReadError(str(exc)) from exc
+    xids = None if dmesg is None else read_xids(run_command, dmesg)
     return {"gpus": gpus, "links": links, "xids": xids, "versions": found_versions}
+
+
+def read_xids(run_command: RunCommand, dmesg: str) -> list[dict[str, Any]]:
+    """The Xid events of the kernel log (xid.parse_kernel_log). Raises ReadError naming the tool."""
+    try:
+        return xid.parse_kernel_log(_run(run_command, [dmesg], "dmesg"))
+    except xid.ParseError as exc:
+        raise ReadError(str(exc)) from exc
+
+
+def xids_since(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of ``after`` that ``before`` does not hold: the kernel log read twice, the Xids
+    logged between the two reads. An event is its whole line (timestamp, GPU, Xid, pid, message), so
+    a line logged again later is new; one the ring buffer dropped since is simply not in ``after``."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for event in before:
+        key = _event_key(event)
+        seen[key] = seen.get(key, 0) + 1
+    out = []
+    for event in after:
+        key = _event_key(event)
+        if seen.get(key):
+            seen[key] -= 1
+        else:
+            out.append(event)
+    return out
+
+
+def _event_key(event: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in event.items()))
+
+
+class AfterLoad:
+    """The node's health read again when a load ends and judged by :func:`judge`, under the same check
+    names as before it: a GPU that fell off the bus, an uncorrectable ECC error, a row remap or an
+    NVLink link lost under the load. The kernel log is read when the load starts (``start``) and again
+    when it ends (``stop``): only the Xids logged between are judged (:func:`xids_since`). A read that
+    fails is a failed check of its own (``check_name``), never a pass."""
+
+    def __init__(
+        self,
+        run_command: RunCommand,
+        smi: str,
+        dmesg: str,
+        options: Mapping[str, Any],
+        check_name: str,
+        during: str,
+    ) -> None:
+        # options: OPTIONS_SPEC's keys (expected_gpu_count, nvlink, the ECC limits, turned_off)
+        self.run_command, self.smi, self.dmesg = run_command, smi, dmesg
+        self.options, self.check_name, self.during = options, check_name, during
+        self.before: list[dict[str, Any]] | None = None
+        self.readings: dict[str, Any] | None = None
+        self.error: str | None = None
+
+    def start(self) -> None:
+        try:
+            self.before = read_xids(self.run_command, self.dmesg)
+        except ReadError as exc:
+            self.error = "the kernel log could not be read when the load started: %s" % exc
+
+    def stop(self) -> None:
+        if self.error is not None:
+            return
+        try:
+            readings = read(self.run_command, self.smi, self.dmesg, self.options.get("nvlink", True))
+        except ReadError as exc:
+            self.error = "the node's health could not be read when the load ended: %s" % exc
+            return
+        readings["xids"] = xids_since(self.before or [], readings["xids"] or [])
+        self.readings = readings
+
+    def checks(self) -> list[dict[str, Any]]:
+        if self.readings is None:
+            why = self.error or "the node's health was not read when the load ended"
+            return [check(self.check_name, False, why, None, "", "%s (fail closed)" % why)]
+        o = self.options
+        return judge(
+            self.readings,
+            o.get("expected_gpu_count"),
+            {key: o.get(key, default) for key, default in DEFAULT_LIMITS.items()},
+            o.get("turned_off"),
+            xids_since_text=self.during,
+        )
+
+    def summary(self) -> dict[str, Any] | None:
+        """What was read when the load ended (fact()'s shape, its ``xids`` those logged during the
+        load), and the error that kept it from being read."""
+        if self.readings is None:
+            return {"error": self.error}
+        return dict(fact(self.readings), error=None)
 
 
 # The PCIe link under load, one cheap CSV query (the burn-in takes it while its load runs).
@@ -596,8 +691,15 @@ def nvlink_checks(gpus: list[dict[str, Any]], links: list[dict[str, Any]] | None
     return out
 
 
-def xid_checks(gpus: list[dict[str, Any]], xids: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """One check per GPU with Xid events (by bus id), failing when any of them blocks."""
+# Which part of the kernel log an Xid check judged: the whole of it, or what came during a load.
+XIDS_SINCE_BOOT = "since boot"
+
+
+def xid_checks(
+    gpus: list[dict[str, Any]], xids: list[dict[str, Any]] | None, since: str = XIDS_SINCE_BOOT
+) -> list[dict[str, Any]]:
+    """One check per GPU with Xid events (by bus id), failing when any of them blocks; ``since`` says
+    which part of the kernel log the events are from."""
     if xids is None:
         return []
     uuids = {_bus(g.get("pci_bus_id")): g["uuid"] for g in gpus}
@@ -618,11 +720,12 @@ def xid_checks(gpus: list[dict[str, Any]], xids: list[dict[str, Any]] | None) ->
                 worst["xid"],
                 "no blocking Xid",
                 "",
-                "GPU %s (%s): Xid %s in the kernel log since boot (%d events); Xid %d: %s. %s%s"
+                "GPU %s (%s): Xid %s in the kernel log %s (%d events); Xid %d: %s. %s%s"
                 % (
                     bus,
                     uuid,
                     ", ".join(str(n) for n in numbers),
+                    since,
                     len(events),
                     worst["xid"],
                     info.meaning,
@@ -640,8 +743,10 @@ def judge(
     limits: Mapping[str, int | None] | None = None,
     off: Mapping[str, str] | None = None,
     under_load: bool = False,
+    xids_since_text: str = XIDS_SINCE_BOOT,
 ) -> list[dict[str, Any]]:
-    """Every health check of one reading (read()'s), with the profile's families turned off."""
+    """Every health check of one reading (read()'s), with the profile's families turned off;
+    ``xids_since_text`` says which part of the kernel log ``readings["xids"]`` holds."""
     merged = dict(DEFAULT_LIMITS)
     merged.update(limits or {})
     gpus = readings["gpus"]
@@ -650,7 +755,7 @@ def judge(
         out.extend(pcie_checks(gpu, under_load))
         out.extend(memory_checks(gpu, merged))
     out.extend(nvlink_checks(gpus, readings.get("links")))
-    out.extend(xid_checks(gpus, readings.get("xids")))
+    out.extend(xid_checks(gpus, readings.get("xids"), xids_since_text))
     out.extend(diag_checks(readings.get("diag"), gpus))
     return turned_off(out, off or {})
 

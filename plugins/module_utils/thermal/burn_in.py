@@ -340,11 +340,14 @@ def run(
     sleep=time.sleep,
     counters=None,
     under_load=None,
+    health=None,
 ):
     """Load on, sample every ``interval`` s for ``seconds`` s, load off.
 
     ``sample()`` returns parse_sample()'s list or raises SampleError. ``counters`` (a
     roce_reading.Window, or None) is read just before the load starts and just before it stops.
+    ``health`` (a node_health.AfterLoad, or None) is started just before the load starts and
+    stopped once the load has stopped: the node's health when the load ended.
     ``under_load()`` (or None) is called once just before the load stops, while it still runs
     (the PCIe links' sample: a link trains up only under load); its result is returned as is.
     Returns ``{duration_s, stopped_early, samples, first_bad_sample, requests, roce, under_load}``
@@ -352,6 +355,8 @@ def run(
     """
     if counters is not None:
         counters.start()
+    if health is not None:
+        health.start()
     load.start()
     start = clock()
     next_at = start
@@ -379,6 +384,8 @@ def run(
         if counters is not None:
             counters.stop()
         requests = load.stop()
+        if health is not None:
+            health.stop()
     return {
         "duration_s": round(clock() - start, 1),
         "stopped_early": stopped_early,
@@ -387,6 +394,7 @@ def run(
         "requests": requests,
         "roce": None if counters is None else counters.summary(),
         "under_load": loaded,
+        "health": None if health is None else health.summary(),
     }
 
 
@@ -422,10 +430,26 @@ def _power_reading(uuid, acc):
     }
 
 
-def checks(result, limits, max_failed_requests=0, counters=None):
+def _utilization_why(ok, floor, acc, result):
+    """Why a GPU stayed below the floor: the load did not reach it, or - the burn-in stopped early -
+    it was not loaded long enough to tell (still failed: it was never seen loaded)."""
+    if ok:
+        return ""
+    if not result.get("stopped_early"):
+        return ", below %s%%: the load did not reach it" % floor
+    bad = result.get("first_bad_sample") or {}
+    return (
+        ", below %s%% in the %d sample(s) taken before the burn-in stopped at %ss on its first bad sample: "
+        "stopped before the load could be seen reaching it, so not known to reach it"
+        % (floor, acc.get("samples") or 0, bad.get("t", result.get("duration_s")))
+    )
+
+
+def checks(result, limits, max_failed_requests=0, counters=None, health=None):
     """Checks of a run() result: samples; per GPU its presence, the thermal judge's checks of its
     peaks and reasons (``thermal.*``, as at idle) and its utilisation; per URL its requests; with
-    ``counters`` (the run's roce_reading.Window) its checks of each RoCE port (``fabric.*``)."""
+    ``counters`` (the run's roce_reading.Window) its checks of each RoCE port (``fabric.*``); with
+    ``health`` (the run's node_health.AfterLoad) the node's health when the load ended (``health.*``)."""
     out = []
     summary = result["samples"]
     if summary["error"]:
@@ -476,7 +500,7 @@ def checks(result, limits, max_failed_requests=0, counters=None):
                     floor,
                     "%",
                     "%s peaked at %s%% utilization%s"
-                    % (label, util, "" if ok else ", below %s%%: the load did not reach it" % floor),
+                    % (label, util, _utilization_why(ok, floor, acc, result)),
                 )
             )
     for url, stats in result["requests"].items():
@@ -493,4 +517,6 @@ def checks(result, limits, max_failed_requests=0, counters=None):
         )
     if counters is not None:
         out.extend(counters.checks())
+    if health is not None:
+        out.extend(health.checks())
     return out

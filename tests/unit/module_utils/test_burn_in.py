@@ -571,3 +571,61 @@ def test_an_allowed_reason_is_still_said_with_how_often() -> None:
         run_on_fake_clock(lambda: [reading(reasons=["hw_thermal_slowdown"])], 3, stop_on_bad=False)
     )
     assert failed["ok"] is False and failed["value"] == ["hw_thermal_slowdown"]
+
+
+class Health:
+    """A stand-in for node_health.AfterLoad: records when it is read, relative to the load."""
+
+    def __init__(self, load: NoLoad, events: list[str]) -> None:
+        self.load, self.events = load, events
+
+    def start(self) -> None:
+        self.events.append("health before" + (" (load on)" if self.load.started else ""))
+
+    def stop(self) -> None:
+        self.events.append("health after" + ("" if self.load.stopped else " (load still on)"))
+
+    def summary(self) -> dict[str, Any]:
+        return {"gpu_count": 15, "gpus": [], "xids": [], "error": None}
+
+    def checks(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": "health.gpu_count",
+                "ok": False,
+                "value": 15,
+                "limit": 16,
+                "unit": "GPUs",
+                "message": "15",
+            }
+        ]
+
+
+@pytest.mark.parametrize("temps", [[60] * 5, [60, 90]])
+def test_the_health_is_read_before_the_load_starts_and_after_it_stopped(temps: list[int]) -> None:
+    """Also when a bad sample ends the burn-in early: the health when the load ended is still judged."""
+    load = NoLoad()
+    events: list[str] = []
+    health = Health(load, events)
+    values = iter(temps)
+    result = run_on_fake_clock(lambda: [reading(gpu_c=next(values))], 5, load, health=health)
+    assert events == ["health before", "health after"]
+    assert result["health"] == health.summary()
+    names = [c["name"] for c in bi.checks(result, bi.DEFAULT_LIMITS, health=health)]
+    assert names[-1] == "health.gpu_count"
+
+
+def test_a_burn_in_stopped_at_its_first_sample_does_not_say_the_load_missed_a_gpu() -> None:
+    """GPU-2 idles in the only sample taken (the load had not reached it yet): not known to be loaded
+    (failed, fail closed), and the message says why, not that the load did not reach it."""
+    limits = {**bi.DEFAULT_LIMITS, "min_utilization_pct": 50.0}
+    clock = FakeClock()
+    watch = bi.Watch(limits)
+    sample = [reading(gpu_c=95, utilization_pct=90), reading(uuid="GPU-2", utilization_pct=0)]
+    result = bi.run(lambda: sample, NoLoad(), 30, 1.0, watch, clock=clock, sleep=clock.sleep)
+    assert result["stopped_early"] is True and result["samples"]["count"] == 1
+    util = {c["name"]: c for c in bi.checks(result, limits)}["burn_in.utilization_pct[GPU-2]"]
+    assert util["ok"] is False and (util["value"], util["limit"]) == (0, 50.0)
+    assert "the load did not reach it" not in util["message"]
+    assert "1 sample(s) taken before the burn-in stopped at 0.0s" in util["message"]
+    assert "not known to reach it" in util["message"]

@@ -19,8 +19,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_sm
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import nvidia_smi
+from gpufleet.sim import build, faults_gpu, faults_health, kernel_log, state
+from gpufleet.sim.tools import dmesg, nvidia_smi
 from tests.unit.module_utils.test_burn_in import FakeVllm
 from tests.unit.modules import harness, rocenode
 
@@ -87,6 +87,8 @@ def fast(vllm: FakeVllm, **extra: Any) -> dict[str, Any]:
         "concurrency": 2,
         "max_tokens": 4,
         "pcie": False,
+        # the health read when the load ends: its own tests below
+        "health": False,
         **extra,
     }
 
@@ -335,3 +337,142 @@ def test_a_pdu_cap_during_the_burn_in_fails_it_naming_the_power_budget(node: Nod
     for c in power.values():
         assert (c["ok"], c["value"], c["limit"], c["unit"]) == (False, 1100.0, 1400.0, "W")
         assert "the rack's power budget" in c["message"] and "in 1 of 3 samples" in c["message"]
+
+
+# ---------------------------------------------------------------- the node's health when the load ends
+
+
+class HealthNode(Node):
+    """A node whose dmesg is the simulator's too (its kernel log), and whose tools sit in /usr/bin."""
+
+    def __call__(self, module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        if Path(args[0]).name != "dmesg":
+            return super().__call__(module, args, **kwargs)
+        self.calls.append((list(args), kwargs))
+        if self.dmesg_rc:
+            return self.dmesg_rc, "", "dmesg: read kernel buffer failed: Operation not permitted\n"
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = dmesg.main(list(args[1:]), self.dir)
+        return rc, out.getvalue(), ""
+
+    dmesg_rc = 0
+
+    @staticmethod
+    def which(module: Any, name: str, *args: Any, **kwargs: Any) -> str:
+        return f"/usr/bin/{name}"
+
+
+@pytest.fixture
+def health_node(tmp_path: Path) -> HealthNode:
+    return HealthNode(tmp_path / "node")
+
+
+def run_health(node: HealthNode, vllm: FakeVllm, **extra: Any) -> dict[str, Any]:
+    args = fast(vllm, health=True, expected_gpu_count=16, **extra)
+    return harness.run_module(burn_in.main, args, run_command=node, get_bin_path=node.which).result
+
+
+def during_the_load(
+    fault: Callable[[state.State, Path], None], at: int
+) -> Callable[[state.State, int], None]:
+    """The fault applied before the ``at``-th tool call, while the load runs."""
+
+    def heat(node_state: state.State, n: int) -> None:
+        if n == at:
+            fault(node_state, Path("/nonexistent-sys"))
+
+    return heat
+
+
+def health_checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in result["checks"] if c["name"].startswith(("health.", "burn_in.health"))}
+
+
+def test_a_healthy_node_is_judged_again_when_the_load_ends(health_node: HealthNode, vllm: FakeVllm) -> None:
+    result = run_health(health_node, vllm)
+    assert "failed" not in result, result["msg"]
+    argv = [args for args, _ in health_node.calls]
+    # the kernel log read before the first sample and again after the last, with -q -x and nvlink -s
+    assert argv[0] == ["/usr/bin/dmesg"] and argv[-1] == ["/usr/bin/dmesg"]
+    assert ["/usr/bin/nvidia-smi", "-q", "-x"] in argv and ["/usr/bin/nvidia-smi", "nvlink", "-s"] in argv
+    checks = health_checks(result)
+    assert checks["health.gpu_count"]["value"] == 16 and all(c["ok"] for c in checks.values())
+    assert len([n for n in checks if n.startswith("health.ecc_uncorrectable[")]) == 16
+    assert result["health_after_load"]["gpu_count"] == 16 and result["health_after_load"]["xids"] == []
+
+
+def test_a_gpu_that_falls_off_the_bus_during_the_load_fails_the_burn_in(
+    health_node: HealthNode, vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(faults_gpu.sysfs, "remove_gpu", lambda *a: None)  # no sysfs in this node
+    health_node.heat = during_the_load(faults_health.xid_79, 3)
+    result = run_health(health_node, vllm)
+    assert result["failed"] is True
+    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
+    assert (failed["health.gpu_count"]["value"], failed["health.gpu_count"]["limit"]) == (15, 16)
+    (xid79,) = [c for n, c in failed.items() if n.startswith("health.xid[")]
+    assert xid79["value"] == 79 and "during the burn-in" in xid79["message"]
+    assert "have the GPUs the health checks name serviced" in result["msg"]
+    assert "coolant" not in result["msg"]
+
+
+def test_an_uncorrectable_ecc_error_during_the_load_fails_the_burn_in(
+    health_node: HealthNode, vllm: FakeVllm
+) -> None:
+    health_node.heat = during_the_load(faults_health.ecc_uncorrectable, 3)
+    uuid = node_uuid(health_node, faults_health.ECC_GPU)
+    result = run_health(health_node, vllm)
+    assert result["failed"] is True
+    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
+    assert list(failed) == [f"health.ecc_uncorrectable[{uuid}]"]
+    assert (
+        failed[f"health.ecc_uncorrectable[{uuid}]"]["value"],
+        failed[f"health.ecc_uncorrectable[{uuid}]"]["limit"],
+    ) == (2, 0)
+
+
+def test_xid_94_during_the_load_fails_it_on_the_error_it_counted(
+    health_node: HealthNode, vllm: FakeVllm
+) -> None:
+    health_node.heat = during_the_load(faults_health.xid_94, 3)
+    uuid = node_uuid(health_node, faults_health.XID_94_GPU)
+    result = run_health(health_node, vllm)
+    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
+    assert failed[f"health.ecc_uncorrectable[{uuid}]"]["value"] == 1
+    xids = [c for n, c in health_checks(result).items() if n.startswith("health.xid[")]
+    assert [c["value"] for c in xids] == [94] and "during the burn-in" in xids[0]["message"]
+
+
+def test_an_xid_logged_before_the_load_is_not_judged_again(health_node: HealthNode, vllm: FakeVllm) -> None:
+    """node_health judged the kernel log since boot before the load; the burn-in, what came during it."""
+    with state.locked(health_node.dir) as node_state:
+        gpu = node_state["gpus"][0]
+        kernel_log.append(node_state, time.time(), kernel_log.xid_79(gpu))
+    result = run_health(health_node, vllm)
+    assert "failed" not in result, result["msg"]
+    assert not [n for n in health_checks(result) if n.startswith("health.xid[")]
+
+
+def test_a_kernel_log_that_cannot_be_read_fails_the_burn_in(health_node: HealthNode, vllm: FakeVllm) -> None:
+    health_node.dmesg_rc = 1
+    result = run_health(health_node, vllm)
+    assert result["failed"] is True
+    failed = health_checks(result)["burn_in.health"]
+    assert failed["ok"] is False and "when the load started" in failed["message"]
+    assert "Operation not permitted" in failed["message"]
+
+
+def test_bad_health_options_are_refused_naming_the_setting(health_node: HealthNode, vllm: FakeVllm) -> None:
+    result = harness.run_module(
+        burn_in.main,
+        fast(vllm, health=True, max_volatile_uncorrectable_ecc=-1),
+        run_command=health_node,
+        get_bin_path=health_node.which,
+        expect=harness.FailJson,
+    ).result
+    assert (
+        result["input_error"] is True
+        and "thermal_gate_health_max_volatile_uncorrectable_ecc" in result["msg"]
+    )
+    assert health_node.calls == []
