@@ -68,6 +68,17 @@ options:
     description: Seconds to wait for C(/health) to answer 200, polling every 2 s; 0 checks once.
     type: int
     default: 0
+  units:
+    description:
+      - The systemd units of the instances started with this one (its own first). While O(wait_timeout)
+        waits, each poll reads them (C(systemctl show <unit>)); a unit that failed, stopped, is not
+        installed, or whose process exited and waits to be restarted ends the wait at once, named in
+        C(service.health[<name>]) - an instance that lost its GPU while starting is not waited for until
+        the timeout.
+      - Empty, only C(/health) is polled.
+    type: list
+    elements: str
+    default: []
   timeout:
     description: Seconds to wait for each HTTP request.
     type: int
@@ -174,6 +185,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service im
     health_check,
     prefix_cache_check,
     prefix_cache_name,
+    unit_down,
+    unit_properties,
 )
 
 _POLL_S = 2.0
@@ -182,12 +195,30 @@ _monotonic = time.monotonic
 _sleep = time.sleep
 
 
-def _health(fetcher, label, wait_timeout):
-    deadline = _monotonic() + max(wait_timeout, 0)
+def _unit_down(module, systemctl, units):
+    """``(unit, why)`` of the first unit that will not become healthy (vllm_service.unit_down), else
+    None. A unit whose state cannot be read is not judged here: /health still is."""
+    for unit in units:
+        rc, out, _ = module.run_command([systemctl, "show", unit], environ_update={"LC_ALL": "C"})
+        why = unit_down(unit_properties(out)) if rc == 0 else None
+        if why is not None:
+            return unit, why
+    return None
+
+
+def _health(module, fetcher, label, wait_timeout):
+    units = module.params["units"]
+    systemctl = module.get_bin_path("systemctl", required=True) if units and wait_timeout > 0 else None
+    started = _monotonic()
+    deadline = started + max(wait_timeout, 0)
     while True:
         status, text = fetcher.get("/health")
         if status == 200 or _monotonic() >= deadline:
             break
+        down = _unit_down(module, systemctl, units) if systemctl else None
+        if down is not None:
+            waited = round(_monotonic() - started)
+            return status, health_check(label, status, text, waited, stopped_by=down)
         _sleep(_POLL_S)
     return status, health_check(label, status, text, wait_timeout)
 
@@ -309,6 +340,7 @@ def main():
             baseline=dict(type="dict"),
             warmup_seconds=dict(type="int", default=0),
             wait_timeout=dict(type="int", default=0),
+            units=dict(type="list", elements="str", default=[]),
             timeout=dict(type="int", default=10),
             validate_certs=dict(type="bool", default=True),
         ),
@@ -331,7 +363,7 @@ def main():
         )
     label = p["name"] or parts.netloc
     fetcher = VllmClient(p["url"], p["timeout"], p["validate_certs"])
-    status, health = _health(fetcher, label, p["wait_timeout"])
+    status, health = _health(module, fetcher, label, p["wait_timeout"])
     ids, models = _models(fetcher, label, p["model"])
     checks = [health, models]
     info, cache = _prefix_check(module, fetcher, label, p["check_prefix_cache"])

@@ -14,12 +14,24 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core.results import 
 PREFIX_CACHE_CAUSE = "a prompt template that varies the prefix - a timestamp, a session id - does this"
 
 
-def health_check(label, status, text, waited_s=0):
+def health_check(label, status, text, waited_s=0, stopped_by=None):
     """``service.health[<label>]``: ``status`` is /health's HTTP status, None when it did not
-    answer (``text`` then says why)."""
+    answer (``text`` then says why). ``stopped_by``: ``(unit, why)`` when the wait ended early because
+    an instance's unit failed or its process exited (unit_down)."""
     ok = status == 200
     if ok:
         msg = "%s /health answers 200" % label
+    elif stopped_by is not None:
+        unit, why = stopped_by
+        msg = "%s /health did not answer (%s); stopped waiting after %d s: %s %s (journalctl -u %s)" % (
+            label,
+            text if status is None else "HTTP %s" % status,
+            waited_s,
+            unit,
+            why,
+            unit,
+        )
+        return check("service.health[%s]" % label, False, "%s %s" % (unit, why), 200, "", msg)
     elif status is None:
         msg = "%s /health did not answer (%s)%s; check that the instance is running" % (
             label,
@@ -56,3 +68,31 @@ def prefix_cache_check(label, rate, floor, queries, where):
     if not ok:
         msg += " (%s)" % PREFIX_CACHE_CAUSE
     return check(name, ok, round(rate, 4), floor, "ratio", msg)
+
+
+def unit_properties(text):
+    """``systemctl show <unit>``'s ``Key=Value`` lines as a dict (a line without ``=`` is skipped)."""
+    props = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key not in props:
+            props[key] = value
+    return props
+
+
+def unit_down(props):
+    """Why a vLLM unit will not become healthy, from its ``systemctl show`` properties: failed,
+    stopped, not installed, or its process exited and systemd waits to restart it; None while it
+    runs or starts."""
+    active, sub = props.get("ActiveState"), props.get("SubState")
+    status = props.get("ExecMainStatus")
+    exited = "its process exited%s" % (" with status %s" % status if status not in (None, "", "0") else "")
+    if props.get("LoadState") == "not-found":
+        return "is not installed (LoadState=not-found)"
+    if active == "failed":
+        return "failed (Result=%s): %s" % (props.get("Result") or "unknown", exited)
+    if active in ("inactive", "deactivating"):
+        return "is %s (stopped): %s" % (active, exited)
+    if sub == "auto-restart":
+        return "is waiting to restart (SubState=auto-restart): %s" % exited
+    return None

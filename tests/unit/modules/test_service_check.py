@@ -8,6 +8,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_service
 from ansible_collections.gpufleet.node.plugins.modules import service_check
 
 from tests.unit.module_utils.test_burn_in import FakeVllm
@@ -233,3 +234,114 @@ def test_bad_arguments(args: dict[str, Any], message: str) -> None:
 def test_bad_baseline(vllm: FakeVllm) -> None:
     result = run_module({"url": vllm.url, "baseline": {"hits": 1}})
     assert result["failed"] is True and "baseline must be the prefix_cache dict" in result["msg"]
+
+
+# ---------------------------------------------------------------- the units while the wait lasts
+
+# `systemctl show <unit>` (systemd 252, the keys unit_down reads among the ~200 it prints)
+RUNNING = "Id=vllm-glm52.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\n"
+STARTING = "Id=vllm-glm52.service\nLoadState=loaded\nActiveState=activating\nSubState=start\nResult=success\n"
+FAILED = (
+    "Type=simple\nRestart=on-failure\nResult=exit-code\nId=vllm-kimik3.service\nLoadState=loaded\n"
+    "ActiveState=failed\nSubState=failed\nExecMainCode=1\nExecMainStatus=1\nMainPID=0\n"
+)
+AUTO_RESTART = (
+    "Id=vllm-kimik3.service\nLoadState=loaded\nActiveState=activating\nSubState=auto-restart\n"
+    "Result=exit-code\nExecMainStatus=134\n"
+)
+STOPPED = "Id=vllm-kimik3.service\nLoadState=loaded\nActiveState=inactive\nSubState=dead\nExecMainStatus=0\n"
+MISSING = "Id=vllm-kimik3.service\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (RUNNING, None),
+        (STARTING, None),
+        (FAILED, "failed (Result=exit-code): its process exited with status 1"),
+        (AUTO_RESTART, "is waiting to restart (SubState=auto-restart): its process exited with status 134"),
+        (STOPPED, "is inactive (stopped): its process exited"),
+        (MISSING, "is not installed (LoadState=not-found)"),
+    ],
+)
+def test_unit_down_names_why_a_unit_will_not_become_healthy(text: str, why: str | None) -> None:
+    assert vllm_service.unit_down(vllm_service.unit_properties(text)) == why
+
+
+class Units:
+    """systemctl show answers: glm52 starting, kimik3 as ``kimik3`` says from the ``after``-th poll."""
+
+    def __init__(self, kimik3: str, after: int = 2) -> None:
+        self.kimik3, self.after, self.calls = kimik3, after, []
+
+    def __call__(self, module: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        self.calls.append(list(args))
+        assert args[:2] == ["/usr/bin/systemctl", "show"] and kwargs["environ_update"] == {"LC_ALL": "C"}
+        if args[2] == "vllm-glm52.service":
+            return 0, STARTING, ""
+        polls = sum(1 for a in self.calls if a[2] == "vllm-kimik3.service")
+        return 0, self.kimik3 if polls >= self.after else STARTING.replace("glm52", "kimik3"), ""
+
+
+def run_waiting(vllm: FakeVllm, units: Units) -> tuple[dict[str, Any], list[float]]:
+    polls: list[float] = []
+    with mock.patch.object(service_check, "_sleep", side_effect=polls.append):
+        result = harness.run_module(
+            service_check.main,
+            {
+                "url": vllm.url,
+                "name": "glm52",
+                "wait_timeout": 900,
+                "check_prefix_cache": False,
+                "units": ["vllm-glm52.service", "vllm-kimik3.service"],
+            },
+            run_command=units,
+            get_bin_path="/usr/bin/systemctl",
+        ).result
+    return result, polls
+
+
+def test_an_instance_whose_process_exited_ends_the_wait_at_once(vllm: FakeVllm) -> None:
+    """A GPU lost while the instances start: kimik3's process is gone, glm52 never answers. The wait
+    ends at the poll that sees it (it used to wait out the 900 s), naming the unit and why."""
+    vllm.health = 503
+    result, polls = run_waiting(vllm, Units(FAILED))
+    assert result["failed"] is True and polls == [2.0]
+    check = result["checks"][0]
+    assert check["name"] == "service.health[glm52]" and check["ok"] is False
+    assert check["value"] == "vllm-kimik3.service failed (Result=exit-code): its process exited with status 1"
+    assert (
+        "stopped waiting after" in check["message"]
+        and "journalctl -u vllm-kimik3.service" in check["message"]
+    )
+
+
+def test_a_unit_waiting_to_restart_ends_the_wait_too(vllm: FakeVllm) -> None:
+    vllm.health = 503
+    result, _ = run_waiting(vllm, Units(AUTO_RESTART, after=3))
+    assert result["checks"][0]["value"].startswith("vllm-kimik3.service is waiting to restart")
+
+
+def test_starting_units_are_waited_for_until_healthy(vllm: FakeVllm) -> None:
+    vllm.health = 503
+    units = Units(STARTING.replace("glm52", "kimik3"))
+    polls: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == 4:
+            vllm.health = 200
+
+    with mock.patch.object(service_check, "_sleep", side_effect=sleep):
+        result = harness.run_module(
+            service_check.main,
+            {
+                "url": vllm.url,
+                "wait_timeout": 900,
+                "check_prefix_cache": False,
+                "units": ["vllm-kimik3.service"],
+            },
+            run_command=units,
+            get_bin_path="/usr/bin/systemctl",
+        ).result
+    assert "failed" not in result and len(polls) == 4 and len(units.calls) == 4
