@@ -1,5 +1,6 @@
 """`gpufleet`: one command for the fleet. Errors become exit codes here and only here:
-0 all good, 1 a host blocked, drifted, failed or was unreachable, 2 usage or configuration."""
+0 all good, 1 a host blocked, drifted, failed or was unreachable, 2 refused before anything changed
+(usage, configuration, or the hosts held by another run: the controller's lock or a node's)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from gpufleet import (
 from gpufleet import drift as drift_mod
 from gpufleet import report as report_mod
 from gpufleet import watch as watch_mod
+from gpufleet.printable import printable
 from gpufleet.report import Report
 from gpufleet.sim import build, control, faults, faults_switch
 from gpufleet.sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
@@ -53,7 +55,9 @@ EPILOG = """\
 exit status:
   0  every host is ok (or changed as asked)
   1  a host was blocked, drifted, failed or could not be reached: the report names it and why
-  2  bad arguments or configuration: refused with a message naming the setting"""
+  2  refused before anything changed: bad arguments or configuration (the message names the
+     setting), or another run holds the hosts (the controller's lock or a node's: the message
+     names that run, --break-lock takes a node whose run is gone)"""
 
 
 class UsageError(Exception):
@@ -512,20 +516,25 @@ def main(argv: list[str] | None = None) -> int:
         report_mod.ReportError,
         ValueError,
     ) as exc:
-        print(f"gpufleet: error: {exc}", file=sys.stderr)
+        _error(f"gpufleet: error: {exc}")
         return EXIT_USAGE
     except runner.Canceled as exc:
-        print(
+        _error(
             f"gpufleet: interrupted: {exc}; its nodes may be part-way through it (drained, half-provisioned "
-            "or gated): run gpufleet drift, or the same command again, to see where they stand",
-            file=sys.stderr,
+            "or gated): run gpufleet drift, or the same command again, to see where they stand"
         )
         return EXIT_NOT_OK
     except runner.RunnerError as exc:
-        print(f"gpufleet: error: {exc}", file=sys.stderr)
+        _error(f"gpufleet: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_NOT_OK
+
+
+def _error(message: str) -> None:
+    """A message to the operator's terminal: what it quotes (a node's output, a lock record, a path)
+    with its control characters written out."""
+    print(printable(message, lines=True), file=sys.stderr)
 
 
 def _arguments(args: argparse.Namespace) -> None:

@@ -35,6 +35,7 @@ from markupsafe import Markup
 
 from gpufleet import html_charts
 from gpufleet.checks import STATUSES, is_good
+from gpufleet.printable import printable
 from gpufleet.report import HostReport, Report
 
 # More hosts than this and the page aggregates (see the module docstring).
@@ -45,7 +46,10 @@ MAX_CHARTS = 50
 CELL_TEXT = 16
 
 VERDICTS = {
-    "config": ("configuration error", "exit 2: a host was refused for its inputs, nothing was changed on it"),
+    "config": (
+        "refused",
+        "exit 2: a host was refused before anything changed on it (its inputs, or another run holds it)",
+    ),
     "good": ("all good", "exit 0: every host is ok or changed into the wanted state"),
     "attention": ("needs attention", "exit 1: a host drifted, failed, was blocked or could not be reached"),
 }
@@ -336,9 +340,19 @@ def page(report: Report) -> dict[str, Any]:
     }
 
 
+def _finalize(value: Any) -> Any:
+    """Every value a template prints: a text's control characters written out before autoescape (HTML
+    has no escape for them, and a page printed to a terminal would act on them); markup (the charts)
+    as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value, lines=True)
+    return value
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
+        finalize=_finalize,
         loader=jinja2.PackageLoader("gpufleet", "templates"),
         autoescape=True,
         trim_blocks=True,

@@ -7,14 +7,16 @@ import json
 from typing import Any
 
 from gpufleet.checks import STATUSES
+from gpufleet.printable import printable
 from gpufleet.report import Report
 
 
 def _md_text(value: Any) -> str:
-    """A value as report.md text on one line: HTML escaped (a renderer would run a host name's
-    <script>), line breaks as spaces (one would end a table row or a heading)."""
+    """A value as report.md text on one line: line breaks (any white space) as spaces (one would end a
+    table row or a heading), the other control characters written out (a terminal showing the file
+    would act on them), HTML escaped (a renderer would run a host name's <script>)."""
     text = "" if value is None else (json.dumps(value) if isinstance(value, list | dict) else str(value))
-    return " ".join(html.escape(text, quote=False).split())
+    return html.escape(printable(" ".join(text.split())), quote=False)
 
 
 def _md_cell(value: Any) -> str:

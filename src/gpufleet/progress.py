@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from gpufleet import catalog, checks, events
+from gpufleet.printable import printable
 
 _CLEAR = "\r\x1b[K"
 # the live line is redrawn at most this often (a 1,000-host run sends thousands of events a second)
@@ -125,10 +126,11 @@ class Display:
         self.stream.flush()
 
     def _above(self, line: str) -> None:
-        """A line printed above the live line (which is drawn again under it)."""
+        """A line printed above the live line (which is drawn again under it); what it quotes (a node's
+        message, a host name) with its control characters written out, as every line here."""
         if self._shown:
             self._write(_CLEAR)
-        self._write(line + "\n")
+        self._write(printable(line) + "\n")
         if self._shown:
             self._draw(self._hosts, force=True)
 
@@ -232,7 +234,7 @@ class Display:
             return
         self._drawn = now
         width = max(20, shutil.get_terminal_size((120, 20)).columns - 1)
-        text = self.status(hosts)
+        text = printable(self.status(hosts))
         self._shown = _CLEAR + (text if len(text) <= width else text[: width - 1] + "…")
         self._write(self._shown)
 
@@ -249,11 +251,11 @@ class Display:
             self._shown = ""
             counts = ", ".join(f"{v} {k}" for k, v in self.counts(hosts).items())
             elapsed = _clock(time.monotonic() - self.started)
-            self._write(f"{self.playbook}: {len(hosts)} hosts in {elapsed}: {counts}\n")
+            self._write(printable(f"{self.playbook}: {len(hosts)} hosts in {elapsed}: {counts}") + "\n")
         elif not self.verbose:
             for name in sorted(hosts):
                 if name not in self.printed:
                     self.printed.add(name)
-                    self._write(self._line(hosts[name]) + "\n")
+                    self._write(printable(self._line(hosts[name])) + "\n")
         self.live = False
         self.total = None

@@ -11,15 +11,15 @@ every HELP text is a constant, so the files of several commands can share one te
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpufleet import atomic_file
 from gpufleet.checks import STATUSES, one_per_condition
+from gpufleet.printable import printable
 from gpufleet.report import Report, finished_timestamp
 
 Labels = tuple[tuple[str, str], ...]
@@ -272,7 +272,9 @@ def collect(report: Report) -> Samples:
 
 
 def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """A label value in the text format: control characters written out (a host name or port from a
+    node must not reach whoever reads the file raw), then the format's own three escapes."""
+    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _value(number: float) -> str:
@@ -306,16 +308,8 @@ def write_textfile(report: Report, directory: Path) -> Path:
 
     The directory must exist (one that does not is a typo node_exporter would never read). The
     file is written beside its target as a hidden .tmp, which the collector (reading *.prom) skips,
-    then renamed over it; it is made world-readable, for node_exporter runs as its own user.
+    then renamed over it (atomic_file); world-readable, for node_exporter runs as its own user.
     """
     path = directory / textfile_name(report)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(render(report))
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_file.replace(path, render(report))
     return path

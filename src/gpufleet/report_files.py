@@ -5,10 +5,9 @@ way round."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from gpufleet import interrupt, markdown_report, prom
+from gpufleet import atomic_file, interrupt, markdown_report, prom
 from gpufleet.report import Report
 
 FORMATS = ("md", "json", "prom", "html")
@@ -32,14 +31,13 @@ def render(report: Report, kind: str) -> str:
 
 
 def write(report: Report, directory: Path, kinds: tuple[str, ...] = FORMATS) -> dict[str, Path]:
-    """Writes the files atomically (a textfile collector must never read half a file). A signal this
-    run got is recorded first (every command's report is written here)."""
+    """Writes the files atomically (a textfile collector must never read half a file), never through
+    a link planted in ``directory`` (atomic_file). A signal this run got is recorded first (every
+    command's report is written here)."""
     if not report.interrupted:
         report.interrupted = interrupt.STATE.described()
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}
     for path, text in outputs.values():
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_file.replace(path, text)
     return {kind: path for kind, (path, _) in outputs.items()}

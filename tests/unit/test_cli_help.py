@@ -53,5 +53,5 @@ def test_the_top_level_help_tells_an_operator_what_to_run_and_what_exit_codes_me
     assert "Traceback" not in done.stderr
     for words in ("gpufleet provision -i INVENTORY", "gpufleet drift", "gpufleet gate", "exit status:"):
         assert words in done.stdout
-    assert "2  bad arguments or configuration" in done.stdout
+    assert "2  refused before anything changed: bad arguments or configuration" in done.stdout
     assert "only here" not in done.stdout  # the code's own docstring is not the operator's help

@@ -154,3 +154,22 @@ def test_a_read_only_run_counts_what_it_would_change_as_drifted() -> None:
     )
     display.run_finished(handler.collector)
     assert out.getvalue().split() == ["leaf02", "drifted", "1", "setting"]
+
+
+def test_what_a_node_says_reaches_the_console_with_its_control_characters_written_out() -> None:
+    """A module's message (a forged lock record's user) and a task name with a terminal's escape codes:
+    the console shows them written out, on a terminal and without one, per host and per task."""
+    hostile = "held by gpufleet gate by \x1b[2J\x1b[Hroot\r\nnode02 ok\u202e"
+    for stream, verbose in ((io.StringIO(), False), (io.StringIO(), True), (Terminal(), False)):
+        display = Display(stream, verbose=verbose)
+        handler = runner._Events(display, "provision.yml")
+        handler({"event": "playbook_on_start", "event_data": {}})
+        handler({"event": "playbook_on_play_start", "event_data": {"play": "Hold\x1b[5m"}})
+        handler({"event": "playbook_on_task_start", "event_data": {"task": "Hold", "task_uuid": "t"}})
+        handler(_result("runner_on_failed", "node01", {"msg": hostile}, task="Hold\x07", uuid="t"))
+        handler({"event": "playbook_on_stats", "event_data": {"failures": {"node01": 1}}})
+        display.run_finished(handler.collector)
+        # the display's own: the carriage return and erase-line of its live line, nothing else
+        text = stream.getvalue().replace("\r\x1b[K", "")
+        assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202e]", text), repr(text)
+        assert "\\x1b[2J\\x1b[Hroot\\x0d\\x0anode02 ok\\u202e" in text, repr(text)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet import checks, prom
+from gpufleet import atomic_file, checks, prom
 from gpufleet.report import HostReport, Report
 from gpufleet.report_files import FILES, render, write
 
@@ -421,11 +421,30 @@ def test_series_per_node_stay_bounded() -> None:
 
 def test_labels_are_escaped_and_read_back() -> None:
     report = _report("facts")
-    odd = 'node"01\\a\nb'
+    odd = 'node"01\\a'
     report.hosts[odd] = HostReport(status="ok")
     text = prom.render(report)
     check_metrics(text)
     assert series(text, "gpufleet_host_status", status="ok") == {L(host=odd, command="facts"): 1.0}
+
+
+def test_control_characters_in_a_label_are_written_out_and_the_file_stays_valid() -> None:
+    """A host name, port or instance from a node with a terminal's escape codes, a carriage return or a
+    new line: none reaches the file raw (whoever reads it with cat), promtool still reads it."""
+    report = _report("watch")
+    hostile = "node01\x1b[2J\x1b[H\r\nfake 1\u202e"
+    report.hosts[hostile] = HostReport(
+        status="ok",
+        facts={"gpufleet_watch": {"ports": [{"ibdev": "mlx5_0\x07", "link_up": True}], "instances": []}},
+    )
+    text = prom.render(report)
+    check_metrics(text)
+    assert not any(c in text for c in "\x1b\r\x07\u202e")
+    written = "node01\\x1b[2J\\x1b[H\\x0d\\x0afake 1\\u202e"
+    assert series(text, "gpufleet_host_status", status="ok") == {L(host=written, command="watch"): 1.0}
+    assert series(text, "gpufleet_rdma_link_up") == {
+        L(host=written, command="watch", port="mlx5_0\\x07"): 1.0
+    }
 
 
 def test_an_unknown_metric_is_a_bug_not_a_dropped_series() -> None:
@@ -443,7 +462,7 @@ def test_write_textfile_is_atomic_and_readable_by_node_exporter(
         renamed.append((Path(src).name, Path(dst).name))
         real_replace(src, dst)
 
-    monkeypatch.setattr(prom.os, "replace", replace)
+    monkeypatch.setattr(atomic_file.os, "replace", replace)
     (tmp_path / "gpufleet_drift.prom").write_text("old\n")
     path = prom.write_textfile(drift_report(), tmp_path)
     assert path == tmp_path / "gpufleet_drift.prom"

@@ -201,3 +201,55 @@ def test_markdown_escapes_what_a_host_name_or_message_carries(tmp_path: Path) ->
     assert "line one &lt;img src=x onerror=alert(1)&gt;" in lines
     # nothing of the name begins a line of its own
     assert not any(line.startswith(("node99", "| x | y |")) for line in lines)
+
+
+# a forged lock record's user, a node's output: a terminal showing them raw would clear its screen,
+# move the cursor, turn the text around
+HOSTILE = "x\x1b[2J\x1b[H\x1b]0;owned\x07\u202eevil\x9b"
+
+
+def test_control_characters_reach_no_report_file_raw(tmp_path: Path) -> None:
+    report = Report(command="gate", started="t0", finished="t1", interrupted=f"asked {HOSTILE}")
+    failed = checks.check("gpu.count", False, HOSTILE, 8, "GPUs", f"read {HOSTILE}")
+    report.hosts[f"node01{HOSTILE}"] = HostReport(
+        status="failed",
+        checks=[failed],
+        changes=[{"setting": "a", "from": HOSTILE, "to": 2}],
+        message=f"the node is held by gpufleet gate by {HOSTILE} on laptop1",
+    )
+    written = write(report, tmp_path)
+    for kind in ("md", "prom", "html"):
+        text = written[kind].read_text(encoding="utf-8")
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e]", text), kind
+        assert "\\x1b[2J\\x1b[H" in text or "\\\\x1b[2J\\\\x1b[H" in text, kind
+    # report.json keeps what came, JSON-escaped: it is data, no terminal reads it raw
+    text = written["json"].read_text()
+    assert "\\u001b[2J" in text and "\x1b" not in text
+    assert load(written["json"]).hosts[f"node01{HOSTILE}"].message.endswith(f"{HOSTILE} on laptop1")
+
+
+@pytest.mark.parametrize("name", ["report.json", "report.md", "report.html", "gpufleet.prom"])
+def test_a_planted_link_in_the_report_dir_is_never_written_through(tmp_path: Path, name: str) -> None:
+    """report.json.tmp / report.md.tmp (the names an older writer used) and the files themselves as
+    links to a file of someone else: that file is left as it was, the report written beside."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / f"{name}.tmp").symlink_to(victim)
+    (reports / name).symlink_to(victim)
+    written = write(Report(command="facts", started="t0", finished="t1"), reports)
+    assert victim.read_text() == "precious\n"
+    target = reports / name
+    assert not target.is_symlink() and target.stat().st_mode & 0o777 == 0o644
+    assert target.read_text() == written[next(k for k, p in written.items() if p.name == name)].read_text()
+    assert sorted(p.name for p in reports.iterdir() if p.name.endswith(".tmp")) == [f"{name}.tmp"]
+
+
+def test_a_report_that_cannot_be_written_leaves_no_temporary_file(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "report.md").mkdir()  # os.replace cannot put a file over a directory
+    with pytest.raises(OSError):
+        write(Report(command="facts", started="t0", finished="t1"), reports)
+    assert [p.name for p in reports.iterdir()] == ["report.md"]  # report.md is written first
