@@ -17,7 +17,7 @@ from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.sim import build, state
-from gpufleet.sim.tools import vllm_engine
+from gpufleet.sim.tools import vllm_engine, vllm_openai
 from gpufleet.sim.tools.vllm_engine import filler
 from tests.unit.sim.test_vllm_standin import Api, config, serving
 
@@ -144,6 +144,102 @@ def test_a_chat_completion_plain_and_streamed(client: openai.OpenAI, strict: ope
                 assert choice.logprobs is not None and choice.logprobs.content is not None
                 assert [len(t.top_logprobs) for t in choice.logprobs.content] == [3]
     assert streamed == {0: filler(4), 1: filler(4, 1)} and roles == ["assistant", "assistant"]
+
+
+def test_a_chat_without_max_tokens_ends_its_answer(
+    served: tuple[Api, vllm_engine.Engine], client: openai.OpenAI, strict: openai.OpenAI
+) -> None:
+    """vLLM lets an open chat run to the end of the context; the simulated model ends its answer
+    (EOS) first. The stand-in once dropped the connection here (issue 36)."""
+    api, engine = served
+    messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    done = strict.chat.completions.create(model="glm52", messages=messages)
+    (choice,) = done.choices
+    assert choice.finish_reason == "stop" and choice.message.content == filler(vllm_openai.ANSWER_TOKENS)
+    assert done.usage is not None and done.usage.completion_tokens == vllm_openai.ANSWER_TOKENS
+    assert (choice.model_extra or {})["stop_reason"] is None  # EOS, not a stop string
+    streamed = list(client.chat.completions.create(model="glm52", messages=messages, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in streamed) == filler(vllm_openai.ANSWER_TOKENS)
+    assert streamed[-1].choices[0].finish_reason == "stop"
+    assert engine.snapshot()["success"]["stop"] == 2
+    # max_tokens null is the same open request, for a completion too (16 when it is left out)
+    status, body = api.json("POST", "/v1/completions", {"prompt": "x", "max_tokens": None})
+    assert status == 200 and body["choices"][0]["finish_reason"] == "stop"
+    assert body["usage"]["completion_tokens"] == vllm_openai.ANSWER_TOKENS
+    assert api.json("POST", "/v1/completions", {"prompt": "x"})[1]["usage"]["completion_tokens"] == 16
+
+
+def test_an_open_chat_stops_at_the_end_of_a_short_context(tmp_path: Path) -> None:
+    state.save(tmp_path, build.build_node_state("node01", "b300-16", 1))
+    for api, _ in serving(tmp_path, config(max_model_len=20)):
+        # "<|user|>\n" + 40 characters + "\n<|assistant|>\n": 15 prompt tokens, 5 left before the end
+        status, body = api.json(
+            "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 40}]}
+        )
+        assert status == 200 and body["choices"][0]["finish_reason"] == "length"
+        assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] == 20
+        status, body = api.json(
+            "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 80}]}
+        )
+        assert status == 400 and "maximum context length is 20 tokens" in body["error"]["message"]
+
+
+def test_stop_strings_end_the_text_before_them(
+    served: tuple[Api, vllm_engine.Engine], client: openai.OpenAI, strict: openai.OpenAI
+) -> None:
+    whole = filler(20)
+    cut = whole.index(" cache")  # the 7th token
+    done = strict.completions.create(model="glm52", prompt="p", max_tokens=20, stop=" cache")
+    (choice,) = done.choices
+    assert choice.text == whole[:cut] and choice.finish_reason == "stop"
+    assert (choice.model_extra or {})["stop_reason"] == " cache"
+    assert done.usage is not None and done.usage.completion_tokens == 7
+    # streamed: the same text, nothing of the stop string on the way, the reason in the last chunk
+    chunks = list(
+        client.completions.create(model="glm52", prompt="p", max_tokens=20, stop="s cache", stream=True)
+    )
+    texts = [c.choices[0].text for c in chunks]
+    assert "".join(texts) == whole[: whole.index("s cache")] and chunks[-1].choices[0].finish_reason == "stop"
+    assert all("s cache" not in "".join(texts[: i + 1]) for i in range(len(texts)))
+    # several stops: the first one generated ends it; each of n samples ends at its own (sample 1's
+    # filler starts a word later: " node serves tokens from its cache ... the")
+    messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    chat = strict.chat.completions.create(
+        model="glm52", messages=messages, max_tokens=20, n=2, stop=[" cache", " the"]
+    )
+    assert [c.message.content for c in chat.choices] == ["", filler(5, 1)]
+    assert [(c.model_extra or {})["stop_reason"] for c in chat.choices] == [" the", " cache"]
+    assert chat.usage is not None and chat.usage.completion_tokens == 1 + 6
+    # a stop string never generated leaves the length
+    never = strict.completions.create(model="glm52", prompt="p", max_tokens=30, stop=["zebra"])
+    assert never.choices[0].text == filler(30) and never.choices[0].finish_reason == "length"
+
+
+def test_sampling_settings_vllm_refuses_are_400(
+    served: tuple[Api, vllm_engine.Engine], client: openai.OpenAI
+) -> None:
+    api, engine = served
+    messages: list[openai.types.chat.ChatCompletionMessageParam] = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(model="glm52", messages=messages, max_tokens=2, temperature=-1)
+    assert caught.value.status_code == 400
+    assert caught.value.body == {
+        "message": "temperature must be non-negative, got -1.0.",
+        "type": "BadRequestError",
+        "param": None,
+        "code": 400,
+    }
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model="glm52", prompt="p", max_tokens=2, top_p=0)
+    assert "top_p must be in (0, 1], got 0.0." in caught.value.message
+    for bad in ({"stop": 5}, {"stop": ["a", 1]}, {"temperature": "hot"}):
+        status, body = api.json("POST", "/v1/completions", {"prompt": "p", **bad})
+        assert status == 400 and body["error"]["type"] == "BadRequestError", bad
+    assert engine.snapshot()["queries"] == 0  # refused before the engine ran anything
+    done = client.chat.completions.create(
+        model="glm52", messages=messages, max_tokens=2, temperature=0, top_p=1
+    )
+    assert done.choices[0].finish_reason == "length"
 
 
 def test_ping_and_tokenize(served: tuple[Api, vllm_engine.Engine], client: openai.OpenAI) -> None:

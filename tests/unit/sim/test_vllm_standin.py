@@ -143,6 +143,20 @@ def test_errors_look_like_vllms(api: tuple[Api, vllm_engine.Engine]) -> None:
     assert client.json("GET", "/nope") == (404, {"detail": "Not Found"})
 
 
+def test_an_unexpected_error_is_a_500_not_a_dropped_connection(
+    api: tuple[Api, vllm_engine.Engine], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """uvicorn answers an exception in a route with 500 and logs it; http.server drops the connection."""
+    client, _ = api
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a bug in the stand-in")
+
+    monkeypatch.setattr(vllm_http.vllm_openai, "parse", broken)
+    assert client.call("POST", "/v1/completions", {"prompt": "x"}) == (500, b"Internal Server Error")
+    assert "a bug in the stand-in" in capsys.readouterr().err
+
+
 def fixture_families(read_fixture: Any) -> dict[str, str]:
     """metric name -> HELP text (or "" where the capture dropped it), from the real captures."""
     found: dict[str, str] = {}

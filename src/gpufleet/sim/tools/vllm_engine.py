@@ -7,8 +7,9 @@ into heat), and takes longer when those GPUs are throttled. The prefix-cache hit
 node's serving.prefix_cache_hit_rate (0.9; 0.07 with the prefix-cache-cliff fault).
 
 A request's sequences (its prompts times `n`) run in lockstep: one prefill, then one decode step per
-token, each of them always generating max_tokens tokens of filler text (no stop, no EOS: every
-finish reason is "length"). Streaming requests step token by token; the others sleep the decode in one.
+token, each generating filler text until its own end (`ends`: its token count and finish reason,
+"length" at max_tokens, "stop" at a stop string or the answer's end; vllm_openai decides which).
+Streaming requests step token by token; the others sleep the decode in one.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ CHARS_PER_TOKEN = 4
 # KV cache capacity, in tokens, per unit of max-model-len (simulated: eight full contexts).
 KV_CONTEXTS = 8
 _WORDS = ("the", "node", "serves", "tokens", "from", "its", "cache", "and", "stays", "cool")
+# The filler text repeats every WORD_PERIOD tokens (word() below).
+WORD_PERIOD = len(_WORDS)
 
 
 @dataclass(frozen=True)
@@ -169,13 +172,24 @@ class Engine:
         return hits
 
     def generate(
-        self, prompts: list[str], max_tokens: int, n: int = 1, stream: bool = False
+        self,
+        prompts: list[str],
+        max_tokens: int,
+        n: int = 1,
+        stream: bool = False,
+        ends: list[tuple[int, str]] | None = None,
     ) -> Generator[int, None, None]:
-        """Runs n sequences per prompt as one batch; yields the tokens each has generated so far,
-        after every decode step when streaming, else once at the end. Closing it early aborts."""
+        """Runs n sequences per prompt as one batch; yields the decode steps done so far, after every
+        step when streaming, else once at the end. Sequence i (sample i % n of prompt i // n) ends
+        at ends[i] = (tokens, finish reason), each at most max_tokens; without ends every one runs
+        to max_tokens ("length"). Closing it early aborts the sequences not yet ended."""
         arrived = time.monotonic()
         sizes = [tokens(p) for p in prompts for _ in range(n)]
         count = len(sizes)
+        ends = ends or [(max_tokens, "length")] * count
+        if len(ends) != count or any(not 0 < t <= max_tokens for t, _ in ends):
+            raise ValueError(f"ends must give 1..{max_tokens} tokens for each of the {count} sequences")
+        steps = max(t for t, _ in ends)
         self._acquire(count)
         queued = time.monotonic() - arrived
         done = 0
@@ -190,23 +204,25 @@ class Engine:
             try:
                 time.sleep((PREFILL_BASE_S + uncached * PREFILL_PER_TOKEN_S) * slow)
                 prefilled = time.monotonic()
-                step = 1 if stream else max_tokens
-                while done < max_tokens:
-                    chunk = min(step, max_tokens - done)
+                step = 1 if stream else steps
+                while done < steps:
+                    chunk = min(step, steps - done)
                     time.sleep(chunk * DECODE_PER_TOKEN_S * slow)
                     done += chunk
                     yield done
             finally:
                 self._end(count)
+                generated = [min(done, t) for t, _ in ends]
                 with self.lock:
                     c = self.counters
                     c.prompt_tokens += sum(sizes)
-                    c.generation_tokens += done * count
+                    c.generation_tokens += sum(generated)
                     c.queries += sum(sizes)
                     c.hits += sum(hits)
-                    c.success["length" if done == max_tokens else "abort"] += count
+                    for (t, reason), made in zip(ends, generated, strict=True):
+                        c.success[reason if made == t else "abort"] += 1
             self._observe(
-                sizes, n, done, queued, prefilled - arrived + DECODE_PER_TOKEN_S * slow, slow, arrived
+                sizes, n, generated, queued, prefilled - arrived + DECODE_PER_TOKEN_S * slow, slow, arrived
             )
         finally:
             with self.lock:
@@ -216,22 +232,30 @@ class Engine:
                 self.slots.release()
 
     def _observe(
-        self, sizes: list[int], n: int, done: int, queued: float, ttft: float, slow: float, arrived: float
+        self,
+        sizes: list[int],
+        n: int,
+        generated: list[int],
+        queued: float,
+        ttft: float,
+        slow: float,
+        arrived: float,
     ) -> None:
         """The histograms of finished sequences, as vLLM records them per request."""
         e2e = time.monotonic() - arrived
         with self.lock:
             h = self.counters.histograms
             h["vllm:request_params_n"].observe(n, len(sizes) // n)
-            for size in sizes:
+            for size, made in zip(sizes, generated, strict=True):
                 h["vllm:request_prompt_tokens"].observe(size)
-                h["vllm:request_generation_tokens"].observe(done)
+                h["vllm:request_generation_tokens"].observe(made)
             count = len(sizes)
             h["vllm:request_queue_time_seconds"].observe(queued, count)
             h["vllm:time_to_first_token_seconds"].observe(ttft, count)
             h["vllm:e2e_request_latency_seconds"].observe(e2e, count)
-            if done > 1:
-                h["vllm:inter_token_latency_seconds"].observe(DECODE_PER_TOKEN_S * slow, (done - 1) * count)
+            gaps = sum(made - 1 for made in generated if made > 1)
+            if gaps:
+                h["vllm:inter_token_latency_seconds"].observe(DECODE_PER_TOKEN_S * slow, gaps)
 
     def complete(self, prompts: list[str], max_tokens: int, n: int = 1) -> list[Completion]:
         """Runs the prompts (n samples each) as one batch; returns when the last one is done."""

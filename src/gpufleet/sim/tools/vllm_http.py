@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
@@ -32,6 +33,9 @@ MODELS_PREFIX = "/v1/models/"
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    # vLLM's uvicorn listens with a backlog of 2048; socketserver's default of 5 refused connections
+    # when a client opened 32 at once (issue 36)
+    request_queue_size = 2048
 
     def __init__(self, address: tuple[str, int], engine: Engine) -> None:
         super().__init__(address, Handler)
@@ -42,6 +46,7 @@ class Server(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: Server
+    answered = False  # whether this request's status line went out
 
     def version_string(self) -> str:
         return "uvicorn"
@@ -86,7 +91,23 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._unrouted(path, GET_ROUTES)
 
+    def send_response(self, code: int, message: str | None = None) -> None:
+        self.answered = True
+        super().send_response(code, message)
+
     def do_POST(self) -> None:
+        self.answered = False
+        try:
+            self._post()
+        except Exception:
+            # uvicorn logs an unhandled error and answers 500, where http.server would drop the
+            # connection (a chat without max_tokens once did)
+            traceback.print_exc()
+            if not self.answered:
+                self._send(500, b"Internal Server Error", "text/plain; charset=utf-8")
+            self.close_connection = True
+
+    def _post(self) -> None:
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(min(length, MAX_BODY)) if length > 0 else b""
         path = self.path.split("?", 1)[0]
@@ -114,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
         if job.stream:
             self._stream(job)
         else:
-            for _ in self.server.engine.generate(job.prompts, job.max_tokens, job.n):
+            for _ in self.server.engine.generate(job.prompts, job.steps, job.n, ends=job.engine_ends()):
                 pass
             self._json(200, vllm_openai.response(job))
 
@@ -141,15 +162,24 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        steps = self.server.engine.generate(job.prompts, job.max_tokens, job.n, stream=True)
+        steps = self.server.engine.generate(
+            job.prompts, job.steps, job.n, stream=True, ends=job.engine_ends()
+        )
         try:
             if job.chat:
                 for choice in range(job.choices):
                     self._event(vllm_openai.role_chunk(job, choice))
             sent = 0
             for done in steps:
-                for choice in range(job.choices):
-                    self._event(vllm_openai.chunk(job, choice, sent, done))
+                for choice, end in enumerate(job.ends):
+                    # a choice that has ended sends nothing more
+                    found = (
+                        vllm_openai.chunk(job, choice, sent, min(done, end.tokens))
+                        if sent < end.tokens
+                        else None
+                    )
+                    if found is not None:
+                        self._event(found)
                 sent = done
             if job.include_usage:
                 self._event(vllm_openai.usage_chunk(job, sent))

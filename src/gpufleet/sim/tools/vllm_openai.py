@@ -4,11 +4,20 @@ model card and the error body.
 
 Honoured: model, prompt (a string or a list of strings), messages, max_tokens (max_completion_tokens
 for chat), n, stream, stream_options.include_usage, logprobs (completions: how many top tokens;
-chat: logprobs + top_logprobs), both refused past vLLM's default max_logprobs (20).
-Accepted and without effect (the text is deterministic filler): temperature, top_p, seed, stop,
+chat: logprobs + top_logprobs), both refused past vLLM's default max_logprobs (20), and stop (a
+string or a list: the text ends before the first one generated, finish_reason "stop" and
+stop_reason the string, as vLLM's default include_stop_str_in_output=false gives).
+Checked as vLLM's SamplingParams checks them, else without effect (the text is deterministic
+filler): temperature (not negative), top_p (in (0, 1]). Accepted and without effect: seed,
 presence/frequency penalties, user. Not modelled: echo, best_of, prompt_logprobs, tools, response
-formats, continuous usage stats; a request that asks for them is answered as if it had not. Without
-max_tokens a request generates 16 tokens (vLLM would run to the end of the context).
+formats, continuous usage stats; a request that asks for them is answered as if it had not.
+
+Lengths: a request that names max_tokens generates exactly that many tokens unless a stop string
+ends it sooner (the simulated model never ends an answer early there, as with ignore_eos, so a
+burn-in's load lasts as long as it asked). A completion without max_tokens generates 16, vLLM's
+CompletionRequest default ("length"). A chat completion without it (or max_tokens null, for either)
+may run to the end of the context, as vLLM's does, and the simulated model ends its answer (EOS,
+finish_reason "stop") after ANSWER_TOKENS tokens, or at the end of the context if that comes first.
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.sim.tools.vllm_engine import Config, pieces, tokens, word
+from gpufleet.sim.tools.vllm_engine import WORD_PERIOD, Config, pieces, tokens, word
 
 MAX_LOGPROBS = 20
 DEFAULT_MAX_TOKENS = 16
+# Tokens of an answer with no max_tokens before the simulated model's end of sequence.
+ANSWER_TOKENS = 24
 VOCAB_SIZE = 151_936  # simulated; token ids are a hash of each 4-byte piece
 # Log probabilities the stand-in reports: the generated token first, then the next words.
 CHOSEN_LOGPROB = -0.25
@@ -43,12 +54,23 @@ def error(message: str, kind: str, code: int, param: str | None = None) -> dict[
 
 
 @dataclass(frozen=True)
+class End:
+    """Where one choice ends: its generated tokens, why, and (a stop string) where its text is cut."""
+
+    tokens: int
+    finish_reason: str  # "length" or "stop"
+    stop_reason: str | None = None  # the stop string that ended it
+    cut: int | None = None  # the text's length in characters when a stop string cut it
+
+
+@dataclass(frozen=True)
 class Job:
     """One request as the engine runs it: choice i is sample i % n of prompt i // n."""
 
     chat: bool
     prompts: list[str]
     max_tokens: int
+    ends: tuple[End, ...]  # one a choice
     n: int
     stream: bool
     include_usage: bool
@@ -60,6 +82,14 @@ class Job:
     @property
     def choices(self) -> int:
         return len(self.prompts) * self.n
+
+    @property
+    def steps(self) -> int:
+        """Decode steps the request runs: until its longest choice ends."""
+        return max(end.tokens for end in self.ends)
+
+    def engine_ends(self) -> list[tuple[int, str]]:
+        return [(end.tokens, end.finish_reason) for end in self.ends]
 
 
 def check_model(request: dict[str, Any], config: Config) -> None:
@@ -87,6 +117,54 @@ def _logprobs_limit(value: int | None, key: str) -> int | None:
     return value
 
 
+def _number(request: dict[str, Any], key: str) -> float | None:
+    value = request.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ApiError(400, f"{key} must be a number, got {value!r}.", param=key)
+    return float(value)
+
+
+def check_sampling(request: dict[str, Any]) -> None:
+    """The sampling settings vLLM's SamplingParams refuses (its messages; 400 BadRequestError)."""
+    temperature = _number(request, "temperature")
+    if temperature is not None and temperature < 0:
+        raise ApiError(400, f"temperature must be non-negative, got {temperature}.")
+    top_p = _number(request, "top_p")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ApiError(400, f"top_p must be in (0, 1], got {top_p}.")
+
+
+def stop_strings(request: dict[str, Any]) -> tuple[str, ...]:
+    stop = request.get("stop")
+    given = [stop] if isinstance(stop, str) else stop if stop is not None else []
+    if not isinstance(given, list) or not all(isinstance(s, str) for s in given):
+        raise ApiError(400, "stop must be a string or a list of strings", param="stop")
+    return tuple(s for s in given if s)
+
+
+def end_of(sample: int, cap: int, stops: tuple[str, ...], answer: int | None) -> End:
+    """Where sample `sample` ends: at the first token whose text holds a stop string (checked token
+    by token, the stops in the order given, as vLLM does), at the answer's end (`answer` tokens,
+    when max_tokens was not given), or at `cap` tokens."""
+    limit = min(cap, answer) if answer is not None else cap
+    if stops:
+        # the filler repeats every WORD_PERIOD tokens: a stop not seen within one period past its
+        # own length is never generated
+        horizon = min(limit, WORD_PERIOD + max(len(s) for s in stops) + 1)
+        text = ""
+        for position in range(horizon):
+            text += word(sample, position)
+            for stop in stops:
+                found = text.find(stop)
+                if found >= 0:
+                    return End(position + 1, "stop", stop, found)
+    if answer is not None and answer < cap:
+        return End(answer, "stop")
+    return End(cap, "length")
+
+
 def chat_prompt(messages: Any) -> str:
     """The prompt a chat template would make of messages (roles and text parts, simulated)."""
     if not isinstance(messages, list) or not messages:
@@ -106,12 +184,21 @@ def chat_prompt(messages: Any) -> str:
     return "".join(rendered) + "<|assistant|>\n"
 
 
+def _asked_tokens(request: dict[str, Any], chat: bool) -> int | None:
+    """max_tokens as asked; None for a request that leaves it open (up to the end of the context)."""
+    if chat:
+        key = "max_completion_tokens" if request.get("max_completion_tokens") is not None else "max_tokens"
+        return _int(request, key, None, 1)
+    return _int(request, "max_tokens", DEFAULT_MAX_TOKENS, 1)
+
+
 def parse(request: dict[str, Any], config: Config, chat: bool) -> Job:
     check_model(request, config)
+    check_sampling(request)
+    stops = stop_strings(request)
+    asked = _asked_tokens(request, chat)
     if chat:
         prompts = [chat_prompt(request.get("messages"))]
-        asked = request.get("max_completion_tokens", request.get("max_tokens"))
-        max_tokens = _int({"max_tokens": asked}, "max_tokens", DEFAULT_MAX_TOKENS, 1)
         top = _logprobs_limit(_int(request, "top_logprobs", None, 0), "top_logprobs")
         if top is not None and not request.get("logprobs"):
             raise ApiError(
@@ -124,23 +211,33 @@ def parse(request: dict[str, Any], config: Config, chat: bool) -> Job:
         if not isinstance(given, list) or not given or not all(isinstance(p, str) for p in given):
             raise ApiError(400, "prompt must be a string or a list of strings", param="prompt")
         prompts = given
-        max_tokens = _int(request, "max_tokens", DEFAULT_MAX_TOKENS, 1)
         top = _logprobs_limit(_int(request, "logprobs", None, 0), "logprobs")
-    assert max_tokens is not None
     longest = max(tokens(p) for p in prompts)
-    if longest + max_tokens > config.max_model_len:
+    if asked is None and longest >= config.max_model_len:
+        raise ApiError(
+            400,
+            f"This model's maximum context length is {config.max_model_len} tokens. However, your "
+            f"request has {longest} input tokens. Please reduce the length of the input messages.",
+        )
+    if asked is not None and longest + asked > config.max_model_len:
         raise ApiError(
             400,
             f"This model's maximum context length is {config.max_model_len} tokens. However, you "
-            f"requested {longest + max_tokens} tokens ({longest} in the messages, {max_tokens} in the "
+            f"requested {longest + asked} tokens ({longest} in the messages, {asked} in the "
             "completion). Please reduce the length of the messages or completion.",
         )
+    # an open request may run to the end of the context of its longest prompt
+    max_tokens = asked if asked is not None else config.max_model_len - longest
+    answer = None if asked is not None else ANSWER_TOKENS
+    n = _int(request, "n", 1, 1) or 1
+    ends = tuple(end_of(i % n, max_tokens, stops, answer) for i in range(len(prompts) * n))
     options = request.get("stream_options")
     return Job(
         chat=chat,
         prompts=prompts,
         max_tokens=max_tokens,
-        n=_int(request, "n", 1, 1) or 1,
+        ends=ends,
+        n=n,
         stream=bool(request.get("stream")),
         include_usage=isinstance(options, dict) and bool(options.get("include_usage")),
         top_logprobs=top,
@@ -152,7 +249,16 @@ def parse(request: dict[str, Any], config: Config, chat: bool) -> Job:
 
 # -- bodies -----------------------------------------------------------------------------------
 def text(job: Job, choice: int, start: int, end: int) -> str:
+    """The tokens start..end of a choice as generated (before any stop string cuts them)."""
     return "".join(word(choice % job.n, i) for i in range(start, end))
+
+
+def visible(job: Job, choice: int, generated: int) -> str:
+    """What a client sees of a choice after `generated` tokens: never past the cut of the stop
+    string that ends it (so a stream holds back a stop string's first characters, as vLLM's does)."""
+    end = job.ends[choice]
+    shown = text(job, choice, 0, min(generated, end.tokens))
+    return shown if end.cut is None else shown[: end.cut]
 
 
 def _top(job: Job, choice: int, position: int, count: int) -> list[tuple[str, float]]:
@@ -194,9 +300,10 @@ def chat_logprobs(job: Job, choice: int, start: int, end: int) -> dict[str, Any]
 
 
 def usage(job: Job, generated: int) -> dict[str, Any]:
-    # vLLM counts each prompt once, whatever n is, and every choice's tokens
+    """After `generated` decode steps; vLLM counts each prompt once, whatever n is, and every
+    choice's tokens (a stopped choice's up to the token that completed its stop string)."""
     prompt = sum(tokens(p) for p in job.prompts)
-    completion = generated * job.choices
+    completion = sum(min(generated, end.tokens) for end in job.ends)
     return {
         "prompt_tokens": prompt,
         "total_tokens": prompt + completion,
@@ -211,14 +318,14 @@ def _head(job: Job, chunk: bool) -> dict[str, Any]:
 
 
 def response(job: Job) -> dict[str, Any]:
-    """The whole answer, every choice at max_tokens."""
-    end = job.max_tokens
+    """The whole answer, every choice at its end."""
     choices = []
     for i in range(job.choices):
+        end = job.ends[i].tokens
         if job.chat:
             message: dict[str, Any] = {
                 "role": "assistant",
-                "content": text(job, i, 0, end),
+                "content": visible(job, i, end),
                 "refusal": None,
                 "annotations": None,
                 "audio": None,
@@ -230,16 +337,18 @@ def response(job: Job) -> dict[str, Any]:
         else:
             choice = {
                 "index": i,
-                "text": text(job, i, 0, end),
+                "text": visible(job, i, end),
                 "logprobs": completion_logprobs(job, i, 0, end, 0),
             }
-        choices.append(choice | {"finish_reason": "length", "stop_reason": None})
+        choices.append(
+            choice | {"finish_reason": job.ends[i].finish_reason, "stop_reason": job.ends[i].stop_reason}
+        )
         if not job.chat:
             choices[-1]["prompt_logprobs"] = None
     body = _head(job, chunk=False) | {"choices": choices}
     if job.chat:
         body |= {"service_tier": None, "system_fingerprint": None}
-    body["usage"] = usage(job, end)
+    body["usage"] = usage(job, job.steps)
     if job.chat:
         body |= {"prompt_logprobs": None, "prompt_token_ids": None, "kv_transfer_params": None}
     return body
@@ -253,10 +362,17 @@ def role_chunk(job: Job, choice: int) -> dict[str, Any]:
     }
 
 
-def chunk(job: Job, choice: int, start: int, end: int) -> dict[str, Any]:
-    """The tokens start..end of a choice; the last chunk carries the finish reason."""
-    finish = "length" if end == job.max_tokens else None
-    piece = text(job, choice, start, end)
+def chunk(job: Job, choice: int, start: int, end: int) -> dict[str, Any] | None:
+    """The tokens start..end of a choice (end at most its own end); the last chunk carries the
+    finish reason. None when the step shows nothing new (a stop string's start held back)."""
+    ending = job.ends[choice]
+    finish = ending.finish_reason if end == ending.tokens else None
+    if ending.cut is None:
+        piece = text(job, choice, start, end)
+    else:
+        piece = visible(job, choice, end)[len(visible(job, choice, start)) :]
+    if not piece and finish is None:
+        return None
     if job.chat:
         entry: dict[str, Any] = {
             "index": choice,
@@ -268,7 +384,7 @@ def chunk(job: Job, choice: int, start: int, end: int) -> dict[str, Any]:
         offset = len(text(job, choice, 0, start))
         logprobs = completion_logprobs(job, choice, start, end, offset)
         entry = {"index": choice, "text": piece, "logprobs": logprobs, "finish_reason": finish}
-    entry["stop_reason"] = None
+    entry["stop_reason"] = ending.stop_reason if finish else None
     body = _head(job, chunk=True) | {"choices": [entry]}
     if not job.chat:
         body["usage"] = None
