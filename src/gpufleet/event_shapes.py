@@ -1,13 +1,16 @@
 """Whether a job event read from a file has the shape ansible-runner and AWX give it, as far as
 gpufleet reads it (events.Collector, the commands' host judges, the report). `report --from-events`
 reads files anyone could have written: one of another shape is refused naming the file and the
-field, never read as data or left to fail deep in a judge."""
+field, never read as data or left to fail deep in a judge: the facts the report's renderers read too
+(fact_shapes). A host name holding a lone surrogate is refused; elsewhere one is kept as its escape
+(escaped), so every report file can be written as UTF-8."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from gpufleet import events
+from gpufleet import events, fact_shapes
 
 # How deep an event may nest: ansible-runner's deepest are a loop's item diffs, about 10 levels.
 MAX_DEPTH = 64
@@ -19,6 +22,12 @@ _STATS_COUNTS = ("ok", "failures", "dark", "skipped", "changed", "processed", "i
 # The module result contract (plugins/module_utils/core/results.py): a check's and a change's fields.
 _CHECK_FIELDS = ("name", "ok", "value", "limit", "unit", "message")
 _CHANGE_FIELDS = ("setting", "from", "to")
+# A UTF-16 surrogate code point: JSON's "\\udc80" decodes to one when it is not half of a pair (a byte
+# that was not UTF-8, as Python's surrogateescape reads it), and no text holding one can be written as
+# UTF-8 (report.md, report.html).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Such an escape in an event file's text: the only way one reaches a string read from UTF-8.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def depth(value: Any) -> int:
@@ -52,6 +61,10 @@ def problem(event: Any) -> str | None:
     for key in _TEXT_FIELDS:
         if data.get(key) is not None and not isinstance(data[key], str):
             return f"event_data.{key}: a {type(data[key]).__name__}, not a string"
+    if isinstance(data.get("host"), str):
+        wrong = _host_problem(data["host"])
+        if wrong:
+            return f"event_data.host: {wrong}"
     if event["event"] == events.STATS_EVENT:
         return _stats_problem(data)
     if event["event"] in events.OUTCOMES:
@@ -66,6 +79,9 @@ def _stats_problem(data: dict[str, Any]) -> str | None:
             continue
         if not isinstance(counts, dict) or not all(type(n) is int for n in counts.values()):
             return f"event_data.{key}: not a count per host ({{host: integer}})"
+        wrong = next(filter(None, map(_host_problem, counts)), None)
+        if wrong:
+            return f"event_data.{key}: {wrong}"
     if not isinstance(data.get("artifact_data") or {}, dict):
         return "event_data.artifact_data: not an object"
     return None
@@ -104,4 +120,33 @@ def _result_problem(res: Any, where: str) -> str | None:
     for key in ("ansible_facts", "override"):
         if res.get(key) is not None and not isinstance(res[key], dict):
             return f"{where}.{key}: a {type(res[key]).__name__}, not an object"
-    return None
+    # the facts the report's renderers read (report.html's coolant rows, burn-in charts, ...)
+    return fact_shapes.facts_problem(res.get("ansible_facts") or {}, f"{where}.ansible_facts")
+
+
+def _host_problem(name: str) -> str | None:
+    """Why a host's name cannot be one (an inventory's names are text): a lone surrogate in it."""
+    found = _SURROGATE.search(name)
+    if found is None:
+        return None
+    return (
+        f"host {name!a} is not a host name: it holds a lone surrogate (U+{ord(found.group()):04X}, "
+        "what a byte that is not UTF-8 becomes), which no inventory names and no report can be written with"
+    )
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def escaped(value: Any) -> Any:
+    """``value`` (an event that has its shape: problem() is None) with each lone surrogate in its
+    strings, keys too, written as its escape (the text \\udcff): a message that quoted a node's
+    non-UTF-8 output is reported as it came, and the report's files can be written as UTF-8."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_escape, value)
+    if isinstance(value, list):
+        return [escaped(item) for item in value]
+    if isinstance(value, dict):
+        return {escaped(key): escaped(item) for key, item in value.items()}
+    return value

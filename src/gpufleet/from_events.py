@@ -117,7 +117,8 @@ def _event_files(directory: Path) -> list[Path]:
 def _events_in(path: Path) -> list[dict[str, Any]]:
     """One file's events: ansible-runner writes one event per file; an AWX API page holds ``results``."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise EventsError(f"{path}: not an event (JSON): {exc}") from None
     except RecursionError:
@@ -129,6 +130,8 @@ def _events_in(path: Path) -> list[dict[str, Any]]:
         wrong = event_shapes.problem(event)
         if wrong:
             raise EventsError(f"{path}: {f'results[{i}]: ' if page else ''}{wrong}")
+    if event_shapes.SURROGATE_ESCAPE.search(text):
+        found = [event_shapes.escaped(event) for event in found]
     return found
 
 

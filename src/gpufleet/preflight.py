@@ -83,15 +83,8 @@ def vault_file(given: Path | None) -> Path | None:
 def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:
     """`ansible-inventory --list` of the inventory (within --limit); an inventory that does not parse,
     or a limit that leaves no host, is refused."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_CONFIG": str(runner.REPO_DIR / "ansible.cfg"),
-            "ANSIBLE_INVENTORY_UNPARSED_FAILED": "True",
-            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True",
-            "ANSIBLE_NOCOLOR": "1",
-            "PATH": runner.own_path(os.environ.get("PATH", "")),
-        }
+    env = runner.tool_environment(
+        ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True"
     )
     env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)  # listing needs no secret; decrypting is checked below
     argv = ["ansible-inventory", "-i", str(inventory), "--list", *(["--limit", limit] if limit else [])]
@@ -295,12 +288,7 @@ def tags(playbook: str, wanted: str | None) -> None:
     """Every tag in --tags is one the playbook has (a misspelt role would otherwise run nothing)."""
     if not wanted:
         return
-    env = dict(os.environ, ANSIBLE_CONFIG=str(runner.REPO_DIR / "ansible.cfg"))
-    env.update(
-        ANSIBLE_COLLECTIONS_PATH=str(runner.COLLECTIONS_DIR),
-        ANSIBLE_ROLES_PATH=str(runner.REPO_DIR / "roles"),
-        PATH=runner.own_path(os.environ.get("PATH", "")),
-    )
+    env = runner.tool_environment()
     runner.ensure_collection_link()
     argv = ["ansible-playbook", "--list-tags", "-i", "localhost,", str(runner.PLAYBOOK_DIR / playbook)]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)

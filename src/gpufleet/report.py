@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from gpufleet import fact_shapes
 from gpufleet.checks import STATUSES, is_good
 
 # 2: a gate's hosts carry the burn-in's samples (facts.gpufleet_burn_in). Every version this gpufleet
@@ -133,6 +134,10 @@ def _host_from_dict(data: Any, where: str) -> HostReport:
             ok = isinstance(gpu, dict) and isinstance(gpu.get("power") or {}, dict)
             ok = ok and ((gpu.get("power") or {}).get("enforced_limit_w") is None or "uuid" in gpu)
             _require(ok, f"{where}.facts.gpufleet_gpus[{i}]", "not a GPU (power and uuid)")
+    # every fact the renderers read, of the shape they read (fact_shapes: the events' check too)
+    wrong = fact_shapes.facts_problem(facts, f"{where}.facts")
+    if wrong:
+        raise ReportError(wrong)
     return HostReport(
         status=status,
         checks=list(data.get("checks", [])),

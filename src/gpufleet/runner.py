@@ -157,6 +157,17 @@ def own_path(path: str) -> str:
     return os.pathsep.join([own, *(p for p in path.split(os.pathsep) if p and p != own)])
 
 
+# ANSIBLE_DEBUG makes every Ansible process (a playbook's forked workers too) print its trace on stdout,
+# the stream ansible-runner reads the events from, and module arguments with it: never in a run whose
+# events make a report (a lost task result must not read as a host with fewer checks).
+NO_DEBUG = {"ANSIBLE_DEBUG": "False"}
+# An Ansible tool whose stdout gpufleet parses (ansible-inventory --list's JSON, ansible-playbook
+# --list-tags) prints a banner before it at any ANSIBLE_VERBOSITY above 0: it runs at 0. A playbook's
+# run keeps the user's verbosity (its verbose lines are events of their own, and its output's tail is
+# what a failed run's error quotes).
+PARSED_OUTPUT = {**NO_DEBUG, "ANSIBLE_VERBOSITY": "0", "ANSIBLE_NOCOLOR": "1"}
+
+
 def environment(forks: int) -> dict[str, str]:
     """What ansible-playbook needs to run gpufleet's playbooks, here or on an execution node (the
     environment of an ansible-runner private data directory, env/envvars)."""
@@ -169,7 +180,15 @@ def environment(forks: int) -> dict[str, str]:
         # ansible-runner turns host-key checking off unless told; gpufleet never does.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "PATH": own_path(os.environ.get("PATH", "")),
+        **NO_DEBUG,
     }
+
+
+def tool_environment(**settings: str) -> dict[str, str]:
+    """The environment of an Ansible command-line tool whose stdout gpufleet parses: the user's, with
+    gpufleet's own installation and settings (environment()), the caller's ``settings``, and
+    PARSED_OUTPUT over all of them (whatever the user's ANSIBLE_VERBOSITY and ANSIBLE_DEBUG)."""
+    return {**os.environ, **environment(forks=1), **settings, **PARSED_OUTPUT}
 
 
 # The tasks that take and give back a node's run lock (playbooks/tasks/hold_node.yml, release_node.yml).

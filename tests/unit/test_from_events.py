@@ -166,6 +166,16 @@ HOSTILE: dict[str, tuple[int, Any]] = {
     "created a number": (2, _set(("created",), 1.5)),
     "playbook an object": (3, _set(("event_data", "playbook"), {"path": "drift.yml"})),
     "facts a list": (2, _set(("event_data", "res", "ansible_facts"), ["gpufleet_gpus"])),
+    "coolant cdus a number": (
+        2,
+        _set(("event_data", "res", "ansible_facts"), {"gpufleet_coolant": {"cdus": 5}}),
+    ),
+    "burn-in trace a number": (
+        2,
+        _set(("event_data", "res", "ansible_facts"), {"gpufleet_burn_in": {"gpus": [{"gpu_c": 5}]}}),
+    ),
+    "host with a lone surrogate": (2, _set(("event_data", "host"), "node\udc80")),
+    "stats host with a lone surrogate": (3, _set(("event_data", "ok"), {"node\udc80": 1})),
     "100,000 deep": (2, None),
     "200 deep in a message": (2, _set(("event_data", "res", "msg"), json.loads(_deep(200)))),
 }
@@ -192,6 +202,55 @@ def test_events_of_a_shape_no_run_makes_are_refused_naming_the_file(
     assert str(path) in err
     assert "Traceback" not in err
     assert not (tmp_path / "out" / "report.json").exists()
+    assert not [p.name for p in (tmp_path / "out").glob("*")]  # nothing half-written, no .tmp
+
+
+GATE = "/runner/project/playbooks/post_maintenance.yml"
+
+
+@pytest.mark.parametrize(
+    ("coolant", "named"),
+    [
+        ({"cdus": 7}, "gpufleet_coolant.cdus: an integer, not a list"),
+        ({"connectors": [{"key": ["1", "Baseboard1"]}]}, "gpufleet_coolant.connectors[0].key: a list"),
+        (["1/Baseboard1"], "gpufleet_coolant: a list, not an object"),
+    ],
+)
+def test_a_gate_s_coolant_fact_of_another_shape_is_refused_naming_file_and_field(
+    coolant: Any, named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """report.html draws the coolant loops from this fact: a traceback there left a half-written run."""
+    res = {"changes": [], "checks": [], "ansible_facts": {"gpufleet_coolant": coolant}}
+    run = _artifacts(tmp_path / "a", {"node01": ("Gate", res)}, GATE)
+    code = cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"{run / 'job_events' / '2-uuid.json'}: event_data.res.ansible_facts.{named}" in err
+    assert "Traceback" not in err
+    assert not [p.name for p in (tmp_path / "out").glob("*")]
+
+
+def test_a_lone_surrogate_in_a_message_is_reported_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A module's message that quoted a node's non-UTF-8 output (Python reads the byte as a lone
+    surrogate, JSON carries it as \\udcff) is reported as its escape: every file is written, as UTF-8."""
+    failed = {
+        "name": "health.gpu_name[GPU-0]",
+        "ok": False,
+        "value": "H100\udcff",
+        "limit": "",
+        "unit": "",
+        "message": "nvidia-smi printed 'H100\udcff', not a GPU name",
+    }
+    run = _artifacts(tmp_path / "a", {"node01": ("Gate", {"changes": [], "checks": [failed]})}, GATE)
+    code = cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")])
+    assert code == 1, capsys.readouterr().err
+    written = sorted(p.name for p in (tmp_path / "out").glob("*"))
+    assert written == ["gpufleet.prom", "report.html", "report.json", "report.md"]
+    reported = json.loads((tmp_path / "out" / "report.json").read_text("utf-8"))["hosts"]["node01"]
+    assert reported["checks"][0]["message"] == "nvidia-smi printed 'H100\\udcff', not a GPU name"
+    assert "udcff" in (tmp_path / "out" / "report.md").read_text("utf-8")
 
 
 def test_facts_a_judge_cannot_read_are_refused_naming_the_directory_and_host(

@@ -329,3 +329,29 @@ def test_an_inventory_that_manages_no_leaf_holds_no_plan_against_its_leaves(tmp_
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(CABLED.split("    leaf_switches:")[0])
     preflight.cabling_leaves(preflight.read_inventory(inventory))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"ANSIBLE_VERBOSITY": "4"}, {"ANSIBLE_DEBUG": "1"}, {"ANSIBLE_DEBUG": "true", "ANSIBLE_VERBOSITY": "3"}],
+    ids=["verbosity 4", "debug", "both"],
+)
+def test_the_user_s_ansible_verbosity_or_debug_does_not_break_what_gpufleet_parses(
+    settings: dict[str, str],
+    tmp_path: Path,
+    no_run: list[runner.RunOptions],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """ansible-inventory --list's JSON and ansible-playbook --list-tags' tags are read as they are
+    without them (both tools print banners or a debug trace on stdout with them)."""
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(NODE01)
+    assert sorted(preflight.hosts(preflight.read_inventory(inventory))) == ["node01"]
+    argv = ["provision", "--inventory", str(inventory), "--report-dir", str(tmp_path / "r"), "--tags"]
+    assert cli.main([*argv, "rdma_qos"]) == 0, capsys.readouterr().err
+    assert [r.tags for r in no_run] == ["rdma_qos"]
+    assert cli.main([*argv, "nosuchrole"]) == 2
+    assert "--tags nosuchrole: not a tag of provision.yml" in capsys.readouterr().err
