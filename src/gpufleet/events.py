@@ -23,6 +23,8 @@ OUTCOMES = {
     "runner_on_skipped": "skipped",
 }
 STATS_EVENT = "playbook_on_stats"
+# a task begins on a host (ansible-runner's callback, AWX's job events alike): where a stopped run was
+START_EVENT = "runner_on_start"
 
 # ansible-runner's callback (and so AWX's job events) passes on an empty result in place of one
 # longer than MAX_EVENT_RES characters (700000 unless set). Every result Ansible gives a task has at
@@ -111,6 +113,9 @@ class HostResult:
     checks: list[dict[str, Any]] = field(default_factory=list)
     hints: list[str] = field(default_factory=list)
     reboot_required: bool = False
+    # the task the host had started (ansible-runner's runner_on_start) and had no result of yet, its play
+    under_way: str = ""
+    under_way_play: str = ""
 
     @classmethod
     def from_tasks(cls, name: str, tasks: list[dict[str, Any]]) -> HostResult:
@@ -123,6 +128,7 @@ class HostResult:
     def add(self, task: dict[str, Any]) -> None:
         """Counts one task entry (task_entry) into the host's outcome and gpufleet's keys."""
         self.tasks.append(task)
+        self.under_way = ""  # its result ends the task it was in
         outcome = task["outcome"]
         if outcome == "ok" and task.get("changed"):
             self.changed += 1
@@ -169,12 +175,18 @@ class HostResult:
         return self.drain_task() is not None
 
     def where_stopped(self) -> str:
-        """Where a run stopped before its end left the host, as far as its events tell: the last task
-        that finished, and the drain task that took it out of service (named), or that none had."""
-        if not self.tasks:
+        """Where a run stopped before its end left the host, as far as its events tell: the task it was
+        in (started, no result), else none (the last it finished named; a leaf whose read was done had
+        finished), and the drain task that took it out of service (named), or that none had."""
+        if self.under_way:
+            stopped = f"stopped in '{self.under_way}', under way"
+        elif not self.tasks:
             return "no task of it had finished: it may be drained if the drain was under way"
-        stopped = f"stopped at '{self.tasks[-1]['task']}'"
-        if self.only_read_leaf():
+        elif self.only_read_leaf():
+            return "its part of the run (the leaf's read) had finished: no task of it was under way"
+        else:
+            stopped = f"no task of it was under way (the last it finished: '{self.tasks[-1]['task']}')"
+        if self.only_read_leaf() or self.under_way_play.startswith(catalog.LEAF_READ_PLAY):
             return stopped  # a leaf read: nothing of it drains
         drain = self.drain_task()
         if drain is not None:
@@ -222,6 +234,10 @@ class Collector:
                     self.hosts.setdefault(name, HostResult(name=name))
             return None
         name = data.get("host")
+        if name and kind == START_EVENT:
+            host = self.hosts.setdefault(name, HostResult(name=name))
+            host.under_way, host.under_way_play = task_name(data), str(data.get("play") or "")
+            return None
         if not name or kind not in OUTCOMES:
             return None
         entry = task_entry(kind, data)

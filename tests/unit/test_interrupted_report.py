@@ -22,28 +22,50 @@ RECORD = "gpufleet.node.drain : Record on the node that gpufleet took it out of 
 LEAF_PLAY = "Read each leaf switch once (its side of every RoCE link)"
 
 
-def _event(host: str, task: str, changed: bool = False, play: str = "Fix", path: str = "") -> dict[str, Any]:
-    """A task result as ansible-runner sends it (the role's task named '<role FQCN> : <task>')."""
+def _event(
+    host: str, task: str, changed: bool = False, play: str = "Fix", path: str = "", kind: str = "runner_on_ok"
+) -> dict[str, Any]:
+    """A task result as ansible-runner sends it (the role's task named '<role FQCN> : <task>'); with
+    ``kind`` runner_on_start, the task beginning on the host."""
     role, _, name = task.rpartition(" : ")
-    data: dict[str, Any] = {"host": host, "task": name, "play": play, "res": {"changed": changed}}
+    data: dict[str, Any] = {"host": host, "task": name, "play": play}
+    if kind != "runner_on_start":
+        data["res"] = {"changed": changed}
     if role:
         data["resolved_role"] = role
     if path:
         data["task_path"] = path
-    return {"event": "runner_on_ok", "event_data": data}
+    return {"event": kind, "event_data": data}
+
+
+def _ran(host: str, task: str, **kwargs: Any) -> list[dict[str, Any]]:
+    """A task begun and finished on the host, as every task is."""
+    return [
+        _event(host, task, kind="runner_on_start", play=kwargs.get("play", "Fix")),
+        _event(host, task, **kwargs),
+    ]
+
+
+READ = "gpufleet.node.switch_qos : Read the leaf's lossless RoCE settings"
+VERIFY = "gpufleet.node.rdma_qos : Verify the QoS profile"
 
 
 def _stopped_hosts() -> dict[str, events.HostResult]:
-    """What the events of a run stopped by a second signal told: node01 recorded and drained (Slurm)
-    and was on its roles; node02 only judged; node03 had finished no task; leaf01 was read."""
+    """What the events of a run stopped by a second signal told: node01 recorded and drained (Slurm),
+    applied its QoS and was verifying it; node02 was judged and waited for its next task; node03 had
+    finished no task; leaf01 had been read (its part was done: 'Name this run' and the rest of the
+    nodes' tasks are not its); leaf02's read was under way."""
     collector = events.Collector()
     for event in [
-        _event("leaf01", "gpufleet.node.switch_qos : Read the leaf's lossless RoCE settings", play=LEAF_PLAY),
-        _event("node01", "Judge the node before it is drained"),
-        _event("node01", RECORD, changed=True, path="/x/roles/drain/tasks/drain.yml:15"),
-        _event("node01", DRAIN, changed=True, path="/x/roles/drain/tasks/drain.yml:23"),
-        _event("node01", "gpufleet.node.rdma_qos : Apply the QoS profile", changed=True),
-        _event("node02", "Judge the node before it is drained"),
+        *_ran("leaf01", READ, play=LEAF_PLAY),
+        _event("leaf02", READ, play=LEAF_PLAY, kind="runner_on_start"),
+        *_ran("node01", "Name this run"),
+        *_ran("node01", "Judge the node before it is drained"),
+        *_ran("node01", RECORD, changed=True, path="/x/roles/drain/tasks/drain.yml:15"),
+        *_ran("node01", DRAIN, changed=True, path="/x/roles/drain/tasks/drain.yml:23"),
+        *_ran("node01", "gpufleet.node.rdma_qos : Apply the QoS profile", changed=True),
+        _event("node01", VERIFY, kind="runner_on_start"),
+        *_ran("node02", "Judge the node before it is drained"),
     ]:
         collector.add(event)
     return collector.hosts
@@ -65,17 +87,18 @@ def test_the_gate_report_names_where_each_host_stood_and_the_drain_task(
     written = json.loads((tmp_path / "report.json").read_text())["hosts"]
     assert {n: h["status"] for n, h in written.items()} == dict.fromkeys(sorted(hosts), "interrupted")
     assert written["node01"]["message"] == (
-        "post_maintenance.yml was stopped by SIGINT before it ended: stopped at "
-        f"'gpufleet.node.rdma_qos : Apply the QoS profile'; left drained by '{DRAIN}'"
+        f"post_maintenance.yml was stopped by SIGINT before it ended: stopped in '{VERIFY}', under way; "
+        f"left drained by '{DRAIN}'"
     )
     assert written["node02"]["message"].endswith(
-        "stopped at 'Judge the node before it is drained'; no drain task of it had finished: "
-        "in service unless the drain was under way"
+        "no task of it was under way (the last it finished: 'Judge the node before it is drained'); "
+        "no drain task of it had finished: in service unless the drain was under way"
     )
-    # a leaf is read, never drained: where it stopped, nothing more
+    # a leaf is read, never drained: its read done, no task named; or the read it was in
     assert written["leaf01"]["message"].endswith(
-        "stopped at 'gpufleet.node.switch_qos : Read the leaf's lossless RoCE settings'"
+        "its part of the run (the leaf's read) had finished: no task of it was under way"
     )
+    assert written["leaf02"]["message"].endswith(f"stopped in '{READ}', under way")
 
 
 def test_an_undrain_is_not_taken_for_the_drain() -> None:
@@ -109,8 +132,8 @@ def test_an_interrupted_drift_fix_batch_names_the_drain_task_from_its_events(
     messages = {name: host.message for name, host in fixed.hosts.items()}
     assert {host.status for host in fixed.hosts.values()} == {"interrupted"}
     assert messages["node01"] == (
-        "batch 1: drift_fix.yml was stopped by SIGTERM before it ended: stopped at "
-        f"'gpufleet.node.rdma_qos : Apply the QoS profile'; left drained by '{DRAIN}'; it may be "
+        f"batch 1: drift_fix.yml was stopped by SIGTERM before it ended: stopped in '{VERIFY}', under way; "
+        f"left drained by '{DRAIN}'; it may be "
         "half-provisioned: run gpufleet drift to see where it stands, then drift --fix again"
     )
     assert "no drain task of it had finished: in service unless the drain was under way" in messages["node02"]
