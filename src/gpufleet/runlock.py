@@ -4,7 +4,9 @@ Each changing run records itself - pid, command, start time, hosts - in the cont
 directory while it runs; a second run whose hosts overlap is refused, naming the first. A record
 whose process is gone (killed, crashed, the machine rebooted) is stale and is removed by the next
 run, so a lock never outlives its holder. The records are read and written under an flock, so two
-runs starting at the same instant cannot both pass.
+runs starting at the same instant cannot both pass; that wait is bounded (GUARD_WAIT_S). Nothing in
+the directory is followed or trusted: a record is read only from a regular file, without following a
+link or waiting on a FIFO, and the guard and this run's record are opened so (O_NOFOLLOW).
 
 This lock sees one controller's runs; the lock every controller sees is on the node itself
 (playbooks/tasks/hold_node.yml, module_utils/node/run_lock.py), taken by the playbooks.
@@ -16,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Iterator
@@ -25,6 +28,13 @@ from typing import Any
 
 class Busy(Exception):
     """Another changing run holds some of these hosts."""
+
+
+# How long a run waits for another gpufleet to finish reading and writing the records (a few ms).
+GUARD_WAIT_S = 30.0
+# A record is ~300 bytes a host; a file larger than this is none.
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+_NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def state_dir() -> Path:
@@ -60,19 +70,76 @@ def _well_formed(record: Any) -> bool:
     )
 
 
+def _read(path: Path) -> Any:
+    """A record's JSON, read from a regular file only (never through a link, never waiting on a FIFO);
+    None for anything else."""
+    try:
+        handle = os.open(path, os.O_RDONLY | _NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_RECORD_BYTES:
+            return None
+        return json.loads(os.read(handle, MAX_RECORD_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(handle)
+
+
 def _records(runs: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     """The records of the runs; one that is not a record hold() wrote (cut short when its writer died,
-    written by hand or by another version) holds nothing: it is removed, and said so on stderr."""
+    written by hand or by another version, a link, a FIFO) holds nothing: it is removed, and said so on
+    stderr (a directory is left, and said so)."""
     for path in sorted(runs.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            record = None
+        record = _read(path)
         if _well_formed(record):
             yield path, record
             continue
+        if path.is_dir() and not path.is_symlink():
+            print(f"gpufleet: ignored {path}: a directory, not a run lock record", file=sys.stderr)
+            continue
         path.unlink(missing_ok=True)
         print(f"gpufleet: removed {path}: not a run lock record (it held nothing)", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _guard(runs: Path) -> Iterator[None]:
+    """The flock every run takes to read and write the records, waited for GUARD_WAIT_S at most."""
+    path = runs / ".lock"
+    try:
+        handle = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise Busy(
+            f"cannot open the run lock's guard {path}: {exc.strerror} (remove it if it is a link)"
+        ) from None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise Busy(f"the run lock's guard {path} is not a regular file: remove it")
+        deadline = time.monotonic() + GUARD_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Busy(
+                        f"another gpufleet has held {path} for over {GUARD_WAIT_S:g} s (a run stopped "
+                        "while it read the run records?): try again, or find that process"
+                    ) from None
+                time.sleep(0.05)
+        yield
+    finally:
+        os.close(handle)
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    """This run's record, in a file it makes (never written through a link someone left there)."""
+    path.unlink(missing_ok=True)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    with os.fdopen(handle, "w") as out:
+        out.write(json.dumps(record))
 
 
 @contextlib.contextmanager
@@ -82,8 +149,7 @@ def hold(command: str, hosts: dict[str, str], directory: Path | None = None) -> 
     runs = (directory or state_dir()) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     mine = runs / f"{os.getpid()}.json"
-    with open(runs / ".lock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
+    with _guard(runs):
         for path, record in _records(runs):
             if not _alive(record):
                 path.unlink(missing_ok=True)
@@ -102,7 +168,7 @@ def hold(command: str, hosts: dict[str, str], directory: Path | None = None) -> 
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "hosts": dict(sorted(hosts.items())),
         }
-        mine.write_text(json.dumps(record))
+        _write_record(mine, record)
     try:
         yield
     finally:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -84,3 +86,62 @@ def test_a_changing_command_on_held_hosts_is_exit_2_and_a_read_only_one_runs(
     assert runs == []
     assert cli.main(["check", *argv]) == 0
     assert runs == ["provision.yml"]
+
+
+def test_what_is_left_in_the_runs_directory_is_never_followed_or_waited_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A FIFO or a link where a record or the guard would be: no wait, no file written through."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.mkfifo(runs / "111.json")
+    (runs / "222.json").symlink_to(victim)
+    (runs / "333.json").mkdir()
+    # this run's own record's name, a link to someone's file
+    (runs / f"{os.getpid()}.json").symlink_to(victim)
+    started = time.monotonic()
+    with runlock.hold("gpufleet provision", {"10.0.0.1": "node01"}, tmp_path):
+        record = json.loads((runs / f"{os.getpid()}.json").read_text())
+        assert record["command"] == "gpufleet provision"
+    assert time.monotonic() - started < 2
+    assert victim.read_text() == "precious\n"
+    assert sorted(p.name for p in runs.iterdir()) == [".lock", "333.json"]
+    err = capsys.readouterr().err
+    assert "removed" in err and "222.json" in err and "ignored" in err and "333.json" in err
+
+    (runs / ".lock").unlink()
+    os.mkfifo(runs / ".lock")
+    with (
+        pytest.raises(runlock.Busy, match=r"guard .*\.lock is not a regular file"),
+        runlock.hold("gpufleet provision", {"10.0.0.1": "node01"}, tmp_path),
+    ):
+        pass
+    (runs / ".lock").unlink()
+    (runs / ".lock").symlink_to(victim)
+    with (
+        pytest.raises(runlock.Busy, match="remove it if it is a link"),
+        runlock.hold("gpufleet provision", {"10.0.0.1": "node01"}, tmp_path),
+    ):
+        pass
+    assert victim.read_text() == "precious\n"
+
+
+def test_the_wait_for_the_guard_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runlock, "GUARD_WAIT_S", 0.5)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    holder = subprocess.Popen(["flock", str(runs / ".lock"), "sleep", "30"])
+    try:
+        time.sleep(0.5)  # flock(1) has it
+        started = time.monotonic()
+        with (
+            pytest.raises(runlock.Busy, match=r"another gpufleet has held .* for over 0\.5 s"),
+            runlock.hold("gpufleet gate", {"10.0.0.1": "node01"}, tmp_path),
+        ):
+            pass
+        assert time.monotonic() - started < 3
+    finally:
+        holder.kill()
+        holder.wait()
