@@ -69,7 +69,7 @@ class Job:
 
     chat: bool
     prompts: list[str]
-    max_tokens: int
+    max_tokens: int  # the cap: as asked, or the context left after the longest prompt
     ends: tuple[End, ...]  # one a choice
     n: int
     stream: bool
