@@ -169,19 +169,26 @@ def test_a_chat_without_max_tokens_ends_its_answer(
     assert api.json("POST", "/v1/completions", {"prompt": "x"})[1]["usage"]["completion_tokens"] == 16
 
 
-def test_an_open_chat_stops_at_the_end_of_a_short_context(tmp_path: Path) -> None:
+@pytest.fixture
+def short_context(tmp_path: Path) -> Iterator[tuple[Api, vllm_engine.Engine]]:
     state.save(tmp_path, build.build_node_state("node01", "b300-16", 1))
-    for api, _ in serving(tmp_path, config(max_model_len=20)):
-        # "<|user|>\n" + 40 characters + "\n<|assistant|>\n": 15 prompt tokens, 5 left before the end
-        status, body = api.json(
-            "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 40}]}
-        )
-        assert status == 200 and body["choices"][0]["finish_reason"] == "length"
-        assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] == 20
-        status, body = api.json(
-            "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 80}]}
-        )
-        assert status == 400 and "maximum context length is 20 tokens" in body["error"]["message"]
+    yield from serving(tmp_path, config(max_model_len=20))
+
+
+def test_an_open_chat_stops_at_the_end_of_a_short_context(
+    short_context: tuple[Api, vllm_engine.Engine],
+) -> None:
+    api, _ = short_context
+    # "<|user|>\n" + 40 characters + "\n<|assistant|>\n": 64 characters, 16 prompt tokens, 4 left
+    status, body = api.json(
+        "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 40}]}
+    )
+    assert status == 200 and body["choices"][0]["finish_reason"] == "length"
+    assert body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"] == 20
+    status, body = api.json(
+        "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "y" * 80}]}
+    )
+    assert status == 400 and "maximum context length is 20 tokens" in body["error"]["message"]
 
 
 def test_stop_strings_end_the_text_before_them(
