@@ -87,6 +87,14 @@ options:
       - The nvidia-smi is C(gpu_power)'s C(nvidia_smi_path) when given, else the one on PATH.
     type: bool
     default: false
+  known_versions:
+    description:
+      - With O(versions), the fleet's known versions (the inventory's C(thermal_gate_fleet_versions), per GPU
+        product some of C(driver), C(cuda), C(vbios), C(nic_firmware)), returned as the
+        C(gpufleet_known_versions) fact so that C(gpufleet drift) judges a node with fewer than three peers
+        of its GPU product in the run against them, as the gate does (M(gpufleet.node.fleet_versions)).
+      - An entry of another shape is refused as a configuration error, naming it.
+    type: dict
   plan_failures_stop:
     description:
       - A role that cannot be planned on this node (its module fails, e.g. a GPU gone from its NVLink
@@ -159,6 +167,10 @@ ansible_facts:
       type: dict
       sample: {"gpu_product": ["NVIDIA H100 80GB HBM3"], "gpu_count": 8, "driver": "535.161.08",
                "cuda": "12.2", "vbios": ["96.00.74.00.01"], "nic_firmware": ["28.39.3560"]}
+    gpufleet_known_versions:
+      description: O(known_versions), when it was given and not empty.
+      type: dict
+      sample: {"NVIDIA H100 80GB HBM3": {"driver": "535.161.08", "vbios": "96.00.74.00.01"}}
 roles:
   description:
     - Per role given, its error (null when it was compared) and how many changes and checks it has
@@ -173,7 +185,8 @@ roles:
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
+from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions, node_versions
 from ansible_collections.gpufleet.node.plugins.module_utils.node.drift import (
     ROLES,
     compare_roles,
@@ -194,8 +207,12 @@ def main():
         plan_failures_stop=dict(type="bool", default=True),
         report_changes=dict(type="bool", default=True),
         versions=dict(type="bool", default=False),
+        known_versions=dict(type="dict"),
     )
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    known = module.params["known_versions"] if module.params["versions"] else None
+    if known:
+        refuse_bad_input(module, "compare the versions", fleet_versions.validate_known(known))
     desired = {role: module.params[role] for role in ROLES if module.params[role] is not None}
     if not desired:
         module.fail_json(msg="no role to compare: give the options of at least one of %s" % ", ".join(ROLES))
@@ -236,6 +253,8 @@ def main():
     output = dict(changed=False, changes=changes, checks=checks, roles=roles)
     if versions is not None:
         output["ansible_facts"] = {"gpufleet_versions": versions}
+        if known:
+            output["ansible_facts"]["gpufleet_known_versions"] = known
     errors = ["%s: %s" % (role, r["error"]) for role, r in results.items() if stops(r)]
     if refusal:
         errors.append(refusal)

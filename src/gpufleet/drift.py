@@ -71,18 +71,47 @@ def _failed_task(result: runner.HostResult, outcome: str) -> dict[str, object]:
 
 
 VERSIONS_FACT = "gpufleet_versions"
+# the fleet's known versions (thermal_gate_fleet_versions), as node_facts returns them beside the versions
+KNOWN_FACT = "gpufleet_known_versions"
 VERSIONS_CHECK = "fleet.versions"
 _FLEET_VERSIONS = "ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions"
 
 
-def _versions_judge() -> Callable[[Mapping[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """fleet_versions.judge_all, the gate's judge for every node at once, imported from this checkout's
-    collection (stdlib and the collection's results.py: nothing of Ansible's)."""
+def _fleet_versions() -> Any:
+    """module_utils/node/fleet_versions.py, the gate's judge (judge_all: every node at once) and its
+    validate_known, imported from this checkout's collection (stdlib and the collection's results.py:
+    nothing of Ansible's)."""
     runner.ensure_collection_link()
     if str(runner.COLLECTIONS_DIR) not in sys.path:
         sys.path.append(str(runner.COLLECTIONS_DIR))
-    judge = importlib.import_module(_FLEET_VERSIONS).judge_all
-    return cast(Callable[[Mapping[str, Any]], dict[str, list[dict[str, Any]]]], judge)
+    return importlib.import_module(_FLEET_VERSIONS)
+
+
+def _versions_judge() -> Callable[..., dict[str, list[dict[str, Any]]]]:
+    return cast(Callable[..., dict[str, list[dict[str, Any]]]], _fleet_versions().judge_all)
+
+
+def _known_versions(hosts: Mapping[str, runner.HostResult]) -> dict[str, Any]:
+    """The fleet's known versions the nodes returned (KNOWN_FACT), one mapping for the run: an entry of
+    another shape, or two nodes that give one GPU product different versions, is refused naming them."""
+    fleet_versions = _fleet_versions()
+    known: dict[str, Any] = {}
+    given_by: dict[str, str] = {}
+    for name in sorted(hosts):
+        found = hosts[name].facts.get(KNOWN_FACT)
+        if found is None:
+            continue
+        wrong = fleet_versions.validate_known(found)
+        if wrong:
+            raise ValueError(f"host {name}: its {KNOWN_FACT}: {'; '.join(wrong)}")
+        for product, expected in found.items():
+            if product in known and known[product] != expected:
+                raise ValueError(
+                    f"{fleet_versions.SETTING}[{product!r}] differs between {given_by[product]} and {name}: "
+                    "give the fleet one set of known versions per GPU product"
+                )
+            known[product], given_by[product] = expected, name
+    return known
 
 
 def _shape_error(found: Any) -> str | None:
@@ -104,10 +133,11 @@ def _shape_error(found: Any) -> str | None:
 
 def compare_versions(hosts: Mapping[str, runner.HostResult]) -> None:
     """Adds to each node that returned its versions its ``fleet.versions[<field>]`` checks against
-    the others' (same GPU product and count, at least three, a majority): the odd node out fails,
-    naming its version and the one its peers run. Hosts without versions (leaves, unreachable
-    nodes) are neither judged nor counted as peers. Judging the same hosts again adds nothing (the
-    console's end-of-run lines and the report both judge them)."""
+    the others' (same GPU product, at least three, a majority; else the fleet's known versions the
+    nodes returned, KNOWN_FACT): the odd node out fails, naming its version and the expected one.
+    Hosts without versions (leaves, unreachable nodes) are neither judged nor counted as peers.
+    Judging the same hosts again adds nothing (the console's end-of-run lines and the report both
+    judge them)."""
     fleet = {name: r.facts[VERSIONS_FACT] for name, r in hosts.items() if VERSIONS_FACT in r.facts}
     for name, found in fleet.items():
         wrong = _shape_error(found)
@@ -115,7 +145,7 @@ def compare_versions(hosts: Mapping[str, runner.HostResult]) -> None:
             raise ValueError(f"host {name}: its {VERSIONS_FACT}: {wrong}")
     if not fleet:
         return
-    verdicts = _versions_judge()(fleet)
+    verdicts = _versions_judge()(fleet, _known_versions(hosts))
     for name in sorted(verdicts):
         judged = hosts[name].checks
         judged.extend([c for c in verdicts[name] if c not in judged])

@@ -102,3 +102,12 @@ def test_its_peer_with_the_known_versions_is_admitted(gated: Any) -> None:
     ]
     assert all(c["ok"] for c in versions_checks.values())
     assert node01["status"] == "ok", [c for c in node01["checks"] if not c["ok"]]
+
+
+def test_drift_limited_to_the_node_judges_it_against_the_same_known_versions(
+    fleet: Fleet, gated: Any, tmp_path: Path
+) -> None:
+    """drift --limit node02: node_facts returns the inventory's known versions, the gate's judge uses them."""
+    _, report = run_on(fleet, tmp_path, "drift", "--limit", "node02")
+    vbios = _checks(report["hosts"]["node02"])["fleet.versions[vbios]"]
+    assert vbios["ok"] is False and "the fleet's known" in vbios["message"] and SETTING in vbios["message"]

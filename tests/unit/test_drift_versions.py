@@ -20,17 +20,21 @@ from tests.unit.sim_versions import versions
 ODD = {"vbios": ["97.10.4A.00.01"], "nic_firmware": ["40.44.1035"]}
 
 
-def res(found: dict[str, Any] | None) -> dict[str, Any]:
-    """node_facts' result: no change, no check, the versions as a fact when it read them."""
+def res(found: dict[str, Any] | None, known: Any = None) -> dict[str, Any]:
+    """node_facts' result: no change, no check, the versions as a fact when it read them (and the fleet's
+    known versions when the inventory sets them)."""
     out: dict[str, Any] = {"changes": [], "checks": []}
     if found is not None:
         out["ansible_facts"] = {"gpufleet_versions": found}
+        if known is not None:
+            out["ansible_facts"]["gpufleet_known_versions"] = known
     return out
 
 
-def host(name: str, found: dict[str, Any] | None) -> events.HostResult:
+def host(name: str, found: dict[str, Any] | None, known: Any = None) -> events.HostResult:
     collector = events.Collector()
-    collector.add({"event": "runner_on_ok", "event_data": {"host": name, "play": COMPARE, "res": res(found)}})
+    event_data = {"host": name, "play": COMPARE, "res": res(found, known)}
+    collector.add({"event": "runner_on_ok", "event_data": event_data})
     return collector.hosts[name]
 
 
@@ -83,6 +87,43 @@ def test_too_few_nodes_of_a_product_are_not_compared() -> None:
         assert "fewer than 3" in only["message"] and "versions not compared" in only["message"]
         # the setting that would let them be compared is named
         assert "thermal_gate_fleet_versions has no versions" in only["message"]
+
+
+KNOWN = {"NVIDIA B300 SXM6 AC": {"vbios": "97.10.4A.00.02", "nic_firmware": ["40.44.1036"]}}
+
+
+def test_drift_limited_to_two_nodes_judges_them_against_the_known_versions() -> None:
+    """drift --limit node01,node02 with the inventory's thermal_gate_fleet_versions: the gate's judge."""
+    hosts = {
+        "node01": host("node01", versions(), KNOWN),
+        "node02": host("node02", versions(**ODD), KNOWN),
+    }
+    drift.compare_versions(hosts)
+    assert failed(hosts["node02"].checks) == {
+        "fleet.versions[vbios]": ("97.10.4A.00.01", "97.10.4A.00.02"),
+        "fleet.versions[nic_firmware]": ("40.44.1035", "40.44.1036"),
+    }
+    assert "the fleet's known 97.10.4A.00.02" in drift.drift_host(hosts["node02"]).message
+    assert failed(hosts["node01"].checks) == {}
+    # the driver and CUDA the setting leaves out are not judged, and say so
+    driver = next(c for c in hosts["node01"].checks if c["name"] == "fleet.versions[driver]")
+    assert driver["ok"] is True and "gives no GPU driver for it: not judged" in driver["message"]
+
+
+@pytest.mark.parametrize(
+    ("node02_known", "wrong"),
+    [
+        ({"NVIDIA B300 SXM6 AC": {"vbios": "97.10.4A.00.01"}}, "differs between node01 and node02"),
+        ({"NVIDIA B300 SXM6 AC": {"cuda": 13.0}}, r"host node02: its gpufleet_known_versions: .*\[cuda\]"),
+    ],
+)
+def test_known_versions_that_disagree_or_do_not_read_are_refused(node02_known: Any, wrong: str) -> None:
+    hosts = {
+        "node01": host("node01", versions(), KNOWN),
+        "node02": host("node02", versions(**ODD), node02_known),
+    }
+    with pytest.raises(ValueError, match=wrong):
+        drift.compare_versions(hosts)
 
 
 @pytest.mark.parametrize(
