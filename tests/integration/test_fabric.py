@@ -113,6 +113,9 @@ def test_the_gate_blocks_every_node_naming_its_fabric_fault(fleet: Fleet, tmp_pa
     assert {"fabric.neighbor[mlx5_6]", "fabric.neighbor[mlx5_7]"} <= fabric_failed(gated, "node02")
     assert "fabric.neighbor[mlx5_7]" in fabric_failed(gated, "node03")
     assert gated["hosts"]["leaf01"]["status"] != "ok"
+    # leaf02's profile drifted (the switch faults): the gate says so as drift does, not ok
+    assert gated["hosts"][LEAF]["status"] == "drifted"
+    assert {c["setting"] for c in gated["hosts"][LEAF]["changes"]} >= {"interface/swp1/link/mtu"}
     # no switch password anywhere the runs wrote or printed
     printed = capfd.readouterr()
     secrets = [fleet.switch_credentials(leaf)[1] for leaf in ("leaf01", "leaf02")]
