@@ -17,6 +17,8 @@ from gpufleet.sim import faults, faults_switch, processes, state
 from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
 _SUPERVISOR = "gpufleet.sim.supervisor"
+# The supervisor's own start (a Python process) and its stop of a fleet that did not come up.
+SUPERVISOR_START_S = 30.0
 
 
 def _describe(fleet: Fleet) -> dict[str, Any] | None:
@@ -37,8 +39,12 @@ def _is_supervisor(pid: int) -> bool:
     return not zombie and _SUPERVISOR.encode() in cmdline
 
 
-def up(fleet: Fleet, config: FleetConfig, timeout: float = 60.0) -> dict[str, Any]:
+def up(fleet: Fleet, config: FleetConfig, timeout: float | None = None) -> dict[str, Any]:
+    """Starts the fleet under a supervisor and waits for it: the fleet's own wait (config.start_wait),
+    which names what is still starting when it runs out, and SUPERVISOR_START_S for the supervisor."""
     config.validate()
+    if timeout is None:
+        timeout = config.start_wait()[0] + SUPERVISOR_START_S
     if _describe(fleet) is not None:
         raise SimError(f"a simulated fleet is already up ({fleet.fleet_file}); run `gpufleet sim down` first")
     left = processes.survivors(processes.load(fleet.root))

@@ -20,7 +20,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,15 @@ _PR_SET_PDEATHSIG = 1
 LEAF_BASE = 210
 # `gpufleet sim reboot` leaves this file in a node directory for the supervisor.
 REBOOT_REQUEST = "reboot.request"
+# How long a fleet may take to come up, from Fleet.up's start to every node, BMC and leaf answering:
+# a fixed part (the client key, the tool client's build, the leaves, Slurm's controller) and a part per
+# node (its files and host key, then its sshd, BMC and tool server: CPU work, node after node, so the
+# time grows with the count). 12 nodes on a loaded 2-core machine took a little over 60 s, about 5 s a
+# node: 8 s a node leaves that room to spare; a quicker machine ends the wait sooner.
+START_BASE_S = 30.0
+START_PER_NODE_S = 8.0
+# Slurm's daemons (munged, slurmctld, a slurmd per node) and every node's registration.
+START_SLURM_S = 30.0
 
 
 def _die_with_parent(sig: signal.Signals) -> None:
@@ -61,6 +72,52 @@ class SimError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class StartWait:
+    """One deadline for a whole start, and how long it is and why (said when it runs out)."""
+
+    allowed: float
+    why: str
+    ends: float
+
+    @classmethod
+    def of(cls, allowed: float, why: str) -> StartWait:
+        return cls(allowed, why, time.monotonic() + allowed)
+
+    def passed(self) -> bool:
+        return time.monotonic() > self.ends
+
+    def left(self) -> float:
+        return max(self.ends - time.monotonic(), 0.0)
+
+
+# A part of the fleet being waited for: None once it answers, else what it answered last.
+Probe = Callable[[], str | None]
+
+
+def wait_for(what: str, probes: dict[str, Probe], wait: StartWait) -> None:
+    """Polls every part still starting until each probe says ready (None); a probe raises SimError
+    when its process is gone. When the wait runs out, names each part still starting and why."""
+    pending = dict(probes)
+    last: dict[str, str] = {}
+    while pending:
+        for name, probe in list(pending.items()):
+            answer = probe()
+            if answer is None:
+                del pending[name]
+            else:
+                last[name] = answer
+        if not pending:
+            return
+        if wait.passed():
+            starting = "; ".join(f"{name} ({last[name]})" for name in pending)
+            raise SimError(
+                f"{what}: {len(pending)} of {len(probes)} still starting after {wait.allowed:.0f} s "
+                f"({wait.why}): {starting}"
+            )
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
 class LeafSpec:
     name: str
     address: str
@@ -75,6 +132,12 @@ class FleetConfig:
     port: int = 2222
     # a real Slurm cluster (Debian's slurmctld, slurmd, munge) instead of the fake scontrol
     slurm: bool = False
+
+    def start_wait(self) -> tuple[float, str]:
+        """How long this fleet may take to come up (START_BASE_S, START_PER_NODE_S), and the sum."""
+        allowed = START_BASE_S + START_PER_NODE_S * self.nodes + (START_SLURM_S if self.slurm else 0.0)
+        why = f"{START_BASE_S:g} s + {START_PER_NODE_S:g} s per node for {self.nodes}"
+        return allowed, why + (f" + {START_SLURM_S:g} s for Slurm" if self.slurm else "")
 
     def validate(self) -> None:
         if not 1 <= self.nodes <= 200:
@@ -172,9 +235,14 @@ class Fleet:
         ]
 
     # -- lifecycle --------------------------------------------------------
-    def up(self, config: FleetConfig, timeout: float = 30.0, managed: bool = False) -> list[node.NodeSpec]:
-        """Starts the nodes; managed=True when a supervisor owns them (sim down may signal it)."""
+    def up(
+        self, config: FleetConfig, timeout: float | None = None, managed: bool = False
+    ) -> list[node.NodeSpec]:
+        """Starts the nodes, all answering within ``timeout`` (config.start_wait() when None);
+        managed=True when a supervisor owns them (sim down may signal it)."""
         config.validate()
+        allowed, why = config.start_wait()
+        wait = StartWait.of(allowed, why) if timeout is None else StartWait.of(timeout, "as asked")
         if self.fleet_file.exists():
             raise SimError(
                 f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet sim down`"
@@ -213,15 +281,15 @@ class Fleet:
             for leaf in leaves:
                 self._start_leaf(leaf)
             if config.slurm:
-                self._start_slurm(specs, timeout)
+                self._start_slurm(specs, wait)
             for spec in specs:
                 self._start_bmc(spec)
                 self._start_node(spec)
-            self._wait_ready(specs, timeout)
-            self._wait_bmcs(specs, timeout)
-            self._wait_leaves(leaves, timeout)
+            self._wait_ready(specs, wait)
+            self._wait_bmcs(specs, wait)
+            self._wait_leaves(leaves, wait)
             if config.slurm:
-                self.slurm.wait_idle([s.name for s in specs], timeout)
+                self.slurm.wait_idle([s.name for s in specs], wait.left())
         except slurm.SlurmError as exc:
             self.stop()
             raise SimError(str(exc)) from exc
@@ -292,17 +360,18 @@ class Fleet:
         parts["bmc"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
         self._save_record()
 
-    def _wait_bmcs(self, specs: list[node.NodeSpec], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for spec in specs:
-            while not launch.listening(spec.address):
-                proc = self.bmcs[spec.name]
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log = (spec.directory / "bmc.log").read_text(encoding="utf-8", errors="replace")
-                    raise SimError(
-                        f"the BMC of {spec.name} at {spec.address}:{launch.PORT} did not start: {log[-400:]}"
-                    )
-                time.sleep(0.05)
+    def _wait_bmcs(self, specs: list[node.NodeSpec], wait: StartWait) -> None:
+        def probe(spec: node.NodeSpec) -> str | None:
+            if launch.listening(spec.address):
+                return None
+            if self.bmcs[spec.name].poll() is not None:
+                log = (spec.directory / "bmc.log").read_text(encoding="utf-8", errors="replace")
+                raise SimError(
+                    f"the BMC of {spec.name} at {spec.address}:{launch.PORT} did not start: {log[-400:]}"
+                )
+            return f"BMC {spec.address}:{launch.PORT} not listening yet"
+
+        wait_for("BMCs", {s.name: partial(probe, s) for s in specs}, wait)
 
     def _start_leaf(self, leaf: LeafSpec) -> None:
         with open(self.leaf_dir / f"{leaf.name}.log", "ab") as log:
@@ -317,16 +386,17 @@ class Fleet:
         self.record["leaves"][leaf.name]["nvue"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
         self._save_record()
 
-    def _wait_leaves(self, leaves: list[LeafSpec], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for leaf in leaves:
-            while not nvue.listening(leaf.address):
-                proc = self.leaves[leaf.name]
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log = (self.leaf_dir / f"{leaf.name}.log").read_text(encoding="utf-8", errors="replace")
-                    where = f"{leaf.address}:{nvue.PORT}"
-                    raise SimError(f"leaf {leaf.name} at {where} did not start: {log[-400:]}")
-                time.sleep(0.05)
+    def _wait_leaves(self, leaves: list[LeafSpec], wait: StartWait) -> None:
+        def probe(leaf: LeafSpec) -> str | None:
+            if nvue.listening(leaf.address):
+                return None
+            where = f"{leaf.address}:{nvue.PORT}"
+            if self.leaves[leaf.name].poll() is not None:
+                log = (self.leaf_dir / f"{leaf.name}.log").read_text(encoding="utf-8", errors="replace")
+                raise SimError(f"leaf {leaf.name} at {where} did not start: {log[-400:]}")
+            return f"NVUE {where} not listening yet"
+
+        wait_for("leaf switches", {leaf.name: partial(probe, leaf) for leaf in leaves}, wait)
 
     def _prepare_slurm(self, specs: list[node.NodeSpec]) -> None:
         """The cluster's files, and on each node its slurm.conf in place of the fake scontrol."""
@@ -339,12 +409,12 @@ class Fleet:
             conf.parent.mkdir(parents=True, exist_ok=True)
             conf.write_bytes(cluster.conf.read_bytes())
 
-    def _start_slurm(self, specs: list[node.NodeSpec], timeout: float) -> None:
+    def _start_slurm(self, specs: list[node.NodeSpec], wait: StartWait) -> None:
         """munged first (slurmctld authenticates through it), then slurmctld and a slurmd per node."""
         cluster = self.slurm
         self.record["slurm"] = {}
         self._start_daemon("munged", cluster.munged_argv())
-        cluster.wait_munge(timeout)
+        cluster.wait_munge(wait.left())
         self._start_daemon("slurmctld", cluster.controller_argv())
         for spec in specs:
             self._start_daemon(f"slurmd {spec.name}", cluster.slurmd_argv(spec.name))
@@ -411,7 +481,7 @@ class Fleet:
         with state.locked(spec.directory) as current:
             boot.power_cycle(current, spec.directory / "sys")
         self._start_node(spec)
-        self._wait_ready([spec], timeout)
+        self._wait_ready([spec], StartWait.of(timeout, "a reboot's wait"))
 
     def dead_nodes(self) -> list[str]:
         return [name for name, proc in self.processes.items() if proc.poll() is not None]
@@ -487,12 +557,11 @@ class Fleet:
                 raise SimError(f"{spec.name} presented an unexpected host key")
             transport.auth_publickey("root", pkey)
 
-    def _wait_ready(self, specs: list[node.NodeSpec], timeout: float) -> None:
+    def _wait_ready(self, specs: list[node.NodeSpec], wait: StartWait) -> None:
+        """Every node answers SSH with its host key (the nodes tried in turn, none waited on alone)."""
         pkey = paramiko.Ed25519Key.from_private_key_file(str(self.client_key))
-        pending = list(specs)
-        deadline = time.monotonic() + timeout
-        while pending:
-            spec = pending[0]
+
+        def probe(spec: node.NodeSpec) -> str | None:
             proc = self.processes[spec.name]
             if proc.poll() is not None:
                 log = (spec.directory / "sshd.log").read_text(encoding="utf-8", errors="replace")
@@ -501,12 +570,12 @@ class Fleet:
                 )
             try:
                 self._handshake(spec, pkey)
-                self._record_inside(spec)
-                pending.pop(0)
             except (OSError, paramiko.SSHException) as exc:
-                if time.monotonic() > deadline:
-                    raise SimError(f"{spec.name} at {spec.address}:{spec.port} not ready: {exc}") from exc
-                time.sleep(0.05)
+                return f"sshd {spec.address}:{spec.port}: {exc or type(exc).__name__}"
+            self._record_inside(spec)
+            return None
+
+        wait_for("nodes", {s.name: partial(probe, s) for s in specs}, wait)
 
     # -- inventory ----------------------------------------------------------
     def _host_vars(self, spec: node.NodeSpec, bmc_password: str) -> dict[str, object]:
