@@ -9,9 +9,10 @@
   when asked);
 - ``_send`` sends one request under its deadline and size cap (bounded_request), tries it again
   after a connection error or HTTP 502/503/504 with exponential backoff (``retry_delay`` doubled
-  each time, ``_retry_after`` may say otherwise), never after a TLS failure, a deadline or an
-  oversized answer, and tells the failures apart (deadline, too_large, tls, connection and what
-  ``_http_error`` says of a status);
+  each time, ``_retry_after`` may say otherwise; ``_worth_retrying`` may refuse an answer that
+  says another try is pointless), never after a TLS failure, a deadline or an oversized answer,
+  and tells the failures apart (deadline, too_large, tls, connection and what ``_http_error``
+  says of a status);
 - ``_json`` reads an answer's JSON; a body that is not JSON is the device's fault (protocol).
 
 A subclass names its device (``DEVICE``, ``API``, the three settings the messages name, its
@@ -165,7 +166,7 @@ class HttpsClient:
                 ) from None
             except HTTPError as exc:
                 err = self._http_error(exc, method, shown)
-                if exc.code not in RETRY_STATUS or attempt >= attempts:
+                if exc.code not in RETRY_STATUS or attempt >= attempts or not self._worth_retrying(err):
                     raise err from None
                 delay = self._retry_after(exc, delay)
             except (URLError, OSError, http.client.HTTPException, UrlsConnectionError) as exc:
@@ -174,6 +175,11 @@ class HttpsClient:
                     raise err from None
             self.retried += 1
             self._sleep(delay)
+
+    def _worth_retrying(self, err):
+        """Whether ``err`` (``_http_error``'s, for a status worth another try) is: the device's answer
+        may say that waiting a few seconds will not change it (a Redfish BMC's full session limit)."""
+        return True
 
     @staticmethod
     def _retry_after(exc, delay):

@@ -13,10 +13,12 @@ the service has them, to ``ThermalEquipment/CDUs/<id>`` with their coolant conne
 detection, as DMTF's public-liquid-cooled-server and public-cooling-unit mockups shape them. It
 authenticates with a Redfish session (POST to the session collection, ``X-Auth-Token``, DELETE at the end) or
 HTTP basic auth, verifies TLS by default, and retries connection errors and HTTP 503 with
-exponential backoff. Every request has a wall-clock deadline on all of it (``timeout``: connect,
-send, the whole answer) and an answer is at most ``max_body`` bytes (https_transport.HttpsClient,
-which the NVUE client is too). Credentials and the session token never appear in its
-messages.
+exponential backoff, but not a refusal whose Redfish error says the BMC's session limit is full
+(``SessionLimitExceeded``: NOT_RETRIED); an HTTP error names what the BMC's error answer said (its
+MessageIds and messages, error_messages). Every request has a wall-clock deadline on all of it
+(``timeout``: connect, send, the whole answer) and an answer is at most ``max_body`` bytes
+(https_transport.HttpsClient, which the NVUE client is too). Credentials and the session token
+never appear in its messages.
 
 It fails closed and raises only RedfishError: a plain-HTTP address (without a stated reason) or
 an unusable CA file is refused before any request (transport_security, the rule every management
@@ -30,6 +32,7 @@ ansible.module_utils only.
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 from urllib.parse import urlsplit, urlunsplit
@@ -48,6 +51,12 @@ HEALTH_ORDER = ("OK", "Warning", "Critical")
 _NOT_PRESENT = frozenset(("Absent",))
 # Never wait longer than this for one Retry-After, whatever the BMC asks for.
 _MAX_RETRY_AFTER_S = 30.0
+# The Redfish error answers (MessageId's last part) that another try within seconds cannot change: a
+# session frees only when its holder logs out or it times out (SessionService.SessionTimeout,
+# minutes), so a full session limit is said at once, with what the BMC said, never retried.
+NOT_RETRIED = frozenset(("SessionLimitExceeded",))
+# How much of a BMC's own error message is quoted (its messages, one line each).
+_MAX_SAID = 400
 # Collections are paged with Members@odata.nextLink; a BMC that loops is cut off here.
 _MAX_PAGES = 50
 # Physical ranges of the readings (low, high, unit). A reading outside is a faulty sensor or
@@ -74,10 +83,12 @@ class RedfishError(Exception):
     an unusable CA file: found before any request, never retried), usage (no usable address).
     """
 
-    def __init__(self, kind, message, status=None):
+    def __init__(self, kind, message, status=None, message_ids=()):
         super().__init__(message)
         self.kind = kind
         self.status = status
+        # the MessageIds of the BMC's Redfish error answer (error_messages), when it gave one
+        self.message_ids = tuple(message_ids)
 
 
 # ---------------------------------------------------------------- parsing (pure)
@@ -278,6 +289,36 @@ def _inherit_leak(conn, fallback):
     conn["leak"] = leak_state(own) if own else leak_state(fallback)
 
 
+def error_messages(raw):
+    """A Redfish error answer's messages, [(MessageId, Message)]: ``@Message.ExtendedInfo``'s, else the
+    error's own ``code`` and ``message``; [] for a body that is not one (the status then says it all)."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError, TypeError):
+        return []
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if not isinstance(error, dict):
+        return []
+    found = [
+        (_text(info.get("MessageId")) or "", _text(info.get("Message")) or "")
+        for info in _list(error.get("@Message.ExtendedInfo"))
+        if isinstance(info, dict) and (_text(info.get("MessageId")) or _text(info.get("Message")))
+    ]
+    if not found and (_text(error.get("code")) or _text(error.get("message"))):
+        found = [(_text(error.get("code")) or "", _text(error.get("message")) or "")]
+    return found
+
+
+def _not_retried(message_ids):
+    """Whether one of a Redfish error's MessageIds (Registry.Version.Id) is one of NOT_RETRIED."""
+    return any(m.rsplit(".", 1)[-1] in NOT_RETRIED for m in message_ids)
+
+
+def _one_line(text):
+    """Text from a BMC, safe to quote: control characters and runs of space as one space."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
 def normalize_baseuri(baseuri):
     """'10.0.0.5' / '10.0.0.5:8443' / 'https://bmc01' -> 'https://10.0.0.5[:port]' (no path)."""
     text = (baseuri or "").strip()
@@ -392,9 +433,42 @@ class RedfishClient(HttpsClient):
         # NaN is no wait at all (time.sleep refuses it); inf is the longest wait there is.
         return min(max(wait, 0.0), _MAX_RETRY_AFTER_S) if not math.isnan(wait) else delay
 
+    def _said(self, messages):
+        """What the BMC said (error_messages), quoted for a message: one line, bounded, never the
+        password (a BMC may echo a property's value)."""
+        text = _one_line("; ".join(": ".join(p for p in pair if p) for pair in messages))
+        if self._password:
+            text = text.replace(self._password, "********")
+        return text if len(text) <= _MAX_SAID else text[: _MAX_SAID - 3] + "..."
+
+    def _worth_retrying(self, err):
+        return not _not_retried(err.message_ids)
+
     def _http_error(self, exc, method, shown):
         code = exc.code
         where = "BMC %s" % self.baseuri
+        try:
+            messages = error_messages(exc.read())
+        except (OSError, ValueError, AttributeError):
+            messages = []
+        ids = [m for m, _ in messages if m]
+        said = self._said(messages)
+        if _not_retried(ids):
+            return RedfishError(
+                "http",
+                "%s refused %s %s with HTTP %d: its session limit is full; the BMC said: %s. Not retried "
+                "(a session frees when its holder logs out or it times out, SessionService.SessionTimeout): "
+                "close the stale sessions on the BMC (SessionService/Sessions) or wait for them to expire; "
+                "auth: basic needs no session" % (where, method, shown, code, said.rstrip(".")),
+                code,
+                ids,
+            )
+        error = self._status_error(code, where, method, shown)
+        if said:
+            error = RedfishError(error.kind, "%s; the BMC said: %s" % (error, said), error.status, ids)
+        return error
+
+    def _status_error(self, code, where, method, shown):
         if code == 401:
             how = (
                 "session login" if shown.endswith("/Sessions") and method == "POST" else "%s auth" % self.auth

@@ -109,6 +109,8 @@ class FakeBmc(LocalServer):
                         self.wfile.write(bytes((byte,)))
                         time.sleep(0.4)
                     return None
+                if isinstance(fault, tuple):  # (status, Redfish error answer, headers)
+                    return self._send(*fault)
                 if isinstance(fault, int):
                     return self._send(
                         fault, {"error": {"code": "Base.1.0.GeneralError"}}, {"Retry-After": "0"}
@@ -742,3 +744,108 @@ def test_a_bad_ca_file_is_a_local_error_at_once(
     assert "thermal_gate_bmc_ca_path" in str(err.value)
     assert "could not reach" not in str(err.value)
     assert bmc.log == [] and slept == []
+
+
+# DMTF's Base message registry (Base.1.19.0): the answer of a BMC whose session limit is full.
+SESSION_LIMIT = {
+    "error": {
+        "code": "Base.1.19.GeneralError",
+        "message": "A general error has occurred. See ExtendedInfo for more information.",
+        "@Message.ExtendedInfo": [
+            {
+                "@odata.type": "#Message.v1_1_2.Message",
+                "MessageId": "Base.1.19.SessionLimitExceeded",
+                "Message": "The session establishment failed due to the number of simultaneous sessions "
+                "exceeding the limit of the implementation.",
+                "Severity": "Critical",
+                "Resolution": "Reduce the number of other sessions before trying to establish the session.",
+            }
+        ],
+    }
+}
+
+
+def test_a_full_session_limit_is_said_at_once_as_the_bmc_said_it(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    """Retrying cannot free a session within seconds: no 3 x 30 s of Retry-After, no "busy or restarting"."""
+    bmc.faults[SESSIONS] = [(503, SESSION_LIMIT, {"Retry-After": "30"})] * 4
+    rc, slept = client(bmc, tls[0], retries=3)
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    message = str(err.value)
+    assert (err.value.kind, err.value.status) == ("http", 503)
+    assert err.value.message_ids == ("Base.1.19.SessionLimitExceeded",)
+    assert slept == [] and len(bmc.requests("POST")) == 1
+    assert f"refused POST {SESSIONS} with HTTP 503: its session limit is full" in message
+    assert (
+        "the BMC said: Base.1.19.SessionLimitExceeded: The session establishment failed due to the number of "
+        "simultaneous sessions exceeding the limit of the implementation. Not retried"
+    ) in message
+    assert "busy or restarting" not in message
+
+
+def test_a_503_of_another_message_is_retried_and_its_message_named(
+    bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]
+) -> None:
+    busy = {"error": {"code": "Base.1.19.ServiceTemporarilyUnavailable", "message": "Retry in a moment."}}
+    bmc.faults["/redfish/v1/Chassis"] = [(503, busy, {"Retry-After": "0"})] * 10
+    rc, slept = client(bmc, tls[0], retries=2)
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert slept == [0.0, 0.0]
+    assert str(err.value).endswith(
+        "HTTP 503 after 2 retries; the BMC is busy or restarting, try again later; "
+        "the BMC said: Base.1.19.ServiceTemporarilyUnavailable: Retry in a moment."
+    )
+
+
+def test_what_the_bmc_said_never_carries_the_password(bmc: FakeBmc, tls: tuple[Path, ssl.SSLContext]) -> None:
+    echo = {
+        "error": {
+            "@Message.ExtendedInfo": [
+                {"MessageId": "Base.1.19.PropertyValueIncorrect", "Message": f"'{PASSWORD}'\x1b[2J is wrong"}
+            ]
+        }
+    }
+    bmc.faults[SESSIONS] = [(400, echo, {})]
+    rc, _ = client(bmc, tls[0])
+    with pytest.raises(rf.RedfishError) as err, rc:
+        rc.read_coolant()
+    assert PASSWORD not in str(err.value) and "\x1b" not in str(err.value)
+    assert str(err.value).endswith("the BMC said: Base.1.19.PropertyValueIncorrect: '********' [2J is wrong")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            json.dumps(SESSION_LIMIT).encode(),
+            [
+                (
+                    "Base.1.19.SessionLimitExceeded",
+                    SESSION_LIMIT["error"]["@Message.ExtendedInfo"][0]["Message"],
+                )
+            ],
+        ),
+        (b'{"error": {"code": "Base.1.0.GeneralError"}}', [("Base.1.0.GeneralError", "")]),
+        (b'{"error": {"message": "no"}}', [("", "no")]),
+        (b'{"error": {"@Message.ExtendedInfo": [1, {"MessageId": 5}]}, "code": "x"}', []),
+        (b"<html>busy</html>", []),
+        (b"", []),
+        (b'{"error": "busy"}', []),
+        (b"[" * 100_000, []),
+    ],
+    ids=[
+        "extended info",
+        "code only",
+        "message only",
+        "no usable info",
+        "html",
+        "empty",
+        "error a string",
+        "deep",
+    ],
+)
+def test_error_messages(body: bytes, expected: list[tuple[str, str]]) -> None:
+    assert rf.error_messages(body) == expected
