@@ -26,7 +26,7 @@ from gpufleet.sim import control
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration import execution_node
-from tests.integration.conftest import node_hosts, node_ssh
+from tests.integration.conftest import node_hosts, node_ssh, run_on
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = ("node01", "node02", "node03", "node04")
@@ -247,6 +247,62 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     assert all(not left[n] for n in ("node02", "node03", "node04"))
     # the operator returns node01 by hand (its link is the site's to repair)
     node_ssh(fleet, "127.0.51.2", "rm /var/lib/gpufleet/drained")
+
+
+# what every command must say of node03 with nvsmi-oversized-field (a 2 MiB product name in -q -x)
+REFUSED = (
+    "nvidia-smi -q -x: the text of <product_name> of GPU '00000000:13:00.0' is 2097152 characters long "
+    "(nvidia-smi prints no field over 1024)"
+)
+
+
+def test_output_gpufleet_cannot_read_is_a_named_failure_in_every_command(
+    fleet: Fleet, provisioned: Path, tmp_path: Path
+) -> None:
+    """A node whose nvidia-smi -q -x prints one oversized field came out of drift ok with 0 checks (its
+    result, over ansible-runner's MAX_EVENT_RES, reached the controller empty), drift --fix passed it
+    over and the gate blocked it naming no reason. Drift, drift --fix, check, the watch and the gate
+    each name it failed (the gate: blocked) with what was refused and why; cleared, drift finds it ok."""
+    name = "node03"
+    limit = ["--limit", name]
+    assert control.fault(fleet, name, "nvsmi-oversized-field", clear=False) == ["nvsmi-oversized-field"]
+    try:
+        code, drift = run(["drift", "--inventory", str(provisioned), *limit], tmp_path / "drift")
+        assert code == 1
+        host = drift["hosts"][name]
+        assert host["status"] == "failed" and REFUSED in host["message"]
+        assert len(host["checks"]) > 1  # the roles' checks came through, beside the failed one
+        assert [(c["name"], c["value"]) for c in host["checks"] if not c["ok"]] == [("fleet.versions", None)]
+
+        # left out of the rollout, named: nothing drains a node whose nvidia-smi gpufleet cannot read
+        before = calls(fleet, name)
+        code, fixed = run(["drift", "--fix", "--inventory", str(provisioned), *limit], tmp_path / "fix")
+        assert code == 1
+        assert fixed["hosts"][name]["status"] == "failed" and REFUSED in fixed["hosts"][name]["message"]
+        assert calls(fleet, name) == before
+
+        # provision --check: the roles' read of the GPUs (gpu_facts) refuses it
+        code, check = run(["check", "--inventory", str(provisioned), *limit], tmp_path / "check")
+        assert code == 1
+        assert check["hosts"][name]["status"] == "failed"
+        assert "gpu_power : Gather GPU facts" in check["hosts"][name]["message"]
+        assert REFUSED in check["hosts"][name]["message"]
+
+        code, watched = run_on(fleet, tmp_path / "watch", "watch", *limit, "--window", "1")
+        assert code == 1
+        health = [c for c in watched["hosts"][name]["checks"] if c["name"] == "watch.health"]
+        assert [(c["ok"], REFUSED in c["message"]) for c in health] == [(False, True)]
+        assert REFUSED in watched["hosts"][name]["message"]
+
+        code, gated = run_on(fleet, tmp_path / "gate", "gate", *limit, "--burn-in-seconds", "5")
+        assert code == 1
+        assert gated["hosts"][name]["status"] == "blocked"
+        assert "Judge the node's hardware health" in gated["hosts"][name]["message"]
+        assert REFUSED in gated["hosts"][name]["message"]
+    finally:
+        control.fault(fleet, name, "nvsmi-oversized-field", clear=True)
+    code, again = run(["drift", "--inventory", str(provisioned), *limit], tmp_path / "again")
+    assert (code, again["hosts"][name]["status"]) == (0, "ok"), again["hosts"][name]
 
 
 PEERS = ("node05", "node06", "node07", "node08")  # as provisioned: the tests above ran on node01..node04
