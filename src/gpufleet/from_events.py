@@ -189,7 +189,9 @@ def merge(slices: list[Slice]) -> Report:
             f"(reports are made for {', '.join(sorted(JUDGES))})"
         )
     command, judge = catalog.PLAYBOOKS[playbooks[0]].command, JUDGES[playbooks[0]]
-    checked = {bool((s.collector.stats or {}).get("artifact_data", {}).get(CHECK_MODE_STAT)) for s in slices}
+    checked = {
+        bool(((s.collector.stats or {}).get("artifact_data") or {}).get(CHECK_MODE_STAT)) for s in slices
+    }
     if len(checked) > 1:
         raise EventsError("some slices ran in check mode and some did not: give the slices of one job")
     if checked == {True} and playbooks[0] in CHECK_MODE:

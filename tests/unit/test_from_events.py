@@ -263,3 +263,72 @@ def test_facts_a_judge_cannot_read_are_refused_naming_the_directory_and_host(
         from_events.report_of([run])
     assert cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")]) == 2
     assert "host node01" in capsys.readouterr().err
+
+
+def test_stats_without_artifact_data_are_a_run_not_in_check_mode(tmp_path: Path) -> None:
+    """ansible-runner's stats carry artifact_data null when the run set none (it was a traceback)."""
+    run = _artifacts(
+        tmp_path / "a", {"node01": ("Provision", {"changed": True, **DRIFTED})}, "/p/provision.yml"
+    )
+    stats = run / "job_events" / "3-uuid.json"
+    event = json.loads(stats.read_text())
+    event["event_data"]["artifact_data"] = None
+    stats.write_text(json.dumps(event), encoding="utf-8")
+    report = from_events.report_of([run])
+    assert (report.command, report.hosts["node01"].status) == ("provision", "changed")
+
+
+def _places(value: Any, path: tuple[Any, ...] = ()) -> Any:
+    """Every place in an event, down to the first element of each list."""
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _places(item, (*path, key))
+    elif isinstance(value, list) and value:
+        yield from _places(value[0], (*path, 0))
+
+
+def test_any_field_of_any_event_of_another_kind_is_refused_or_the_whole_report_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each field of a gate's events (a task result with every key gpufleet reads, facts the report
+    draws, the stats) replaced by a value of another kind: exit 2 with nothing written, or every file."""
+    res = {
+        "changed": True,
+        "msg": "m",
+        "changes": [{"setting": "gpu_power.enforced_limit_w[GPU-0]", "from": 1, "to": 2}],
+        "checks": [{"name": "coolant.flow_lpm[1/B]", "ok": False, "value": 4.8, "limit": 8, "unit": "L/min"}],
+        "hints": ["h"],
+        "override": {"reason": "r"},
+        "diff": {"before": "a", "after": "b"},
+        "results": [{"msg": "item", "failed": True, "item": "x", "checks": []}],
+        "ansible_facts": {
+            "gpufleet_coolant": {
+                "connectors": [{"key": "1/B", "flow_lpm": 4.8}],
+                "cdus": [{"connectors": []}],
+            },
+            "gpufleet_gpus": [{"uuid": "GPU-0", "power": {"enforced_limit_w": 1400.0}}],
+            "gpufleet_watch": {"gpus": [{"uuid": "GPU-0", "power_draw_w": 300.0}]},
+        },
+    }
+    res["checks"][0]["message"] = "low"
+    run = _artifacts(tmp_path / "run", {"node01": ("Gate", res)}, GATE)
+    for path in sorted(run.glob("job_events/*.json")):
+        original = path.read_text(encoding="utf-8")
+        for place in _places(json.loads(original)):
+            for wrong in (None, 7, "text", [1], {"a": 1}):
+                event = json.loads(original)
+                _set(place, wrong)(event)
+                path.write_text(json.dumps(event), encoding="utf-8")
+                out = tmp_path / "out"
+                code = cli.main(["report", "--from-events", str(run), "--report-dir", str(out)])
+                written = sorted(p.name for p in out.glob("*"))
+                case = f"{path.name} {place} = {wrong!r}: exit {code}, {written}"
+                assert (code, written) == (2, []) or (
+                    code in (0, 1) and written == ["gpufleet.prom", "report.html", "report.json", "report.md"]
+                ), case
+                for made in out.glob("*"):
+                    made.unlink()
+        path.write_text(original, encoding="utf-8")
+    assert "Traceback" not in capsys.readouterr().err
