@@ -27,7 +27,13 @@ import pytest
 from gpufleet import cli
 from gpufleet.sim import control, nvue_state, state
 from gpufleet.sim.fleet import Fleet
-from tests.integration.conftest import node_ssh, run_on
+from tests.integration.conftest import (
+    GATE_MARKERS,
+    INSTANCES,
+    node_ssh,
+    run_on,
+    serve_as_a_passed_gate_leaves,
+)
 
 GPUFLEET = Path(sys.executable).parent / "gpufleet"
 SUBNET = "127.0.88"
@@ -129,7 +135,8 @@ def test_inputs_the_node_cannot_meet_are_refused_before_the_drain(
         assert host["configuration_error"] is True and named in host["message"], host
         assert "left drained" not in host["message"], host
     assert fixed[1]["hosts"]["node01"]["message"].startswith("not fixed, left out of the rollout: ")
-    assert gated[1]["hosts"]["node01"]["status"] == "blocked"
+    # refused, never called blocked (GateBlocked says a blocked node was drained and stopped)
+    assert gated[1]["hosts"]["node01"]["status"] == "failed"
     assert "refused before the drain: left as it was" in gated[1]["hosts"]["node01"]["message"]
     assert untouched(fleet, "node01") == before
 
@@ -324,3 +331,42 @@ def test_drift_fix_returns_a_node_left_drained_with_nothing_drifted(fleet: Fleet
     assert node_ssh(fleet, address("node02"), f"test -e {RECORD}", check=False).returncode == 1
     code, again = run_on(fleet, tmp_path / "again", "drift", "--limit", "node02")
     assert code == 0 and again["hosts"]["node02"]["status"] == "ok", again["hosts"]["node02"]
+
+
+def test_a_cabling_fault_on_a_serving_node_blocks_it_drained_and_stopped(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Issue 36 item 4: node02 serves as a passed gate leaves it (instances up, both markers); two of
+    its RoCE ports trade cables. The gate judges the cabling before the drain and blocks the node as at
+    any later step: drained in Slurm, its instances stopped, both markers withdrawn (it was reported
+    blocked and left serving with the earlier gate's marker). Last in this module: node02 is returned
+    after."""
+    (fleet.root / "host_vars" / "node02.yml").write_text("")  # served without a scheduler's drain
+    serve_as_a_passed_gate_leaves(fleet, ["node02"])
+    host_vars(fleet, "node02")
+    assert _serving(fleet, "node02") == ([True, True], sorted(GATE_MARKERS))
+    drains = len(fleet.slurm.changes("node02"))
+    control.fault(fleet, "node02", "cable-swapped", clear=False)
+    try:
+        code, report = run_on(fleet, tmp_path / "gate", "gate", "--limit", "node02", "--burn-in-seconds", "3")
+    finally:
+        control.fault(fleet, "node02", "cable-swapped", clear=True)
+    host = report["hosts"]["node02"]
+    assert code == 1, host
+    assert host["status"] == "blocked" and not host.get("configuration_error"), host
+    crossed = [c for c in host["checks"] if not c["ok"] and c["name"].startswith("fabric.neighbor[")]
+    assert len(crossed) == 2 and all("crossed with" in c["message"] for c in crossed), host["checks"]
+    assert "; left drained" in host["message"] and "left as it was" not in host["message"], host["message"]
+    assert _serving(fleet, "node02") == ([False, False], [])
+    changes = [(c["state"], c["reason"]) for c in fleet.slurm.changes("node02")[drains:]]
+    assert changes == [("drain", "gpufleet gate (post-maintenance)")]
+    assert "DRAIN" in fleet.slurm.node("node02")["State"]
+    node_ssh(fleet, address("node02"), f"rm -f {RECORD} && scontrol update nodename=node02 state=resume")
+
+
+def _serving(fleet: Fleet, name: str) -> tuple[list[bool], list[str]]:
+    """Its vLLM units active, and the gate's markers it keeps."""
+    units = node_state(fleet, name).get("units", {})
+    active = [bool(units.get(f"vllm-{i}.service", {}).get("active")) for i in INSTANCES]
+    markers = node_ssh(fleet, address(name), "ls " + " ".join(GATE_MARKERS), check=False).stdout.split()
+    return active, sorted(markers)
