@@ -451,7 +451,7 @@ class RedfishClient(HttpsClient):
             messages = error_messages(exc.read())
         except (OSError, ValueError, AttributeError):
             messages = []
-        ids = [m for m, _ in messages if m]
+        ids = [pair[0] for pair in messages if pair[0]]
         said = self._said(messages)
         if _not_retried(ids):
             return RedfishError(
