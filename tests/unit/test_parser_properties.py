@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tes
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.unit.mutations import FIXTURES, digits_swapped, mutated, read_capture
 
@@ -611,14 +613,15 @@ def test_thermal_sample_nan_temperature_and_garbled_mask_fail_closed() -> None:
 # ------------------------------------------------------------------ digits a tool never prints
 
 
-def _digits_refused(case: Case, texts: tuple[str, str]) -> None:
-    """A number in another script's digits is refused wherever the same text with letters there
-    is refused (the parser reads a number at that place): it is never read as the number."""
+def _digits_refused(case: Case, texts: tuple[str, str], what: str = "digits outside 0-9") -> None:
+    """A number in another script's digits (or with ``what`` in it) is refused wherever the same text
+    with letters there is refused (the parser reads a number at that place): it is never read as the
+    number."""
     foreign, spoiled = texts
     outcome = classify(case, foreign)
     assert outcome in ("data", "error"), outcome
     if outcome == "data":
-        assert classify(case, spoiled) == "data", "digits outside 0-9 were read where letters are refused"
+        assert classify(case, spoiled) == "data", f"{what} were read where letters are refused"
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
@@ -644,5 +647,48 @@ def test_sample_digits_outside_ascii_are_never_read_as_numbers(
     @given(digits_swapped(_sample_text(capture, fields), markup="text"))
     def run(texts: tuple[str, str]) -> None:
         _digits_refused(case, texts)
+
+    run()
+
+
+# ------------------------------------------------------------------ underscores between digits (issue 36)
+
+_BETWEEN_DIGITS = re.compile(r"(?<=[0-9])(?=[0-9])")
+
+
+@st.composite
+def underscored(draw: st.DrawFn, text: str) -> tuple[str, str]:
+    """``text`` with '_' between two digits of a number ('30' -> '3_0', which int() and float() read
+    as 30), and the same text with a 'Z' there: where the parser reads a number, both are refused."""
+    places = [m.start() for m in _BETWEEN_DIGITS.finditer(text)]
+    at = draw(st.sampled_from(places))
+    return text[:at] + "_" + text[at:], text[:at] + "Z" + text[at:]
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if _BETWEEN_DIGITS.search(_text(c.capture))], ids=lambda c: c.id
+)
+def test_an_underscore_between_digits_is_never_read_as_a_number(case: Case) -> None:
+    """Cut or damaged numbers such as '3_0' (show_gids) and '4_00' (ibstat): the tool's parse error
+    wherever the parser reads a number, never 30 or 400."""
+
+    @PROPERTY_SETTINGS
+    @given(underscored(_text(case.capture)))
+    def run(texts: tuple[str, str]) -> None:
+        _digits_refused(case, texts, "digits with an underscore between them")
+
+    run()
+
+
+@pytest.mark.parametrize(("capture", "fields", "parse"), SAMPLE_CASES)
+def test_a_sample_number_with_an_underscore_is_never_read(
+    capture: str, fields: tuple[str, ...], parse: Callable[[str], Any]
+) -> None:
+    case = _sample_case(fields, parse)
+
+    @PROPERTY_SETTINGS
+    @given(underscored(_sample_text(capture, fields)))
+    def run(texts: tuple[str, str]) -> None:
+        _digits_refused(case, texts, "digits with an underscore between them")
 
     run()

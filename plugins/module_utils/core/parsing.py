@@ -5,7 +5,8 @@ vllm_metrics) share: the guard that turns a slip on malformed output into the pa
 ParseError naming the tool, the check that every reading a parser returns is a number a tool can
 print (finite, within 64 bits, and not negative where the tool has no negative values), and the
 refusal of digits no tool prints (str.isdigit(), int(), float() and re's \\d take Arabic-Indic,
-full-width and other Unicode digits as numbers).
+full-width and other Unicode digits as numbers), and the strict readers of a number (whole, decimal,
+hexadecimal): int() and float() also read '3_0' as 30 and '4_00' as 400.
 
 Pure (no I/O); runs on the managed node (Python 3.11, stdlib only).
 """
@@ -46,6 +47,41 @@ def quote(text: str, limit: int = QUOTE_LIMIT) -> str:
     if len(text) <= limit:
         return repr(text)
     return "%r... (%d characters)" % (text[:limit], len(text))
+
+
+# What a tool prints for a count and for a reading: ASCII digits, a decimal point in a reading.
+_WHOLE = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_HEXADECIMAL = re.compile(r"0[xX][0-9a-fA-F]+")
+
+
+def whole(text: str, what: str) -> int:
+    """``text`` as a whole number when it is nothing but 0-9, else ValueError naming ``what``. Python's
+    int() also reads '3_0' as 30, '+3', ' 3' and '٣': no tool prints those for a count, and a cut or
+    damaged value must be refused, not read as another number (the guard names the tool)."""
+    if not (isinstance(text, str) and _WHOLE.fullmatch(text)):
+        raise ValueError("%s %s is not a whole number (digits 0-9 only)" % (what, quote(str(text))))
+    return int(text)
+
+
+def decimal(text: str, what: str) -> float:
+    """``text`` as a number when it is 0-9 with at most one decimal point between digits, else
+    ValueError naming ``what`` (float() also takes '4_00', '1e3', 'inf' and ' 4')."""
+    if not (isinstance(text, str) and _DECIMAL.fullmatch(text)):
+        raise ValueError(
+            "%s %s is not a number (digits 0-9 and a decimal point only)" % (what, quote(str(text)))
+        )
+    return float(text)
+
+
+def hexadecimal(text: str, what: str) -> int:
+    """``text`` as '0x' and hex digits, else ValueError naming ``what`` (int(text, 16) also takes
+    '0x1_0' and '10' without its 0x)."""
+    if not (isinstance(text, str) and _HEXADECIMAL.fullmatch(text)):
+        raise ValueError(
+            "%s %s is not a hexadecimal number (0x and 0-9, a-f only)" % (what, quote(str(text)))
+        )
+    return int(text, 16)
 
 
 def bad_reading(data: Any, non_negative: bool = True, signed: frozenset[str] = frozenset()) -> str | None:

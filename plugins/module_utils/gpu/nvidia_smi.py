@@ -17,7 +17,13 @@ import csv
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import guard, has_surrogates, quote
+from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import (
+    guard,
+    has_surrogates,
+    hexadecimal,
+    quote,
+    whole,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import CLOCK_EVENT_REASONS
 
 
@@ -699,8 +705,10 @@ def decode_reasons(mask):
     if isinstance(mask, int) and not isinstance(mask, bool):
         value = mask
     elif isinstance(mask, str):
+        # 0x and hex digits, or decimal digits: int() would also read '0x0_41' as 0x41
         try:
-            value = int(mask.strip(), 16 if mask.strip().lower().startswith("0x") else 10)
+            text = mask.strip()
+            value = hexadecimal(text, "mask") if text[:2].lower() == "0x" else whole(text, "mask")
         except ValueError:
             return None
     else:

@@ -305,17 +305,19 @@ def _kind(elem):
     return "other"
 
 
+# An integer attribute or sysfs value: decimal digits, or 0x and hex digits.
+_INTEGER = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]+")
+
+
 def _int(value, what="attribute"):
     """An integer attribute (decimal or 0x hex); None when absent. A value that is not a
     non-negative integer within 64 bits raises: a reading that does not parse fails closed."""
     if value is None:
         return None
-    if not str(value).isascii():  # int() takes Arabic-Indic and full-width digits too
+    # int() takes Arabic-Indic and full-width digits too, and '3_0' as 30
+    if not (isinstance(value, str) and _INTEGER.fullmatch(value)):
         raise TopologyError("%s=%r is not an integer" % (what, value))
-    try:
-        number = int(value, 0)
-    except (TypeError, ValueError):
-        raise TopologyError("%s=%r is not an integer" % (what, value)) from None
+    number = int(value, 16) if value[:2].lower() == "0x" else int(value)
     if not 0 <= number < parsing.READING_LIMIT:
         raise TopologyError("%s=%r is out of range" % (what, value))
     return number
@@ -498,10 +500,9 @@ def _speed(text):
 
 
 def _width(text):
-    try:
-        return int(text, 0)
-    except (TypeError, ValueError):
+    if not (isinstance(text, str) and _INTEGER.fullmatch(text)):
         return 0
+    return int(text, 16) if text[:2].lower() == "0x" else int(text)
 
 
 def _pci_attrs(path, busid):

@@ -22,7 +22,13 @@ import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import guard, quote
+from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import (
+    decimal,
+    guard,
+    hexadecimal,
+    quote,
+    whole,
+)
 
 # Filesystem root the sysfs readers use when not given one; tests patch it.
 SYSFS_ROOT = "/"
@@ -45,9 +51,10 @@ LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 _FIRMWARE = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+(?:\.[0-9]+)?")
 
 
-def _guard(tool: str, allow_empty: bool = False) -> Callable[[Func], Func]:
-    """parsing.guard with this module's ParseError."""
-    return guard(ParseError, tool, allow_empty, max_line=MAX_LINE)
+def _guard(tool: str, allow_empty: bool = False, complete: bool = False) -> Callable[[Func], Func]:
+    """parsing.guard with this module's ParseError; ``complete``: the tool ends every line with a
+    newline, so output without one was cut (perhaps inside a value: 'No iss', '0000:e6:00')."""
+    return guard(ParseError, tool, allow_empty, complete=complete, max_line=MAX_LINE)
 
 
 def _link_layer(value: str, where: str) -> str:
@@ -191,7 +198,7 @@ _QOS_DSCP = re.compile(r"^prio:([0-7]) dscp:((?:\d{1,2},)*\d{0,2})$")
 
 
 def _qos_row(fields: list[str], name: str, top: int) -> list[int]:
-    values = [int(v) for v in fields[1:]]
+    values = [whole(v, "PFC '%s' value" % name) for v in fields[1:]]
     if len(values) != 8 or any(v < 0 or v > top for v in values):
         raise ParseError(
             "mlnx_qos: PFC '%s' row needs 8 values 0..%d, got %r" % (name, top, " ".join(fields[1:]))
@@ -237,15 +244,15 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
             section = "default"
         elif line.startswith("Receive buffer size (bytes):"):
             items = [i.strip() for i in line.split(":", 1)[1].split(",") if i.strip()]
-            sizes = [int(i) for i in items if "=" not in i]
+            sizes = [whole(i, "receive buffer size") for i in items if "=" not in i]
             if len(sizes) != 8:
                 raise ParseError("mlnx_qos: 'Receive buffer size' needs 8 sizes, got %d" % len(sizes))
             qos["receive_buffer_size"] = sizes
             for item in items:
                 if "=" in item:  # max_buffer_size= (OFED 23.x) or total_size= (mlnx-tools)
-                    qos["receive_buffer_total"] = int(item.split("=", 1)[1])
+                    qos["receive_buffer_total"] = whole(item.split("=", 1)[1], "receive buffer total")
         elif line.startswith("Cable len:"):
-            qos["cable_len"] = int(line.split(":", 1)[1])
+            qos["cable_len"] = whole(line.split(":", 1)[1].strip(), "cable length")
         elif line == "PFC configuration:":
             section = "pfc"
         elif line.startswith("tc:"):
@@ -257,7 +264,9 @@ def parse_mlnx_qos(text: str) -> dict[str, Any]:
             number, rate, tsa, bw = match.groups()
             tc_number = int(number)
             qos["tc"][tc_number] = {
-                "ratelimit_gbps": None if rate == "unlimited" else _number(float(rate.split()[0])),
+                "ratelimit_gbps": None
+                if rate == "unlimited"
+                else _number(decimal(rate.split()[0], "rate limit")),
                 "tsa": tsa,
                 "bw_pct": int(bw) if bw is not None else None,
                 "priorities": [],
@@ -347,7 +356,7 @@ def _mlxlink_speed_gbps(speed: str | None, lanes: int | None) -> int | float | N
     return None
 
 
-@_guard("mlxlink")
+@_guard("mlxlink", complete=True)
 def parse_mlxlink(text: str) -> dict[str, Any]:
     """`mlxlink -d <dev> [--show_module]`: operational state, speed, FEC, troubleshooting, versions.
 
@@ -363,7 +372,9 @@ def parse_mlxlink(text: str) -> dict[str, Any]:
     trouble = sections.get("Troubleshooting Info", {})
     tool = sections.get("Tool Information", {})
     width = _na(oper.get("Width", ""))
-    lanes = int(width.rstrip("xX")) if width and width.rstrip("xX").isdigit() else None
+    lanes = whole(width[:-1], "width") if width and width[-1:] in ("x", "X") else None
+    if width and lanes is None:
+        raise ParseError("mlxlink: width %s is not '<lanes>x'" % quote(width))
     speed = _na(oper.get("Speed", ""))
     opcode = _na(trouble.get("Status Opcode", ""))
     mft = _na(tool.get("MFT Version", ""))
@@ -383,10 +394,10 @@ def parse_mlxlink(text: str) -> dict[str, Any]:
         "supported_cable_speed": _link_mask(
             _na(supported.get("Supported Cable Speed", supported.get("Supported Cable Speed (Ext.)", "")))
         ),
-        "status_opcode": int(opcode) if opcode is not None and opcode.isdigit() else None,
+        "status_opcode": None if opcode is None else whole(opcode, "status opcode"),
         "group_opcode": _na(trouble.get("Group Opcode", "")),
         "recommendation": _na(trouble.get("Recommendation", "")),
-        "firmware_version": _na(tool.get("Firmware Version", "")),
+        "firmware_version": _firmware(_na(tool.get("Firmware Version", "")), "mlxlink"),
         "amber_version": _na(tool.get("amBER Version", "")),
         "mft_version": mft[4:] if mft and mft.startswith("mft ") else mft,
         "module": sections.get("Module Info"),
@@ -554,9 +565,9 @@ def parse_ibstat(text: str) -> list[dict[str, Any]]:
         value = value.strip()
         target: dict[str, Any] = port if port is not None else cas[-1]
         if name in _IBSTAT_INTS:
-            target[name] = int(value)
+            target[name] = whole(value, key)
         elif name == "rate_gbps":
-            target[name] = _number(float(value))
+            target[name] = _number(decimal(value, key))
         elif name == "link_layer":
             target[name] = _link_layer(value, "ibstat")
         elif name == "firmware_version":
@@ -611,7 +622,7 @@ def parse_ibstatus(text: str) -> list[dict[str, Any]]:
         if key == "default gid":
             entry["default_gid"] = None if value == "unknown" else value
         elif key in ("base lid", "sm lid"):
-            entry[key.replace(" ", "_")] = int(value, 16)
+            entry[key.replace(" ", "_")] = hexadecimal(value, key)
         elif key == "state":
             entry["state_code"], entry["state"] = _coded(value, "ibstatus state")
         elif key == "phys state":
@@ -647,7 +658,7 @@ def parse_show_gids(text: str) -> list[dict[str, Any]]:
         if line.startswith("---"):
             continue
         if line.startswith("n_gids_found="):
-            count = int(line.split("=", 1)[1])
+            count = whole(line.split("=", 1)[1].strip(), "n_gids_found")
             break
         fields = line.split("\t")
         if len(fields) < 6 or not _GID.match(fields[3].strip()):
@@ -656,8 +667,8 @@ def parse_show_gids(text: str) -> list[dict[str, Any]]:
         gids.append(
             {
                 "dev": fields[0].strip(),
-                "port": int(fields[1]),
-                "index": int(fields[2]),
+                "port": whole(fields[1].strip(), "port"),
+                "index": whole(fields[2].strip(), "index"),
                 "gid": fields[3].strip(),
                 "ipv4": middle[0] if middle else None,
                 "ver": fields[-2].strip() or None,
@@ -674,9 +685,16 @@ def parse_show_gids(text: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ ethtool -i, cma_roce_mode
 
 
-@_guard("ethtool -i")
+# A PCI device's bus-info, as ethtool -i prints it for a PCI NIC: <domain>:<bus>:<device>.<function>.
+_PCI_BUS_INFO = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+
+
+@_guard("ethtool -i", complete=True)
 def parse_ethtool_info(text: str) -> dict[str, Any]:
-    """`ethtool -i <if>`: driver, version, firmware version and PSID, bus-info, feature flags."""
+    """`ethtool -i <if>`: driver, version, firmware version and PSID, bus-info, feature flags.
+
+    An NVIDIA/Mellanox NIC's (driver mlx*) firmware must be a whole version and its bus-info a whole
+    PCI address: a cut one ('0000:e6:00') names no device."""
     info: dict[str, Any] = {}
     for raw in text.splitlines():
         if not raw.strip():
@@ -693,6 +711,12 @@ def parse_ethtool_info(text: str) -> dict[str, Any]:
     if str(info["driver"]).startswith("mlx"):
         # NVIDIA/Mellanox NICs print '<version> (<PSID>)'; other drivers print what they like
         _firmware(info["fw_version"], "ethtool -i")
+        bus = info.get("bus_info")
+        if bus is not None and not _PCI_BUS_INFO.fullmatch(bus):
+            raise ParseError(
+                "ethtool -i: bus-info %s is not a PCI address <domain>:<bus>:<device>.<function> (cut short?)"
+                % quote(bus)
+            )
     return info
 
 
@@ -771,13 +795,14 @@ def _read(path: str) -> str | None:
 
 
 def _read_int(path: str) -> int | None:
+    """A sysfs number: the kernel prints decimal digits, '-' for a negative one (numa_node -1, a down
+    port's speed -1); int() would also read '3_0' as 30."""
     text = _read(path)
     if text is None or text == "":
         return None
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise ParseError("sysfs: %s holds %r, not a number" % (path, text)) from None
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise ParseError("sysfs: %s holds %s, not a number" % (path, quote(text)))
+    return int(text)
 
 
 def _read_flags(directory: str) -> list[bool] | None:

@@ -59,7 +59,8 @@ def _value(text, line_no):
     if special is not None:
         return special
     try:
-        if not text.isascii():  # float() takes Arabic-Indic and full-width digits too
+        # float() takes Arabic-Indic and full-width digits too, and '1_0' as 10
+        if not text.isascii() or "_" in text:
             raise ValueError(text)
         return float(text)
     except ValueError:

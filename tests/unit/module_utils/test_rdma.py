@@ -1087,3 +1087,105 @@ def test_values_cut_short_are_refused(parse: Callable[[str], Any], text: str, me
     assert cut != original
     with pytest.raises(rdma.ParseError, match=message):
         parse(cut)
+
+
+# ------------------------------------------------------------------ cut and underscored values (issue 36)
+
+GCE_MLXLINK = "gce-bugreport-mlxlink-gpu-nvlink-XDR-netir.txt"
+ETHTOOL_I = "3fs-doc-ethtool-i-ens4np0-cx7.txt"
+
+
+@pytest.mark.parametrize(
+    ("name", "end", "message"),
+    [
+        # the output stops inside a value, as a dropped SSH session leaves it
+        (GCE_MLXLINK, "No iss", "does not end with a newline"),
+        (GCE_MLXLINK, "36.2014.", "does not end with a newline"),
+        (ETHTOOL_I, "0000:e6:00", "does not end with a newline"),
+        (ETHTOOL_I, "supports-statistics: y", "does not end with a newline"),
+    ],
+)
+def test_output_cut_inside_a_value_is_refused(name: str, end: str, message: str) -> None:
+    text = _read(name)
+    parser, _ = CAPTURES[name]
+    cut = text[: text.index(end) + len(end)]
+    with pytest.raises(rdma.ParseError, match=message):
+        parser(cut)
+
+
+@pytest.mark.parametrize(
+    ("name", "whole", "cut", "message"),
+    [
+        # the value cut, the line still ended (a writer that flushes whole lines)
+        (GCE_MLXLINK, "36.2014.1676", "36.2014.", r"^mlxlink: firmware version '36.2014.' is not"),
+        (ETHTOOL_I, "0000:e6:00.0", "0000:e6:00", r"^ethtool -i: bus-info '0000:e6:00' is not a PCI address"),
+        (GCE_MLXLINK, "Width                              : 2x", "Width : 2", r"^mlxlink: width '2' is not"),
+    ],
+)
+def test_a_value_cut_on_its_own_line_is_refused(name: str, whole: str, cut: str, message: str) -> None:
+    text = _read(name)
+    parser, _ = CAPTURES[name]
+    assert whole in text
+    with pytest.raises(rdma.ParseError, match=message):
+        parser(text.replace(whole, cut, 1))
+
+
+@pytest.mark.parametrize(
+    ("name", "number", "damaged", "message"),
+    [
+        # int() and float() read '3_0' as 30 and '4_00' as 400
+        (
+            "openshift-nvidiatools-show_gids-mlx5_3-net1.txt",
+            "\t1\t3\t",
+            "\t1\t3_0\t",
+            "index '3_0' is not a whole",
+        ),
+        (
+            "openshift-nvidiatools-show_gids-mlx5_3-net1.txt",
+            "\t1\t3\t",
+            "\t1_0\t3\t",
+            "port '1_0' is not a whole",
+        ),
+        ("rdma-notes-show_gids-mlx5_bond_0.txt", "n_gids_found=4", "n_gids_found=4_0", "n_gids_found '4_0'"),
+        ("gpud-ibstat.47.0.h100.all.active.0.txt", "Rate: 400", "Rate: 4_00", "Rate '4_00' is not a number"),
+        ("gpud-ibstat.47.0.h100.all.active.0.txt", "Rate: 400", "Rate: 4e2", "Rate '4e2' is not a number"),
+        ("gpud-ibstat.47.0.h100.all.active.0.txt", "Base lid: 0", "Base lid: 0_0", "Base lid '0_0' is not"),
+        ("gpud-ibstat.47.0.h100.all.active.0.txt", "Number of ports: 1", "Number of ports: +1", "'\\+1'"),
+        ("azhpc-diag-ibstatus-ndv4.txt", "0x96", "0x9_6", "base lid '0x9_6' is not a hexadecimal"),
+        (
+            "3fs-doc-mlnx_qos-ens4np0-cx7-ofed23.10.txt",
+            "Cable len: 30",
+            "Cable len: 3_0",
+            "cable length '3_0'",
+        ),
+        ("3fs-doc-mlnx_qos-ens4np0-cx7-ofed23.10.txt", "19872,", "19_872,", "receive buffer size '19_872'"),
+        (GCE_MLXLINK, "Status Opcode                      : 0", "Status Opcode : 0_0", "status opcode '0_0'"),
+    ],
+)
+def test_a_number_no_tool_prints_is_refused_not_read_as_another(
+    name: str, number: str, damaged: str, message: str
+) -> None:
+    text = _read(name)
+    parser, _ = CAPTURES[name]
+    assert number in text
+    with pytest.raises(rdma.ParseError, match=message) as caught:
+        parser(text.replace(number, damaged, 1))
+    assert str(caught.value).startswith(TOOLS[name])
+
+
+TOOLS = {
+    "openshift-nvidiatools-show_gids-mlx5_3-net1.txt": "show_gids: ",
+    "rdma-notes-show_gids-mlx5_bond_0.txt": "show_gids: ",
+    "gpud-ibstat.47.0.h100.all.active.0.txt": "ibstat: ",
+    "azhpc-diag-ibstatus-ndv4.txt": "ibstatus: ",
+    "3fs-doc-mlnx_qos-ens4np0-cx7-ofed23.10.txt": "mlnx_qos: ",
+    GCE_MLXLINK: "mlxlink: ",
+}
+
+
+def test_a_sysfs_number_with_an_underscore_is_refused(sysroot: Path) -> None:
+    _put(sysroot, "sys/class/net/ens21np0/mtu", "9_000")
+    with pytest.raises(rdma.ParseError, match=r"holds '9_000', not a number"):
+        rdma.read_netdev("ens21np0")
+    _put(sysroot, "sys/class/net/ens21np0/mtu", "9000")
+    assert rdma.read_netdev("ens21np0")["mtu"] == 9000
