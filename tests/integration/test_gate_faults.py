@@ -6,22 +6,26 @@ site whose idle gate lets a weak loop through (a low flow floor, a BMC health ro
 trust) with its coolant flow low, so the burn-in under load must catch it.
 The nodes the gate must block served before it (their units installed and pinned by the gate's own
 steps, then started with both /run/gpufleet markers, as a passed gate leaves them).
-One gate runs. A node it did not admit after its drain ends with no vLLM unit active and no marker
-left, whatever step blocked it, drained and never resumed (one whose BMC cannot be read is refused
-before the drain and left serving as it was), and carries a failed check with value and limit, its
-message naming the step; an admitted node was drained first, resumed only after passing, and serves.
+One gate runs. A node it did not admit ends with no vLLM unit active and no marker left, whatever
+step blocked it (one whose BMC cannot be read is found unfit before the drain and blocked there as
+after it), drained and never resumed, and carries a failed check with value and limit, its message
+naming the step; an admitted node was drained first, resumed only after passing, and serves.
 The RDMA faults are re-asserted (pfc-off, ecn-off, roce-v1) or block the node (link-down), and the
-topology is never rewritten around a dead port.
+topology is never rewritten around a dead port. Last, a second gate of three admitted nodes: a GPU
+falls off the bus on one, another counts uncorrectable ECC errors, a third an Xid 94, each while its
+burn-in runs; the health read when the load ends blocks all three.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 import urllib.request
 from typing import Any
 
 import pytest
 
-from gpufleet.sim import control, faults, faults_health, faults_switch, state, tools
+from gpufleet.sim import control, faults, faults_health, faults_switch, faults_tools, state, tools
 from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration.conftest import (
@@ -47,8 +51,13 @@ MARKERS = GATE_MARKERS
 IN_SERVICE = ("pdu-cap-in-service",)
 # The hardware-health faults (issue 25): judged in tests/integration/test_node_health.py.
 HEALTH = tuple(faults_health.FAULTS)
+# Output a node's tools print that gpufleet must refuse by name (issue 36 item 2): judged by that
+# item's own tests (tests/integration/test_drift.py), not added to this fleet's node count.
+TOOL_OUTPUT = tuple(faults_tools.FAULTS)
 FAULTS = tuple(
-    f for f in faults.FAULTS if f not in faults_switch.FAULTS and f not in IN_SERVICE and f not in HEALTH
+    f
+    for f in faults.FAULTS
+    if f not in faults_switch.FAULTS and f not in IN_SERVICE and f not in HEALTH and f not in TOOL_OUTPUT
 )
 # Faults the gate re-asserts and admits the node after share a node (each changes a setting of its
 # own, named below): every node costs its whole gate on a 2-core machine.
@@ -70,9 +79,6 @@ NODES = {
 # a weak loop the idle gate is told to let through (its inventory): the burn-in must block it
 WEAK_LOOP = f"node{len(NODES) + 2:02d}"
 WEAK_LOOP_VARS = "thermal_gate_min_flow_lpm: 4\nthermal_gate_allowed_health: [OK, Warning, Critical]\n"
-# faults the gate finds before its drain (the BMC read with the node's CA and credentials): refused
-# while the node still serves, never drained, nothing of it stopped
-BEFORE_DRAIN = {"bmc-down", "bmc-bad-credentials"}
 # faults the gate cannot or must not fix: the node must not be admitted
 BLOCKING = {
     "gpu-missing",
@@ -162,15 +168,8 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
     assert set(blocked) == {_node(f) for f in BLOCKING} | {WEAK_LOOP}, {
         h: report["hosts"][h]["message"] for h in blocked
     }
-    refused = {_node(f) for f in BEFORE_DRAIN}
-    for name in sorted(refused):
-        # refused before the drain: left as it was (serving), never drained
-        assert _active(fleet, name) == [True, True], name
-        assert sorted(_markers(fleet, name)) == sorted(MARKERS), name
-        assert fleet.slurm.changes(name) == [], name
-        assert fleet.slurm.node(name)["State"] == "IDLE", name
-        assert "refused before the drain: left as it was" in report["hosts"][name]["message"], name
-    for name in sorted(set(blocked) - refused):
+    # every one, the BMC faults found before the drain too (issue 36: they were left serving)
+    for name in sorted(blocked):
         assert _active(fleet, name) == [False, False], f"{name} ({NODES.get(name)}) still serves"
         assert _markers(fleet, name) == [], f"{name} ({NODES.get(name)}) keeps a marker"
         # drained, never resumed: the real controller's log and its answer now
@@ -336,12 +335,14 @@ def test_a_capped_power_limit_is_reasserted_and_the_power_budget_named(gated) ->
 
 
 def test_a_gate_reads_nvidia_smi_q_x_at_most_three_times_per_node(gated) -> None:
-    """The plan before the drain, node_health's one read after it (the health readings: PCIe, ECC,
-    remapped rows, versions) and GPU facts once per run (the first GPU role's); gpu_power (before and
-    after nvidia-smi -pl), the thermal gate and the burn-in take cheap CSV queries instead."""
+    """One full read for the roles' plan and GPU facts, node_health's one read after the drain (the
+    health readings: PCIe, ECC, remapped rows, versions) and the health read again when the burn-in's
+    load ends (a node that passed had all three: 4 in all were allowed, 3 measured); gpu_power (before
+    and after nvidia-smi -pl), the thermal gate and the burn-in's samples take cheap CSV queries."""
     reads = gated["full_reads"]
     assert set(reads) == set(node_hosts(gated["report"]))
     assert all(n <= 3 for n in reads.values()), reads
+    assert reads["node01"] == 3, reads
 
 
 def test_prometheus_counts_each_condition_once(gated) -> None:
@@ -359,3 +360,73 @@ def test_prometheus_counts_each_condition_once(gated) -> None:
     for area in {n.split(".")[0] for n in names}:
         count = sum(1 for n in failed if n.split(".")[0] == area)
         assert f'gpufleet_failed_checks{{host="node01",command="gate",area="{area}"}} {count}' in prom
+
+
+# Faults that happen while the burn-in's load runs, each on a node the gate above admitted (issue 36
+# item 1: the health was read once, before the load, and each node was admitted serving).
+DURING_BURN_IN = {"node02": "xid-79", "node03": "ecc-uncorrectable", "node04": "xid-94"}
+# seconds into the burn-in each fault is injected, and the burn-in's length
+INJECT_AFTER_S, LOADED_S = 3, "20"
+
+
+def _burn_in_started(fleet: Fleet, name: str, since: int) -> bool:
+    """The burn-in's first sample ran on the node (its watch sample, the query with the reason
+    counters: the gate's other GPU reads are the thermal and power queries)."""
+    calls = tools.calls(fleet.root / "nodes" / name, "nvidia-smi")[since:]
+    return any("clocks_event_reasons_counters" in " ".join(argv) for argv in calls)
+
+
+def test_a_gpu_lost_or_an_ecc_error_during_the_burn_in_blocks_the_node(gated, tmp_path) -> None:
+    fleet = gated["fleet"]
+    names = sorted(DURING_BURN_IN)
+    assert all(gated["report"]["hosts"][n]["status"] == "ok" for n in names)
+    assert all(_active(fleet, n) == [True, True] for n in names)
+    since = {n: len(tools.calls(fleet.root / "nodes" / n, "nvidia-smi")) for n in names}
+    drains = {n: len(fleet.slurm.changes(n)) for n in names}
+    injected: dict[str, float] = {}
+    gated_again = threading.Event()
+
+    def inject(name: str) -> None:
+        while not _burn_in_started(fleet, name, since[name]):
+            if gated_again.wait(0.2):
+                return  # the gate ended before this node's burn-in started
+        time.sleep(INJECT_AFTER_S)
+        control.fault(fleet, name, DURING_BURN_IN[name], clear=False)
+        injected[name] = time.monotonic()
+
+    injectors = [threading.Thread(target=inject, args=(n,), daemon=True) for n in names]
+    for thread in injectors:
+        thread.start()
+    try:
+        code, report = run_on(
+            fleet, tmp_path / "gate", "gate", "--limit", ",".join(names), "--burn-in-seconds", LOADED_S
+        )
+    finally:
+        gated_again.set()
+        for thread in injectors:
+            thread.join(timeout=60)
+    assert sorted(injected) == names, "a burn-in never started"
+    assert code == 1
+    hosts = report["hosts"]
+    for name in names:
+        host = hosts[name]
+        assert host["status"] == "blocked", (name, host["message"])
+        assert "burn" in host["message"] and "; left drained" in host["message"], host["message"]
+        # blocked: nothing serves, no marker, drained and never resumed
+        assert _active(fleet, name) == [False, False], name
+        assert _markers(fleet, name) == [], name
+        changes = [(c["state"], c["reason"]) for c in fleet.slurm.changes(name)[drains[name] :]]
+        assert changes == [("drain", DRAINED_FOR)], (name, changes)
+    lost = _failed(hosts["node02"], "health.")
+    count = next(c for c in lost if c["name"] == "health.gpu_count")
+    assert (count["value"], count["limit"]) == (15, 16)
+    xid79 = [c for c in lost if c["name"].startswith("health.xid[")]
+    assert [c["value"] for c in xid79] == [79] and "during the burn-in" in xid79[0]["message"]
+    ecc = _failed(hosts["node03"], "health.")
+    assert [(c["value"], c["limit"]) for c in ecc] == [(2, 0)], ecc
+    assert ecc[0]["name"].startswith("health.ecc_uncorrectable[")
+    contained = hosts["node04"]["checks"]
+    assert [(c["value"], c["limit"]) for c in _failed(hosts["node04"], "health.ecc_uncorrectable[")] == [
+        (1, 0)
+    ]
+    assert [c["value"] for c in contained if c["name"].startswith("health.xid[")] == [94]
