@@ -38,10 +38,10 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 def test_the_wait_grows_with_the_node_count() -> None:
     one, twelve, slurm = FleetConfig(nodes=1), FleetConfig(nodes=12), FleetConfig(nodes=12, slurm=True)
-    assert one.start_wait() == (38.0, "30 s + 8 s per node for 1")
+    assert one.start_wait() == (53.0, "45 s + 8 s per node for 1")
     # 12 nodes on a loaded 2-core machine came up just after 60 s: the wait is twice that
-    assert twelve.start_wait()[0] == 126.0 >= 2 * 60
-    assert slurm.start_wait() == (156.0, "30 s + 8 s per node for 12 + 30 s for Slurm")
+    assert twelve.start_wait()[0] == 141.0 >= 2 * 60
+    assert slurm.start_wait() == (171.0, "45 s + 8 s per node for 12 + 30 s for Slurm")
     waits = [FleetConfig(nodes=n).start_wait()[0] for n in (1, 2, 16, 64, 200)]
     assert waits == sorted(waits) and len(set(waits)) == len(waits)
 
@@ -59,9 +59,9 @@ def test_sim_up_waits_for_the_fleet_s_wait_and_the_supervisor_s_start(
     monkeypatch.setattr(control, "subprocess", SimpleNamespace(Popen=popen, DEVNULL=None))
     monkeypatch.setattr(control, "time", clock)
     begun = clock.now
-    with pytest.raises(SimError, match="not ready within 156 s"):
+    with pytest.raises(SimError, match="not ready within 171 s"):
         control.up(Fleet(tmp_path / "sim"), FleetConfig(nodes=12))
-    assert clock.now - begun == pytest.approx(126.0 + control.SUPERVISOR_START_S, abs=0.2)
+    assert clock.now - begun == pytest.approx(141.0 + control.SUPERVISOR_START_S, abs=0.2)
     assert started and started[0].terminated
 
 
@@ -78,11 +78,11 @@ def test_what_is_still_starting_is_named_when_the_wait_runs_out(clock: Clock) ->
     probes = {f"node{i:02d}": ready_after(f"node{i:02d}", i * 10) for i in range(1, 13)}
     probes["node11"] = ready_after("node11", 10**9)
     probes["node12"] = ready_after("node12", 10**9)
-    wait = StartWait.of(20.0, "30 s + 8 s per node for 12")
+    wait = StartWait.of(20.0, "45 s + 8 s per node for 12")
     with pytest.raises(SimError) as raised:
         fleet_mod.wait_for("nodes", probes, wait)
     assert str(raised.value) == (
-        "nodes: 2 of 12 still starting after 20 s (30 s + 8 s per node for 12): "
+        "nodes: 2 of 12 still starting after 20 s (45 s + 8 s per node for 12): "
         "node11 (node11 not listening yet); node12 (node12 not listening yet)"
     )
     # every other node was polled until it answered: none waited behind a slow one
@@ -138,11 +138,11 @@ def test_the_nodes_wait_names_each_node_still_starting(
     with pytest.raises(SimError) as raised:
         fleet._wait_ready(specs, StartWait.of(allowed, why))
     assert str(raised.value) == (
-        "nodes: 2 of 12 still starting after 126 s (30 s + 8 s per node for 12): "
+        "nodes: 2 of 12 still starting after 141 s (45 s + 8 s per node for 12): "
         "node07 (sshd 127.0.1.8:2222: Error reading SSH protocol banner); "
         "node12 (sshd 127.0.1.13:2222: Error reading SSH protocol banner)"
     )
-    assert clock.now - start == pytest.approx(126.0, abs=0.1)
+    assert clock.now - start == pytest.approx(141.0, abs=0.1)
 
 
 def test_a_node_that_exits_while_starting_is_named_at_once(
