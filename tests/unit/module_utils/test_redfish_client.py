@@ -849,3 +849,13 @@ def test_what_the_bmc_said_never_carries_the_password(bmc: FakeBmc, tls: tuple[P
 )
 def test_error_messages(body: bytes, expected: list[tuple[str, str]]) -> None:
     assert rf.error_messages(body) == expected
+
+
+def test_error_messages_of_the_simulated_bmc_s_session_limit() -> None:
+    """The simulated BMC answers a login past its session limit with DMTF's Base registry message."""
+    from gpufleet.sim.bmc import errors
+
+    answer = errors.body("SessionLimitExceeded")
+    [(message_id, message)] = rf.error_messages(json.dumps(answer).encode())
+    assert message_id == f"{errors.REGISTRY}.SessionLimitExceeded" and message.startswith("The session")
+    assert rf._not_retried([message_id])
