@@ -485,9 +485,6 @@ class Fleet:
         self._start_node(spec)
         self._wait_ready([spec], StartWait.of(timeout, "a reboot's wait"))
 
-    def dead_nodes(self) -> list[str]:
-        return [name for name, proc in self.processes.items() if proc.poll() is not None]
-
     def _why_down(self, name: str, returncode: int) -> str:
         """What died: the node's PID 1 (its sshd), as its `unshare` tells it. unshare exits as its
         child did (util-linux 2.38 exits 1 instead when the child was killed, and logs why)."""
