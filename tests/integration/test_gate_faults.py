@@ -337,8 +337,8 @@ def test_a_capped_power_limit_is_reasserted_and_the_power_budget_named(gated) ->
 def test_a_gate_reads_nvidia_smi_q_x_at_most_three_times_per_node(gated) -> None:
     """One full read for the roles' plan and GPU facts, node_health's one read after the drain (the
     health readings: PCIe, ECC, remapped rows, versions) and the health read again when the burn-in's
-    load ends (a node that passed had all three: 4 in all were allowed, 3 measured); gpu_power (before
-    and after nvidia-smi -pl), the thermal gate and the burn-in's samples take cheap CSV queries."""
+    load ends (a node that passed had all three); gpu_power (before and after nvidia-smi -pl), the
+    thermal gate and the burn-in's samples take cheap CSV queries."""
     reads = gated["full_reads"]
     assert set(reads) == set(node_hosts(gated["report"]))
     assert all(n <= 3 for n in reads.values()), reads
