@@ -199,7 +199,7 @@ def _unit_down(module, systemctl, units):
     """``(unit, why)`` of the first unit that will not become healthy (vllm_service.unit_down), else
     None. A unit whose state cannot be read is not judged here: /health still is."""
     for unit in units:
-        rc, out, _ = module.run_command([systemctl, "show", unit], environ_update={"LC_ALL": "C"})
+        rc, out, _err = module.run_command([systemctl, "show", unit], environ_update={"LC_ALL": "C"})
         why = unit_down(unit_properties(out)) if rc == 0 else None
         if why is not None:
             return unit, why
