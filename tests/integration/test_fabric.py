@@ -216,6 +216,9 @@ def test_the_all_reduce_names_its_low_figure_and_the_leaf_fault_together(
     assert nccl["value"] < nccl["limit"], nccl
     on_leaf02 = {f"{symptom}[mlx5_{i}]" for i in range(4, 8)}
     assert on_leaf02 <= fabric_failed(gated, "node01"), fabric_failed(gated, "node01")
-    assert f"{symptom}[mlx5_4, mlx5_5, mlx5_6, mlx5_7]" in nccl["message"], nccl["message"]
+    # each port named with its leaf and port (node01's RoCE ports 4-7 are cabled to leaf02:swp1-4)
+    ports = ", ".join(f"mlx5_{i} (leaf02:swp{i - 3})" for i in range(4, 8))
+    assert f"{symptom}[{ports}]" in nccl["message"], nccl["message"]
+    assert "gpufleet switch --check --limit leaf02" in nccl["message"], nccl["message"]
     assert not any(f"[mlx5_{i}]" in name for name in fabric_failed(gated, "node01") for i in range(4))
     assert not any(c["name"].startswith("burn_in.") for c in host["checks"])
