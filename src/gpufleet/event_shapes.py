@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpufleet import events, fact_shapes
+from gpufleet import events, fact_shapes, printable
 
 # How deep an event may nest: ansible-runner's deepest are a loop's item diffs, about 10 levels.
 MAX_DEPTH = 64
@@ -135,16 +135,12 @@ def _host_problem(name: str) -> str | None:
     )
 
 
-def _escape(match: re.Match[str]) -> str:
-    return f"\\u{ord(match.group()):04x}"
-
-
 def escaped(value: Any) -> Any:
     """``value`` (an event that has its shape: problem() is None) with each lone surrogate in its
     strings, keys too, written as its escape (the text \\udcff): a message that quoted a node's
     non-UTF-8 output is reported as it came, and the report's files can be written as UTF-8."""
     if isinstance(value, str):
-        return _SURROGATE.sub(_escape, value)
+        return _SURROGATE.sub(printable.escape, value)
     if isinstance(value, list):
         return [escaped(item) for item in value]
     if isinstance(value, dict):

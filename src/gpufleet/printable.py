@@ -18,11 +18,13 @@ _ALL = re.compile(f"[\x00-\x1f{_OTHERS}]")
 _IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_OTHERS}]")
 
 
-def _escape(match: re.Match[str]) -> str:
+def escape(match: re.Match[str]) -> str:
+    """One matched character as its escape (``\\x1b``, ``\\udcff``): for ``re.sub``, here and where
+    only some of these characters are written out (event_shapes: lone surrogates)."""
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str, lines: bool = False) -> str:
     """``text`` with each control character written out; ``lines``: new lines and tabs kept."""
-    return (_IN_LINES if lines else _ALL).sub(_escape, text)
+    return (_IN_LINES if lines else _ALL).sub(escape, text)
