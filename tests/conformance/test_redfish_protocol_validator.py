@@ -28,7 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.sim.bmc import launch
+from redfish_protocol_validator import utils
+
+from gpufleet.sim.bmc import launch, server
 from tests.conformance import sim_bmc
 
 # assertion -> why the simulated BMC gives the validator nothing to test it on
@@ -85,6 +87,12 @@ NOT_TESTED_PREFIXES = {
 # (TLS, connection), so none may carry it.
 FAILED = ("FAIL", "WARN")
 RAISED = "600"
+# The validator judges the one X-Auth-Token it gets with two NIST tests (monobit, runs), each failing
+# at p < 0.01: a truly random token warns about 2 % of the time (CI met one). That warning alone is
+# chance; test_session_tokens_pass_the_validators_randomness_test_at_the_rate_chance_allows judges
+# the generator over many tokens instead.
+TOKEN_ASSERTION = "RESP_HEADERS_X_AUTH_TOKEN"
+TOKEN_CHANCE = "may not be sufficiently random"
 
 
 def run_validator(bmc: sim_bmc.Namespaced, report_dir: Path) -> list[dict[str, str]]:
@@ -114,7 +122,9 @@ def test_the_protocol_validator_passes_the_simulated_bmc(tmp_path: Path) -> None
         started = time.monotonic()
         rows = run_validator(bmc, tmp_path / "report")
         took = time.monotonic() - started
-    failed = [f"{r['Assertion']} {r['URI']}: {r['Message']}" for r in rows if r["Result"] in FAILED]
+    chance = [r for r in rows if r["Assertion"] == TOKEN_ASSERTION and TOKEN_CHANCE in r["Message"]]
+    counted = [r for r in rows if r["Result"] in FAILED and r not in chance]
+    failed = [f"{r['Assertion']} {r['URI']}: {r['Message']}" for r in counted]
     assert failed == []
     assert [r["Assertion"] for r in rows if r["Status code"] == RAISED] == []
     untested = {r["Assertion"] for r in rows if r["Result"] == "NOT_TESTED"}
@@ -122,7 +132,20 @@ def test_the_protocol_validator_passes_the_simulated_bmc(tmp_path: Path) -> None
     assert sorted(a for a in untested if not a.startswith(tuple(NOT_TESTED_PREFIXES))) == sorted(NOT_TESTED)
     passed = {r["Assertion"] for r in rows if r["Result"] == "PASS"}
     # 69 assertions passed in 1.3.2: a run that reached little of the service shows here
-    assert len(passed) > 60 and "RESP_HEADERS_ETAG" in passed and "RESP_HEADERS_X_AUTH_TOKEN" in passed
+    assert len(passed) > 60 and "RESP_HEADERS_ETAG" in passed
+    assert TOKEN_ASSERTION in passed or chance
     # ProtocolFeaturesSupported (all false) lets it test the query rules: 501 for `$`, unknown ignored
     assert {"REQ_QUERY_UNSUPPORTED_DOLLAR_PARAMS", "REQ_QUERY_IGNORE_UNSUPPORTED"} <= passed
     assert took < 30, f"the validator took {took:.0f} s (SSDP discovery waits reaching a network?)"
+
+
+def test_session_tokens_pass_the_validators_randomness_test_at_the_rate_chance_allows() -> None:
+    """2,000 tokens through the validator's own test: about 2 % fail by chance (two tests at p < 0.01).
+    A generator that repeats, or leans to ones or zeros, fails far more often, or repeats a token."""
+    tokens = [server.new_token() for _ in range(2000)]
+    assert len(set(tokens)) == len(tokens)
+    judged = [utils.random_sequence(token) for token in tokens]
+    assert None not in judged  # every token is hexadecimal, so the validator can test it
+    warned = judged.count(False)
+    # Binomial(2000, ~0.02): mean ~40, sd ~6.3; 80 is over six sd away
+    assert warned < 80, f"{warned} of 2000 tokens judged not random"

@@ -36,6 +36,14 @@ LOGIN_PATHS = (SESSIONS_PATH, f"{SESSIONS_PATH}/Members")
 PUBLIC = ("/redfish", resources.ROOT, odata.SERVICE_DOCUMENT, odata.METADATA)
 # Real BMCs cap concurrent sessions (bmcweb 64, iDRAC 8); past it, a login is refused with 503.
 MAX_SESSIONS = 16
+
+
+def new_token() -> str:
+    """A session's X-Auth-Token: 128 random bits in hex, as DMTF's Protocol Validator tests a token's
+    randomness only when it is hexadecimal."""
+    return secrets.token_hex(16)
+
+
 MAX_BODY = 64 * 1024
 WATCH_S = 0.1
 
@@ -99,8 +107,7 @@ class Bmc:
             self._expire()
             if len(self.sessions) >= MAX_SESSIONS:
                 raise SessionLimitError
-            # hex, as DMTF's Protocol Validator needs to test the token's randomness (128 bits)
-            token = secrets.token_hex(16)
+            token = new_token()
             current = Session(secrets.token_hex(8).upper(), user, time.monotonic())
             self.sessions[token] = current
             return token, current
