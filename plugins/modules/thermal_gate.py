@@ -216,7 +216,6 @@ override:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings import (
     ReadError,
@@ -288,15 +287,8 @@ def main():
         limits=limits,
         require_coolant=p["require_coolant"],
         override_reason=p["override_reason"],
+        read_error=error,
     )
-    if error is not None:
-        # No GPU reading at all: the one thermal.gpus check says why (fail closed).
-        result["checks"] = [
-            check("thermal.gpus", False, None, None, "GPUs", "%s; no GPU was read (fail closed)" % error)
-            if c["name"] == "thermal.gpus"
-            else c
-            for c in result["checks"]
-        ]
     failed = [c for c in result["checks"] if not c["ok"]]
     out = dict(
         changed=False,

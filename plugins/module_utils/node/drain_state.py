@@ -17,6 +17,7 @@ OUR_REASON = "gpufleet"
 
 
 def _left(value, message):
+    """``drain.left_drained``: gpufleet left the node out of service (or whether it did is unknown)."""
     return results.check(CHECK, False, value, "in service", "", message)
 
 
@@ -62,21 +63,15 @@ def from_slurm(run_command, scontrol, node_name):
     a reason naming gpufleet, else None; a check naming the failure when scontrol cannot answer."""
     rc, out, err = run_command([scontrol, "show", "node", node_name], environ_update={"LC_ALL": "C"})
     if rc != 0:
-        return results.check(
-            CHECK,
-            False,
+        return _left(
             "unknown",
-            "in service",
-            "",
             "scontrol show node %s failed (rc %d): %s; whether gpufleet left it drained is unknown"
             % (node_name, rc, " ".join(err.split())[:300]),
         )
     try:
         state, reason = parse_slurm_node(out)
     except ValueError as exc:
-        return results.check(
-            CHECK, False, "unknown", "in service", "", "scontrol show node %s: %s" % (node_name, exc)
-        )
+        return _left("unknown", "scontrol show node %s: %s" % (node_name, exc))
     if "DRAIN" not in state.upper() or OUR_REASON not in (reason or "").lower():
         return None
     return _left(

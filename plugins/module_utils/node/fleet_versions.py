@@ -120,6 +120,12 @@ def judge_all(
     return out
 
 
+def not_compared(ok: bool, value: Any, limit: Any, unit: str, message: str) -> dict[str, Any]:
+    """``fleet.versions``: the node's versions were not compared with its peers' (too few peers and
+    no known versions: ok; its versions could not be read, node_versions.read: failed)."""
+    return check("fleet.versions", ok, value, limit, unit, message)
+
+
 def _counts(peers: list[Mapping[str, Any]]) -> dict[str, Counter[str]]:
     """How many of the peers run each value of each field (in the peers' order: ties go to the first)."""
     return {field: Counter(_shown(v.get(field)) for v in peers) for field in FIELDS}
@@ -137,8 +143,7 @@ def _judged(
     product = _key(mine) or "unknown GPU"
     if peers < MIN_PEERS and not expected:
         return [
-            check(
-                "fleet.versions",
+            not_compared(
                 True,
                 peers,
                 MIN_PEERS,

@@ -16,8 +16,8 @@ from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import PlanNode, RoleFailed
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health
+from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 
@@ -32,8 +32,7 @@ def read(module: Any, smi_path: str | None = None) -> tuple[dict[str, Any] | Non
         found = node_health.read(module.run_command, smi, None, False)["versions"]
     except (RoleFailed, node_health.ReadError, rdma.ParseError, OSError) as exc:
         return None, [
-            check(
-                "fleet.versions",
+            fleet_versions.not_compared(
                 False,
                 None,
                 None,

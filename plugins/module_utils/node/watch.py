@@ -58,7 +58,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_metrics im
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service import (
     health_check,
     prefix_cache_check,
-    prefix_cache_name,
 )
 
 # The throttle reasons a watch reports per GPU: the power cap (a limit at work: harmful only when
@@ -253,13 +252,13 @@ class InstanceWatch:
         if self.before is None or after is None:
             fact.update(dict.fromkeys(serving_keys()))
             why = "its /metrics could not be read twice" if status == 200 else "it is down"
-            cache = check(
-                prefix_cache_name(self.name),
-                False,
+            cache = prefix_cache_check(
+                self.name,
                 None,
                 self.min_hit_ratio,
-                "ratio",
-                "%s prefix-cache hit rate unknown: %s (fail closed)" % (self.name, why),
+                None,
+                "over %g s of serving" % seconds,
+                unread="prefix-cache hit rate unknown: %s" % why,
             )
             return [health, cache], fact
         judged = hit_rate_between(prefix_cache(self.before), prefix_cache(after))
@@ -267,20 +266,15 @@ class InstanceWatch:
         fact["prefix_cache_hit_ratio"] = None if rate is None else round(rate, 4)
         served = serving(self.before, after, seconds)
         fact.update({k: (None if v is None else round(v, 4)) for k, v in served.items()})
-        if rate is None and not fact.get("requests_running"):
-            # an idle instance has no hit rate to judge; that is not a failure of the node
-            cache = check(
-                prefix_cache_name(self.name),
-                True,
-                None,
-                self.min_hit_ratio,
-                "ratio",
-                "%s served no prompt in the %g s window; hit rate not judged" % (self.name, seconds),
-            )
-        else:
-            cache = prefix_cache_check(
-                self.name, rate, self.min_hit_ratio, judged["queries"], "over %g s of serving" % seconds
-            )
+        # an idle instance has no hit rate to judge; that is not a failure of the node
+        cache = prefix_cache_check(
+            self.name,
+            rate,
+            self.min_hit_ratio,
+            judged["queries"],
+            "in the %g s window" % seconds if rate is None else "over %g s of serving" % seconds,
+            idle=rate is None and not fact.get("requests_running"),
+        )
         return [health, cache], fact
 
 

@@ -192,11 +192,16 @@ _GPU_READINGS = (
 )
 
 
-def gpu_checks(gpus, limits, under_load=False):
+def gpu_checks(gpus, limits, under_load=False, read_error=None):
     """Checks for each GPU reading, named ``thermal.<reading>[<uuid>]``.
 
     ``under_load``: the readings are a burn-in's peaks (the messages say so); the names are the same.
+    ``read_error``: why no GPU could be read at all; the one ``thermal.gpus`` check says it.
     """
+    if read_error is not None and not gpus:
+        return [
+            check("thermal.gpus", False, None, None, "GPUs", "%s; no GPU was read (fail closed)" % read_error)
+        ]
     if not gpus:
         return [
             check(
@@ -410,8 +415,8 @@ def verdict(checks, override_reason=None):
     return "overridden" if reason else "blocked"
 
 
-def evaluate(gpus, coolant, limits=None, require_coolant=True, override_reason=None):
-    """Returns ``{verdict, checks, failed_checks, override}``.
+def evaluate(gpus, coolant, limits=None, require_coolant=True, override_reason=None, read_error=None):
+    """Returns ``{verdict, checks, failed_checks, override}``; ``read_error``: why no GPU was read.
 
     ``limits`` overrides DEFAULT_LIMITS key by key. ``failed_checks`` is the names of the failed
     checks. ``override`` is ``{reason, failed_checks}`` when a non-blank override_reason was given,
@@ -419,7 +424,9 @@ def evaluate(gpus, coolant, limits=None, require_coolant=True, override_reason=N
     """
     merged = dict(DEFAULT_LIMITS)
     merged.update(limits or {})
-    checks = gpu_checks(gpus, merged) + coolant_checks(coolant, merged, require_coolant)
+    checks = gpu_checks(gpus, merged, read_error=read_error) + coolant_checks(
+        coolant, merged, require_coolant
+    )
     failed = [c["name"] for c in checks if not c["ok"]]
     reason = (override_reason or "").strip()
     return {

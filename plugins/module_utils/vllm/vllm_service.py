@@ -48,10 +48,20 @@ def prefix_cache_name(label):
     return "service.prefix_cache_hit_rate[%s]" % label
 
 
-def prefix_cache_check(label, rate, floor, queries, where):
+def prefix_cache_check(label, rate, floor, queries, where, unread=None, idle=False):
     """``service.prefix_cache_hit_rate[<label>]`` for a hit rate over ``queries`` tokens ``where``
-    ("since the server started", "over 5 s of serving"); None rate: no query, fail closed."""
+    ("since the server started", "over 5 s of serving"); None rate: no query, fail closed.
+
+    ``unread``: why there is no rate to judge (its /metrics could not be read, it exports no
+    prefix-cache metric): fails closed, the message says why. ``idle``: the instance served no prompt
+    ``where``, so there is no rate and nothing wrong with it: passes, not judged."""
     name = prefix_cache_name(label)
+    if unread is not None:
+        return check(name, False, None, floor, "ratio", "%s %s (fail closed)" % (label, unread))
+    if idle:
+        return check(
+            name, True, None, floor, "ratio", "%s served no prompt %s; hit rate not judged" % (label, where)
+        )
     if rate is None:
         msg = "%s had no prefix-cache queries %s; send traffic first (fail closed)" % (label, where)
         return check(name, False, None, floor, "ratio", msg)
