@@ -106,7 +106,12 @@ def main():
         planned = role.plan(module, module.params)
     except RoleFailed as exc:
         module.fail_json(msg=str(exc), checks=exc.checks, input_error=exc.input_error)
-    module.exit_json(changed=False, changes=[], checks=planned["checks"], hints=planned["hints"])
+    result = dict(changed=False, changes=[], checks=planned["checks"], hints=planned["hints"])
+    failed = [c for c in planned["checks"] if not c["ok"]]
+    if failed:
+        # the role fails a real run on these (its failed_when): the message names every link that failed
+        result["msg"] = "fabric: " + "; ".join(c["message"] for c in failed)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.attributes.read_only
 notes:
-  - A failed check does not fail the task; gate on RV(matches) or the checks.
+  - A failed check does not fail the task; gate on RV(matches) or the checks (the nccl_topology role fails
+    on RV(matches) with the module's C(msg), which names every difference).
 seealso:
   - module: gpufleet.node.nccl_topology
 author:
@@ -38,10 +39,10 @@ EXAMPLES = r"""
   gpufleet.node.nccl_topology_check:
   register: topo
 
-- name: Stop when it does not describe this node
-  ansible.builtin.assert:
-    that: topo.matches
-    fail_msg: "{{ topo.differences | map(attribute='message') | join('; ') }}"
+- name: Check the topology file, stopping when it does not describe this node
+  gpufleet.node.nccl_topology_check:
+  register: topo
+  failed_when: not topo.matches
 """
 
 RETURN = r"""
@@ -154,6 +155,11 @@ def main():
     checks, differences = checks_for(path, text, parsed, bus_ids)
     matches = all(c["ok"] for c in checks)
     module.exit_json(
+        msg=(
+            "%s describes this node" % path
+            if matches
+            else "%s does not match the node: %s" % (path, "; ".join(d["message"] for d in differences))
+        ),
         changed=False,
         changes=[],
         checks=checks,

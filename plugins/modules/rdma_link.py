@@ -212,6 +212,10 @@ def main():
         ports=ports,
         boot_commands=planned["boot_commands"],
     )
+    failed = [c for c in planned["checks"] if not c["ok"]]
+    if failed:
+        # the role fails a real run on these (its failed_when): the message names every link that is not ready
+        result["msg"] = "not ready: " + "; ".join(c["message"] for c in failed)
     if module._diff:
         result["diff"] = [
             dict(before=_text(before), after=_text(after)),
