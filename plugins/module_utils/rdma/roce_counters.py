@@ -225,8 +225,8 @@ def _at_most(name: str, value: float, limit: float, unit: str, message: str) -> 
 
 # The checks that count events: name -> the counters summed, the limit's key, what they count.
 _EVENT_CHECKS = {
-    "qp_failures": (QP_FAILURE_COUNTERS, "qp_failures", "queue pairs ran out of retries"),
-    "pause_storm": (PAUSE_STORM_COUNTERS, "pause_storm_events", "pause storm events"),
+    "fabric.qp_failures": (QP_FAILURE_COUNTERS, "qp_failures", "queue pairs ran out of retries"),
+    "fabric.pause_storm": (PAUSE_STORM_COUNTERS, "pause_storm_events", "pause storm events"),
 }
 
 
@@ -238,14 +238,14 @@ def _events(
     after: Mapping[str, int],
     limits: Mapping[str, float],
 ) -> list[dict[str, Any]]:
-    """``fabric.<name>[<device>]``: the events its counters counted over the window, at most their
+    """``<name>[<device>]`` (``fabric.qp_failures``, ``fabric.pause_storm``): the events its counters counted over the window, at most their
     limit; no check when the port has none of them."""
     counters, key, what = _EVENT_CHECKS[name]
     count = _sum(before, after, counters)
     if count is None:
         return []
     message = "%s: %d %s (%s), limit %g" % (where, count, what, ", ".join(counters), limits[key])
-    return [_at_most("fabric.%s[%s]" % (name, device), count, limits[key], "", message)]
+    return [_at_most("%s[%s]" % (name, device), count, limits[key], "", message)]
 
 
 def judge_port(
@@ -290,7 +290,7 @@ def judge_port(
             )
         )
 
-    checks += _events("qp_failures", device, where, before, after, limits)
+    checks += _events("fabric.qp_failures", device, where, before, after, limits)
 
     pause_names = ("rx_prio%d_pause" % priority, "tx_prio%d_pause" % priority)
     rx_us = _delta(before, after, "rx_prio%d_pause_duration" % priority)
@@ -308,11 +308,11 @@ def judge_port(
             )
         )
 
-    checks += _events("pause_storm", device, where, before, after, limits)
+    checks += _events("fabric.pause_storm", device, where, before, after, limits)
 
-    for counter, key in (
-        ("rx_discards_phy", "rx_discards_per_s"),
-        ("rx_out_of_buffer", "rx_out_of_buffer_per_s"),
+    for counter, key, name in (
+        ("rx_discards_phy", "rx_discards_per_s", "fabric.rx_discards"),
+        ("rx_out_of_buffer", "rx_out_of_buffer_per_s", "fabric.rx_out_of_buffer"),
     ):
         grew = _delta(before, after, counter)
         if grew is None:
@@ -320,7 +320,7 @@ def judge_port(
         rate = _rate(grew, seconds)
         checks.append(
             _at_most(
-                "fabric.%s[%s]" % (counter.replace("_phy", ""), device),
+                "%s[%s]" % (name, device),
                 rate,
                 limits[key],
                 "1/s",
