@@ -29,6 +29,11 @@ description:
   - Fails when any check fails (a bad sample, no completed request, more failed requests than
     O(max_failed_requests), nvidia-smi failing, a RoCE port misbehaving under the load). The checks and
     the summary are in the failed result too.
+  - With O(baselines) (the instances a M(gpufleet.node.service_check) run returned before the load), each
+    instance is judged when a passed load ends as M(gpufleet.node.service_check) judges it -
+    C(service.health), C(service.models) and C(service.prefix_cache_hit_rate) over the queries since its
+    baseline, against O(min_prefix_cache_hit_rate) - and the module fails when one fails.
+  - With O(passed_marker), the file is written when every check passed (the gate's "node passed").
   - In check mode nothing is sent and the task is skipped. A burn-in changes no configuration, but it
     puts minutes of load on the node.
 options:
@@ -157,6 +162,22 @@ options:
         (see M(gpufleet.node.node_health)).
     type: dict
     default: {}
+  baselines:
+    description:
+      - The instances to judge when a passed load ends, each a dict with C(name), C(url) and C(prefix_cache)
+        (the RV(gpufleet.node.service_check#module:instances) of a run before the load). Empty: none.
+    type: list
+    elements: dict
+    default: []
+  min_prefix_cache_hit_rate:
+    description: With O(baselines), the floor of each instance's prefix-cache hit rate, 0..1.
+    type: float
+    default: 0.5
+  passed_marker:
+    description:
+      - A file written (C(post-maintenance gate passed), mode 0644) when every check passed and it is not
+        there yet; the module then reports changed.
+    type: path
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.roce_window
@@ -306,6 +327,9 @@ roce:
            "deltas": {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 53120}}, "error": null}
 """
 
+import os
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
@@ -344,6 +368,16 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verd
     limit_errors,
     limits_from_params,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_instance import (
+    BaselineError,
+    judge_instance,
+    parse_baseline,
+)
+
+# The clock and sleep of the prefix-cache judge (tests replace them).
+_monotonic = time.monotonic
+_sleep = time.sleep
 
 _LIMITS = ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c", "forbidden_reasons", "min_utilization_pct")
 
@@ -436,6 +470,56 @@ def _after_load(module, smi):
     )
 
 
+def _baselines(module):
+    """The instances whose prefix cache is judged when the load ends: ``(name, url, counters)``."""
+    p = module.params
+    if not 0 <= p["min_prefix_cache_hit_rate"] <= 1:
+        module.fail_json(
+            msg="min_prefix_cache_hit_rate is %s; a hit rate floor is 0..1 (0.5 by default)"
+            % p["min_prefix_cache_hit_rate"]
+        )
+    taken = []
+    for item in p["baselines"]:
+        if not isinstance(item, dict) or not item.get("name") or not item.get("url"):
+            module.fail_json(
+                msg="each of baselines needs the name and url service_check returned, got %r" % (item,)
+            )
+        try:
+            taken.append((str(item["name"]), item["url"], parse_baseline(item.get("prefix_cache"))))
+        except BaselineError as exc:
+            module.fail_json(msg="%s: %s" % (item["name"], exc))
+    return taken
+
+
+def _judge_instances(module, baselines):
+    """Each instance's health, models and prefix-cache hit rate since its baseline (service_check's
+    checks, the queries judged the burn-in's)."""
+    p = module.params
+    checks = []
+    for name, url, counters in baselines:
+        one = judge_instance(
+            VllmClient(url, 10, True),
+            name,
+            floor=p["min_prefix_cache_hit_rate"],
+            baseline=counters,
+            monotonic=lambda: _monotonic(),
+            sleep=lambda s: _sleep(s),
+        )
+        checks.extend(one["checks"])
+    return checks
+
+
+def _mark_passed(path):
+    """The gate-passed marker, written (its directory created) when it is not there yet; True if written."""
+    if os.path.isfile(path):
+        return False
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("post-maintenance gate passed\n")
+    os.chmod(path, 0o644)
+    return True
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -461,6 +545,9 @@ def main():
             health=dict(type="bool", default=True),
             **HEALTH_SPEC,
             nvidia_smi_path=dict(type="path"),
+            baselines=dict(type="list", elements="dict", default=[]),
+            min_prefix_cache_hit_rate=dict(type="float", default=0.5),
+            passed_marker=dict(type="path"),
         ),
         mutually_exclusive=[["urls", "ports"]],
         required_one_of=[["urls", "ports"]],
@@ -470,6 +557,7 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="check mode: no load sent, nothing sampled")
     p = module.params
     urls = _validate(module)
+    baselines = _baselines(module)
     errors = limit_errors(p, "thermal_gate_burn_in_")
     if errors:
         module.fail_json(msg="burn-in limits outside their physical range: %s" % "; ".join(errors))
@@ -513,6 +601,15 @@ def main():
         result["checks"].extend(under_load_checks(pcie.get("gpus"), pcie.get("error")))
     result["changes"] = []
     failed = [c for c in result["checks"] if not c["ok"]]
+    if not failed and baselines:
+        # the burn-in's queries are the traffic the prefix cache is judged on
+        served = _judge_instances(module, baselines)
+        result["checks"].extend(served)
+        failed = [c for c in served if not c["ok"]]
+        if failed:
+            module.fail_json(
+                msg="after the burn-in: %s" % "; ".join(c["message"] for c in failed), changed=False, **result
+            )
     if failed:
         bad = result["first_bad_sample"]
         first = ""
@@ -530,8 +627,9 @@ def main():
             changed=False,
             **result,
         )
+    marked = _mark_passed(p["passed_marker"]) if p["passed_marker"] else False
     module.exit_json(
-        changed=False,
+        changed=marked,
         msg="burn-in passed: %d samples over %ss, %d checks"
         % (result["samples"]["count"], result["duration_s"], len(result["checks"])),
         **result,

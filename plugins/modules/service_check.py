@@ -23,15 +23,46 @@ description:
   - B(Fails closed.) No answer, no model, or no prefix-cache query in the judged window is a failed check.
     When any check fails the module fails, naming them.
   - With O(wait_timeout) it first waits for C(/health) to answer 200 (the "wait healthy" step after start).
-  - Changes nothing.
+  - With O(instances), every instance in one run (the gate's start phase is one module run per node): each
+    judged as above, waited for with its own unit first, then the others'.
+  - Changes nothing, unless O(start) or O(start_marker) is given (the gate's start phase).
 options:
   url:
-    description: Base URL of the instance, for example C(http://127.0.0.1:8000).
+    description:
+      - Base URL of the instance, for example C(http://127.0.0.1:8000).
+      - One of O(url) and O(instances) is required.
     type: str
-    required: true
   name:
     description: Instance name used in the check names; defaults to the URL's host:port.
     type: str
+  instances:
+    description:
+      - Several instances in one run, each a dict with C(name) (used in the check names), C(url) (or C(port),
+        with O(host)) and optionally C(unit) (its systemd unit, else O(unit_template)'s; started with O(start)
+        and read while O(wait_timeout) waits) and C(baseline) (as O(baseline)). Other keys are ignored (the
+        inference_service role's instance list can be given as it is). Not with O(url), O(name) or O(units).
+      - The result's RV(instances) has one entry per instance, in this order.
+    type: list
+    elements: dict
+  host:
+    description: With O(instances), the address of each instance given by its C(port), C(http://<host>:<port>).
+    type: str
+  unit_template:
+    description:
+      - With O(instances), the unit of an instance without C(unit), C({name}) its name, for example
+        C(vllm-{name}.service).
+    type: str
+  start:
+    description:
+      - Start each instance's C(unit) that is not active (C(systemctl start)), in order, before the wait.
+        A unit that fails to start fails the module. Check mode starts nothing and waits for nothing.
+    type: bool
+    default: false
+  start_marker:
+    description:
+      - A file written (C(thermal gate passed), mode 0644, its directory created 0755) before any unit is
+        started, when it is not there yet - the marker the gate's vLLM units require.
+    type: path
   model:
     description:
       - Model id C(/v1/models) must list (vLLM's C(--served-model-name), else the model path).
@@ -87,8 +118,18 @@ options:
     description: Verify TLS when O(url) is https.
     type: bool
     default: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details:
+      - Without O(start) and O(start_marker), the same reads and checks in check mode.
+      - With them, says what it would write and start, and neither starts nor waits for anything.
+  diff_mode:
+    description: Will return details on what has changed (or would change in check_mode) in diff mode.
+    support: none
 extends_documentation_fragment:
-  - gpufleet.node.attributes.read_only
+  - gpufleet.node.attributes
 seealso:
   - name: vLLM metrics
     description: The metric names vLLM exports on /metrics.
@@ -155,6 +196,19 @@ models:
   type: list
   elements: str
   sample: ["GLM-5.2-NVFP4"]
+instances:
+  description:
+    - With O(instances), per instance its C(name), C(url), C(health), C(models), C(prefix_cache) (as the
+      top-level keys of a single instance; pass it as the C(baseline) of a later run) and C(checks).
+  returned: with O(instances)
+  type: list
+  elements: dict
+started:
+  description: The marker written and the units started (check mode - those that would be).
+  returned: with O(instances)
+  type: list
+  elements: str
+  sample: ["/run/gpufleet/thermal-gate-passed", "vllm-glm52.service"]
 prefix_cache:
   description:
     - The last scrape's counter totals (C(queries),
@@ -168,172 +222,109 @@ prefix_cache:
            "window_hits": 630469280.0, "reset": false, "prefix_caching_enabled": true}
 """
 
+import os
 import time
 from urllib.parse import urlsplit
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check as _check
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_metrics import (
-    MetricsError,
-    cache_config,
-    hit_rate_between,
-    parse_prometheus,
-    prefix_cache,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service import (
-    health_check,
-    prefix_cache_check,
-    prefix_cache_name,
-    unit_down,
-    unit_properties,
+from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_instance import (
+    BaselineError,
+    first_unit_down,
+    judge_instance,
+    parse_baseline,
 )
 
-_POLL_S = 2.0
 # The clock and sleep this module uses (tests replace them, not the time module's).
 _monotonic = time.monotonic
 _sleep = time.sleep
 
 
-def _unit_down(module, systemctl, units):
-    """``(unit, why)`` of the first unit that will not become healthy (vllm_service.unit_down), else
-    None. A unit whose state cannot be read is not judged here: /health still is."""
-    for unit in units:
-        rc, out, _err = module.run_command([systemctl, "show", unit], environ_update={"LC_ALL": "C"})
-        why = unit_down(unit_properties(out)) if rc == 0 else None
-        if why is not None:
-            return unit, why
+def _url_error(url):
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return "url %s is not an http(s) URL of a vLLM instance, e.g. http://127.0.0.1:8000" % url
     return None
 
 
-def _health(module, fetcher, label, wait_timeout):
-    units = module.params["units"]
-    systemctl = module.get_bin_path("systemctl", required=True) if units and wait_timeout > 0 else None
-    started = _monotonic()
-    deadline = started + max(wait_timeout, 0)
-    while True:
-        status, text = fetcher.get("/health")
-        if status == 200 or _monotonic() >= deadline:
-            break
-        down = _unit_down(module, systemctl, units) if systemctl else None
-        if down is not None:
-            waited = round(_monotonic() - started)
-            return status, health_check(label, status, text, waited, stopped_by=down)
-        _sleep(_POLL_S)
-    return status, health_check(label, status, text, wait_timeout)
-
-
-def _models(fetcher, label, model):
-    status, ids, text = fetcher.models()
-    name = "service.models[%s]" % label
-    if status != 200:
-        return ids, _check(name, False, ids, model, "", "%s /v1/models answers %s" % (label, status or text))
-    if model is not None:
-        ok = model in ids
-        msg = (
-            "%s serves %s" % (label, model)
-            if ok
-            else "%s does not serve %s; it lists: %s"
-            % (
-                label,
-                model,
-                ", ".join(ids) or "nothing",
-            )
-        )
-        return ids, _check(name, ok, ids, model, "", msg)
-    return ids, _check(name, bool(ids), ids, None, "", "%s lists %s" % (label, ", ".join(ids) or "no model"))
-
-
-def _scrape(fetcher):
-    status, text = fetcher.get("/metrics")
-    if status != 200:
-        return None, "/metrics answers %s" % (status or text)
-    try:
-        return parse_prometheus(text), None
-    except MetricsError as exc:
-        return None, "/metrics is not Prometheus text (%s)" % exc
-
-
-def _baseline(module):
-    base = module.params["baseline"]
-    if base is None:
-        return None
-    try:
-        return {"queries": float(base["queries"]), "hits": float(base["hits"]), "source": base.get("source")}
-    except (KeyError, TypeError, ValueError):
-        module.fail_json(
-            msg="baseline must be the prefix_cache dict of an earlier service_check run (queries and hits)"
-        )
-
-
-def _prefix_check(module, fetcher, label, judge):
-    """(prefix_cache result, check); without judge one scrape for the totals and no check."""
+def _targets(module):
+    """Every instance to judge: ``{label, url, units, baseline}`` (the one O(url), or O(instances), each
+    waited for with its own unit first, then those started with it)."""
     p = module.params
-    floor = p["min_prefix_cache_hit_rate"]
-    name = prefix_cache_name(label)
-    metrics, error = _scrape(fetcher)
-    window = "lifetime"
-    before = _baseline(module) if judge else None
-    if metrics is not None and before is None and judge and p["warmup_seconds"] > 0:
-        before = prefix_cache(metrics)
-        window = "warmup"
-        _sleep(p["warmup_seconds"])
-        metrics, error = _scrape(fetcher)
-    elif before is not None:
-        window = "since_baseline"
-    if metrics is None:
-        info = {"queries": None, "hits": None, "source": None, "hit_rate": None, "window": window}
-        return info, _check(name, False, None, floor, "ratio", "%s %s (fail closed)" % (label, error))
-    now = prefix_cache(metrics)
-    config = cache_config(metrics)
-    enabled = (
-        None
-        if config is None or "enable_prefix_caching" not in config
-        else (config["enable_prefix_caching"].lower() == "true")
-    )
-    if window == "lifetime":
-        judged = {"queries": now["queries"], "hits": now["hits"], "hit_rate": now["hit_rate"], "reset": False}
-    else:
-        judged = (
-            hit_rate_between(before, now)
-            if before["queries"] is not None
-            else {
-                "queries": None,
-                "hits": None,
-                "hit_rate": now["hit_rate"],
-                "reset": False,
-            }
+    if p["instances"] is None:
+        return [
+            dict(
+                label=p["name"] or urlsplit(p["url"]).netloc,
+                url=p["url"],
+                units=p["units"],
+                base=p["baseline"],
+            )
+        ]
+    targets = []
+    units = []
+    for item in p["instances"]:
+        if not isinstance(item, dict) or not item.get("name"):
+            module.fail_json(msg="each of instances needs a name, got %r" % (item,))
+        url = item.get("url")
+        if not url and p["host"] and item.get("port") is not None:
+            url = "http://%s:%s" % (p["host"], item["port"])
+        if not url:
+            module.fail_json(msg="instance %s needs a url (or a port, with host)" % item["name"])
+        unit = item.get("unit") or (
+            p["unit_template"].format(name=item["name"]) if p["unit_template"] else None
         )
-    rate = judged["hit_rate"]
-    info = {
-        "queries": now["queries"],
-        "hits": now["hits"],
-        "source": now["source"],
-        "hit_rate": None if rate is None else round(rate, 4),
-        "window": window,
-        "window_queries": judged["queries"],
-        "window_hits": judged["hits"],
-        "reset": judged["reset"],
-        "prefix_caching_enabled": enabled,
-    }
-    where = {
-        "lifetime": "since the server started",
-        "since_baseline": "since the baseline",
-        "warmup": "in the warm-up",
-    }[window]
-    if now["source"] is None:
-        msg = "%s exports no prefix-cache metric (vllm:prefix_cache_queries_total); is it vLLM?" % label
-        if enabled is False:
-            msg = "%s runs with prefix caching off (enable_prefix_caching=False)" % label
-        return info, _check(name, False, None, floor, "ratio", msg + " (fail closed)")
-    return info, prefix_cache_check(label, rate, floor, judged["queries"], where)
+        units.append(unit)
+        targets.append(
+            dict(label=str(item["name"]), url=url, units=[unit] if unit else [], base=item.get("baseline"))
+        )
+    for target in targets:
+        target["units"] += [u for u in units if u and u not in target["units"]]
+    return targets
+
+
+def _start(module, units, marker):
+    """The start marker written (the units require it), then every unit started that was not active;
+    returns what changed. Check mode changes nothing and says what it would have."""
+    changed = []
+    if marker and not os.path.isfile(marker):
+        changed.append(marker)
+        if not module.check_mode:
+            os.makedirs(os.path.dirname(marker), mode=0o755, exist_ok=True)
+            with open(marker, "w", encoding="utf-8") as out:
+                out.write("thermal gate passed\n")
+            os.chmod(marker, 0o644)
+    if not units:
+        return changed
+    systemctl = module.get_bin_path("systemctl", required=True)
+    for unit in units:
+        rc, out, _err = module.run_command([systemctl, "is-active", unit], environ_update={"LC_ALL": "C"})
+        if rc == 0 and out.strip() == "active":
+            continue
+        changed.append(unit)
+        if module.check_mode:
+            continue
+        rc, out, err = module.run_command([systemctl, "start", unit], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            module.fail_json(
+                msg="systemctl start %s failed (rc=%d): %s" % (unit, rc, (err or out).strip()),
+                checks=[],
+                changes=[],
+                started=changed,
+                changed=True,
+            )
+    return changed
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", required=True),
+            url=dict(type="str"),
             name=dict(type="str"),
+            instances=dict(type="list", elements="dict"),
+            host=dict(type="str"),
+            unit_template=dict(type="str"),
+            start=dict(type="bool", default=False),
+            start_marker=dict(type="path"),
             model=dict(type="str"),
             min_prefix_cache_hit_rate=dict(type="float", default=0.5),
             check_prefix_cache=dict(type="bool", default=True),
@@ -344,14 +335,12 @@ def main():
             timeout=dict(type="int", default=10),
             validate_certs=dict(type="bool", default=True),
         ),
+        required_one_of=[("url", "instances")],
+        mutually_exclusive=[("url", "instances"), ("name", "instances"), ("units", "instances")],
+        required_by={"host": "instances", "unit_template": "instances"},
         supports_check_mode=True,
     )
     p = module.params
-    parts = urlsplit(p["url"])
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        module.fail_json(
-            msg="url %s is not an http(s) URL of a vLLM instance, e.g. http://127.0.0.1:8000" % p["url"]
-        )
     floor = p["min_prefix_cache_hit_rate"]
     if not 0 <= floor <= 1:
         module.fail_json(
@@ -361,18 +350,67 @@ def main():
         module.fail_json(
             msg="warmup_seconds and wait_timeout must be 0 or more and timeout 1 or more seconds"
         )
-    label = p["name"] or parts.netloc
-    fetcher = VllmClient(p["url"], p["timeout"], p["validate_certs"])
-    status, health = _health(module, fetcher, label, p["wait_timeout"])
-    ids, models = _models(fetcher, label, p["model"])
-    checks = [health, models]
-    info, cache = _prefix_check(module, fetcher, label, p["check_prefix_cache"])
-    if p["check_prefix_cache"]:
-        checks.append(cache)
-    result = dict(changed=False, checks=checks, health=status, models=ids, prefix_cache=info, changes=[])
+    targets = _targets(module)
+    for target in targets:
+        error = _url_error(target["url"])
+        if error:
+            module.fail_json(msg=error)
+        try:
+            target["base"] = parse_baseline(target["base"])
+        except BaselineError as exc:
+            module.fail_json(msg=str(exc))
+    started = []
+    if p["start"] or p["start_marker"]:
+        own = [t["units"][0] for t in targets if t["units"]] if p["start"] else []
+        started = _start(module, own, p["start_marker"])
+        if module.check_mode:
+            # nothing started, so nothing to wait for
+            module.exit_json(
+                changed=bool(started),
+                msg="check mode: would start %s; not waited for" % (", ".join(started) or "nothing"),
+                checks=[],
+                changes=[],
+                started=started,
+                instances=[],
+            )
+    wait = p["wait_timeout"]
+    systemctl = (
+        module.get_bin_path("systemctl", required=True)
+        if wait > 0 and any(t["units"] for t in targets)
+        else None
+    )
+    judged = []
+    for target in targets:
+        units = target["units"]
+        fetcher = VllmClient(target["url"], p["timeout"], p["validate_certs"])
+        one = judge_instance(
+            fetcher,
+            target["label"],
+            model=p["model"],
+            floor=floor,
+            judge_prefix=p["check_prefix_cache"],
+            baseline=target["base"],
+            warmup_seconds=p["warmup_seconds"],
+            wait_timeout=wait,
+            units_down=(lambda u=units: first_unit_down(module.run_command, systemctl, u))
+            if systemctl and units
+            else None,
+            monotonic=lambda: _monotonic(),
+            sleep=lambda s: _sleep(s),
+        )
+        one["url"] = target["url"]
+        judged.append(one)
+    checks = [c for one in judged for c in one["checks"]]
+    result = dict(changed=bool(started), checks=checks, changes=[])
+    if p["instances"] is None:
+        one = judged[0]
+        result.update(health=one["health"], models=one["models"], prefix_cache=one["prefix_cache"])
+    else:
+        result.update(instances=judged, started=started)
     failed = [c for c in checks if not c["ok"]]
     if failed:
         module.fail_json(msg="; ".join(c["message"] for c in failed), **result)
+    label = targets[0]["label"] if len(targets) == 1 else "%d instances" % len(targets)
     module.exit_json(msg="%s: %d checks passed" % (label, len(checks)), **result)
 
 

@@ -175,9 +175,10 @@ def _refused_before_drain(result: runner.HostResult) -> bool:
     return not any(t["task"] == _BLOCKED_TASK and t["outcome"] == "failed" for t in result.tasks)
 
 
-# The thermal_gate task that marks a node passed (roles/thermal_gate/tasks/verify.yml): a node an
-# interrupted gate got that far with needs no stopping.
-_PASSED_TASK = "gpufleet.node.thermal_gate : Mark the node passed"
+# The thermal_gate task that marks a node passed (roles/thermal_gate/tasks/verify.yml: the burn-in's one
+# module run writes the marker when all of it passed): a node an interrupted gate got that far with needs
+# no stopping.
+_PASSED_TASK = "gpufleet.node.thermal_gate : Burn in, check the prefix cache and mark the node passed"
 
 
 def _stop_unfinished(options: CommonOptions, stopped: runner.Canceled) -> dict[str, str]:
