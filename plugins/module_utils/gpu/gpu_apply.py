@@ -10,7 +10,7 @@ Runs on the managed node (Python 3.11, stdlib only).
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change, check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import (
     first_line,
     nvidia_smi,
@@ -22,9 +22,10 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired impo
     capped,
     daemon_state,
     parse_systemctl_show,
+    persistence_check,
     power_changes,
+    power_check,
     power_plan,
-    same_watts,
     watts_arg,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
@@ -163,35 +164,14 @@ class GpuPower:
         checks = []
         for entry in plan:
             gpu = by_uuid.get(entry["uuid"], {})
-            enforced = (gpu.get("power") or {}).get("enforced_limit_w")
-            ok = same_watts(enforced, entry["target_w"])
-            checks.append(
-                check(
-                    "gpu_power.enforced_limit_w[%s]" % entry["uuid"],
-                    ok,
-                    enforced,
-                    entry["target_w"],
-                    "W",
-                    "enforces its target"
-                    if ok
-                    else "%s enforces %s W after nvidia-smi -pl %s: the limit did not take (the rack's power "
-                    "budget may be capping it)" % (entry["uuid"], enforced, watts_arg(entry["target_w"])),
-                )
-            )
+            reading = {
+                "uuid": entry["uuid"],
+                "enforced_limit_w": (gpu.get("power") or {}).get("enforced_limit_w"),
+                "requested_limit_w": entry["target_w"],
+            }
+            checks.append(power_check(reading, after="nvidia-smi -pl %s" % watts_arg(entry["target_w"])))
             if method != "unmanaged":
-                on = gpu.get("persistence_mode") is True
-                checks.append(
-                    check(
-                        "gpu_power.persistence_mode[%s]" % entry["uuid"],
-                        on,
-                        gpu.get("persistence_mode"),
-                        True,
-                        "",
-                        "in persistence mode"
-                        if on
-                        else "%s is not in persistence mode after %s" % (entry["uuid"], method),
-                    )
-                )
+                checks.append(persistence_check(entry["uuid"], gpu.get("persistence_mode"), method))
         return checks
 
     @staticmethod

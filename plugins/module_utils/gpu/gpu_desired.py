@@ -45,13 +45,39 @@ def same_watts(a, b):
     return a is not None and b is not None and round(float(a), 2) == round(float(b), 2)
 
 
-def power_check(gpu, window_s):
-    """``gpu_power.enforced_limit_w[<uuid>]``: the lowest limit the GPU enforced in the window
-    against the one it was asked for (power.limit), and the likely cause when it is lower."""
+def power_check(gpu, window_s=None, after=None):
+    """``gpu_power.enforced_limit_w[<uuid>]``, the one judge: the limit the GPU enforces against the
+    one it was asked for (``requested_limit_w``: power.limit, or the target gpu_power just set), and
+    the likely cause when it is lower.
+
+    With ``window_s`` the reading is a window's (watch, burn-in: the lowest limit enforced over its
+    samples, ``capped_samples`` of ``samples`` below the request); without, one reading (gpufleet
+    facts; gpu_power's verify, ``after`` naming the command that set the limit), which must enforce
+    the requested limit exactly (nvidia-smi's two decimals)."""
     name = "gpu_power.enforced_limit_w[%s]" % gpu["uuid"]
     enforced, requested = gpu["enforced_limit_w"], gpu["requested_limit_w"]
     if enforced is None or requested is None:
         why = "%s power limits not reported (fail closed)" % gpu["uuid"]
+        return results.check(name, False, enforced, requested, "W", why)
+    if window_s is None:
+        if same_watts(enforced, requested):
+            return results.check(
+                name,
+                True,
+                enforced,
+                requested,
+                "W",
+                "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested)),
+            )
+        how = "after %s" % after if after else "where %s W is requested" % watts_arg(requested)
+        why = "%s enforces %s W %s: the limit did not take%s" % (
+            gpu["uuid"],
+            enforced,
+            how,
+            " (%s may be capping it; check the rack's PDU before raising limits)" % POWER_BUDGET_CAUSE
+            if float(enforced) < float(requested)
+            else "",
+        )
         return results.check(name, False, enforced, requested, "W", why)
     if not gpu["capped_samples"]:
         why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
@@ -84,6 +110,17 @@ def power_check(gpu, window_s):
             POWER_BUDGET_CAUSE,
         ),
     )
+
+
+def persistence_check(uuid, mode, after=None):
+    """``gpu_power.persistence_mode[<uuid>]``: the GPU is in persistence mode (``after``: what put it
+    there, named when it did not take)."""
+    on = mode is True
+    if on:
+        message = "%s is in persistence mode" % uuid
+    else:
+        message = "%s is not in persistence mode%s" % (uuid, " after %s" % after if after else "")
+    return results.check("gpu_power.persistence_mode[%s]" % uuid, on, mode, True, "", message)
 
 
 # ---------------------------------------------------------------- power
