@@ -19,6 +19,7 @@ from typing import Any
 
 # The one definition of a check (results vocabulary), re-exported under this module's name.
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change, check
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import link_state_check
 
 # NVIDIA's RoCE page, the Documentation= of the RDMA modules' boot units.
 ROCE_DOCS = "https://docs.nvidia.com/networking/display/mlnxofedv24010331/rdma+over+converged+ethernet+(roce)"
@@ -207,22 +208,18 @@ def link_checks(
     """
     label = "%s (%s)" % (ibdev, netdev) if netdev else ibdev
     state, phys = port.get("state"), port.get("phys_state")
-    up = state == "ACTIVE" and phys in (None, "LinkUp")
-    if up:
-        message = "%s link is up" % label
-    else:
-        message = (
-            "%s link is %s (physical state %s); configuration cannot fix this: check the cable, "
-            % (
-                label,
-                state or "unknown",
-                phys or "unknown",
-            )
-            + "transceiver and switch port"
-            + (" (mlxlink: %s)" % diagnosis if diagnosis else "")
+    down = (
+        "%s link is %s (physical state %s); configuration cannot fix this: check the cable, "
+        % (
+            label,
+            state or "unknown",
+            phys or "unknown",
         )
-    checks = [check("rdma_link.link_state[%s]" % ibdev, up, state, "ACTIVE", "", message)]
-    if up and min_speed_gbps > 0:
+        + "transceiver and switch port"
+        + (" (mlxlink: %s)" % diagnosis if diagnosis else "")
+    )
+    checks = [link_state_check(ibdev, port, "%s link is up" % label, down)]
+    if checks[0]["ok"] and min_speed_gbps > 0:
         speed = speed_mbps // 1000 if speed_mbps else port.get("rate_gbps")
         fast = speed is not None and speed >= min_speed_gbps
         checks.append(

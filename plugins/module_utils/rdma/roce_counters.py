@@ -238,8 +238,8 @@ def _events(
     after: Mapping[str, int],
     limits: Mapping[str, float],
 ) -> list[dict[str, Any]]:
-    """``<name>[<device>]`` (``fabric.qp_failures``, ``fabric.pause_storm``): the events its counters counted over the window, at most their
-    limit; no check when the port has none of them."""
+    """``<name>[<device>]`` (``fabric.qp_failures``, ``fabric.pause_storm``): the events its counters
+    counted over the window, at most their limit; no check when the port has none of them."""
     counters, key, what = _EVENT_CHECKS[name]
     count = _sum(before, after, counters)
     if count is None:
@@ -428,6 +428,22 @@ def link_up(link: Mapping[str, Any]) -> bool:
     return link.get("state") == "ACTIVE" and link.get("phys_state") in (None, "LinkUp")
 
 
+def link_state_check(
+    device: str, link: Mapping[str, Any], up_message: str, down_message: str
+) -> dict[str, Any]:
+    """``rdma_link.link_state[<device>]``, the one judge: the port is up (link_up) in this reading;
+    the message for either outcome is the caller's (one reading, or a window's last)."""
+    up = link_up(link)
+    return check(
+        "rdma_link.link_state[%s]" % device,
+        up,
+        link.get("state"),
+        "ACTIVE",
+        "",
+        up_message if up else down_message,
+    )
+
+
 def _link_text(link: Mapping[str, Any]) -> str:
     rate = link.get("rate_gbps")
     shown = "%s / %s" % (link.get("state") or "unknown", link.get("phys_state") or "unknown")
@@ -476,9 +492,7 @@ def judge_link(
                 _link_text(after),
             )
         )
-    checks.append(
-        check("rdma_link.link_state[%s]" % device, up_after, after.get("state"), "ACTIVE", "", state_msg)
-    )
+    checks.append(link_state_check(device, after, state_msg, state_msg))
     rate_before, rate_after = before.get("rate_gbps"), after.get("rate_gbps")
     if up_before and up_after and rate_before:
         slower = rate_after is None or rate_after < rate_before
