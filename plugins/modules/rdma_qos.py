@@ -19,6 +19,9 @@ description:
   - Sets trust and PFC with one C(mlnx_qos -i <interface> [--trust T] [--pfc F]) run, ECN and CNP DSCP by
     writing those sysfs files, global pause with C(ethtool -A <interface> rx off tx off). Only what
     differs is set, and every setting is read back; the module fails when one did not take.
+  - After a run that changed something (not in check mode) every interface is read again once the boot
+    files are written; a setting that went back (firmware DCBX, another agent) fails the module, naming
+    it in RV(went_back).
   - Each setting is managed only when its option is given (and, with O(manage), named there); an option
     left out is neither read nor changed. With only O(trust) and O(pfc_priorities) the module runs
     C(mlnx_qos) and touches nothing else.
@@ -183,6 +186,12 @@ switch_config:
   elements: str
   sample: ["nv set qos roce mode lossless", "nv set qos pfc default-global switch-priority 3",
            "nv config apply"]
+went_back:
+  description: The settings the fresh read after the run found changed again ({setting, from, to}).
+  returned: failure
+  type: list
+  elements: dict
+  sample: [{"setting": "rdma_qos.pfc[ens21np0]", "from": [], "to": [3]}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -240,7 +249,26 @@ def main():
     )
     if module._diff:
         result["diff"] = diffs + boot_files.diffs(planned["files"], planned["found"])
+    if planned["changes"] and not module.check_mode:
+        _read_back(module, result)
     module.exit_json(**result)
+
+
+def _read_back(module, result):
+    """A fresh read of every interface after a run that changed something (one that changed nothing
+    has just read them as wanted): a setting that went back right after being set (firmware DCBX,
+    another agent) fails the module, naming it."""
+    try:
+        again = role.plan(module, module.params)
+    except ParseError as exc:
+        module.fail_json(msg="Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver." % exc)
+    if again["changes"]:
+        module.fail_json(
+            msg="not lossless: %s went back right after being set (is the switch overriding through "
+            "firmware DCBX?)" % ", ".join(c["setting"] for c in again["changes"]),
+            went_back=again["changes"],
+            **result,
+        )
 
 
 if __name__ == "__main__":

@@ -171,13 +171,13 @@ def node_facts_spec() -> dict[str, Any]:
 
 @pytest.mark.parametrize("role", list(drift.ROLES))
 def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> None:
-    """vars/main.yml's __<role>_options names only options of the role's module, configure.yml hands it
+    """vars/main.yml's __<role>_options names only options of the role's module, tasks/main.yml hands it
     to the module, and playbooks/tasks/plan_roles.yml (drift, and the judgement before provision and the
     gate change anything) to node_facts: one list of arguments, no copy."""
     options = yaml.safe_load((REPO / "roles" / role / "vars" / "main.yml").read_text())[f"__{role}_options"]
     assert set(options) <= set(drift.ROLES[role].ARGUMENT_SPEC), role
-    configure = yaml.safe_load((REPO / "roles" / role / "tasks" / "configure.yml").read_text())
-    text = yaml.safe_dump(configure)
+    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "main.yml").read_text())
+    text = yaml.safe_dump(tasks)
     assert f"gpufleet.node.{role}: '{{{{ __{role}_options }}}}'" in text
     plan_tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "plan_roles.yml").read_text())
     facts = next(t for t in plan_tasks if "gpufleet.node.node_facts" in t)

@@ -114,9 +114,31 @@ def test_pfc_off_sets_pfc_only_and_reads_it_back(node: Node) -> None:
     result = run_module(FULL)
     assert result["changed"] is True
     assert result["changes"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
-    assert node.calls == [*READS, [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], *READS]
+    # read, set, read back; then the fresh read of every interface after the run (a setting that went back)
+    assert node.calls == [*READS, [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], *READS, *READS]
     assert node.nic()["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
     assert result["interfaces"][IF]["state"]["pfc"] == [3]
+
+
+def test_a_setting_that_goes_back_right_after_the_run_fails_it(
+    node: Node, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fresh read after a run that changed something (what the role's verify step read): PFC that
+    firmware DCBX turns off again once set fails the module, naming it."""
+    plan, reads = rdma_qos.role.plan, []
+
+    def dcbx_turns_pfc_off_again(module: Any, params: Any) -> Any:
+        reads.append(1)
+        if len(reads) == 2:
+            node.fault("pfc-off")
+        return plan(module, params)
+
+    monkeypatch.setattr(rdma_qos.role, "plan", dcbx_turns_pfc_off_again)
+    node.fault("pfc-off")
+    failed = fail_module(FULL)
+    assert failed["msg"].startswith(f"not lossless: rdma_qos.pfc[{IF}] went back right after being set")
+    assert failed["went_back"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
+    assert failed["changes"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
 
 
 def test_second_run_changes_nothing(node: Node) -> None:
@@ -136,7 +158,7 @@ def test_ecn_off_writes_the_two_priority_3_files(node: Node) -> None:
         {"setting": f"rdma_qos.ecn_np[{IF}]", "from": [], "to": [3]},
         {"setting": f"rdma_qos.ecn_rp[{IF}]", "from": [], "to": [3]},
     ]
-    assert node.calls == READS + READS  # read, no command to set ECN, read back
+    assert node.calls == READS * 3  # read, no command to set ECN, read back, the fresh read after the run
     assert node.ecn() == {"np": [p == 3 for p in range(8)], "rp": [p == 3 for p in range(8)], "cnp_dscp": 48}
 
 
@@ -223,7 +245,9 @@ def test_only_trust_and_pfc_touch_nothing_else(node: Node) -> None:
     node.installed.discard("ethtool")
     result = run_module({"interface": IF, "trust": "dscp", "pfc_priorities": [3]})
     assert result["changes"] == [{"setting": f"rdma_qos.pfc[{IF}]", "from": [], "to": [3]}]
-    assert node.calls == [[QOS, "-i", IF], [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], [QOS, "-i", IF]]
+    # read, set, read back, and the fresh read after the run
+    read = [QOS, "-i", IF]
+    assert node.calls == [read, [QOS, "-i", IF, "--pfc", "0,0,0,1,0,0,0,0"], read, read]
     assert node.ecn()["np"] == [False] * 8  # ECN left as it was
     assert result["interfaces"][IF]["state"] == {"trust": "dscp", "pfc": [3]}
     assert result["boot_commands"] == [f"{QOS} -i {IF} --trust dscp --pfc 0,0,0,1,0,0,0,0"]
@@ -385,9 +409,13 @@ def test_every_roce_interface_with_manage_and_one_boot_script(node: Node, boot_r
     assert list(result["interfaces"]) == NETDEVS
     assert ETHTOOL not in {c[0] for c in node.calls}
     is_enabled = [SYSTEMCTL, "is-enabled", BOOT_UNIT]
-    assert node.calls[-4:] == [
+    # after the run, a fresh read of every interface and of the boot unit (a setting that went back)
+    read_back = [*[[QOS, "-i", n] for n in NETDEVS], is_enabled]
+    assert node.calls[-len(read_back) :] == read_back
+    written = node.calls[: -len(read_back)]
+    assert written[-4:] == [
         is_enabled,
-        [f"{BIN}/sh", "-n", node.calls[-3][2]],
+        [f"{BIN}/sh", "-n", written[-3][2]],
         [SYSTEMCTL, "daemon-reload"],
         [SYSTEMCTL, "enable", BOOT_UNIT],
     ]
