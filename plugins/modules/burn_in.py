@@ -165,7 +165,7 @@ options:
   baselines:
     description:
       - The instances to judge when a passed load ends, each a dict with C(name), C(url) and C(prefix_cache)
-        (the RV(gpufleet.node.service_check#module:instances) of a run before the load). Empty: none.
+        (the RV(gpufleet.node.service_check#module:instances) of a run before the load); empty, none.
     type: list
     elements: dict
     default: []

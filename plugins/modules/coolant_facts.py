@@ -244,109 +244,17 @@ requests:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.redfish_client import (
-    RedfishClient,
-    RedfishError,
-    normalize_baseuri,
-)
-
-
-def _bmc_check(baseuri, exc):
-    return check("coolant.bmc[%s]" % baseuri, False, exc.kind, "readings", "", str(exc))
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.coolant_read import ARGUMENT_SPEC, read
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            baseuri=dict(type="str", required=True, aliases=["address"]),
-            username=dict(type="str", required=True),
-            password=dict(type="str", required=True, no_log=True),
-            auth=dict(type="str", choices=["session", "basic"], default="session"),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
-            insecure_http_reason=dict(type="str"),
-            timeout=dict(type="int", default=10),
-            retries=dict(type="int", default=3),
-            retry_delay=dict(type="float", default=1.0),
-            use_proxy=dict(type="bool", default=False),
-            chassis=dict(type="list", elements="str", default=[]),
-            cdus=dict(type="bool", default=True),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
-    bad = [
-        "%s must be %s, got %s" % (name, allowed, params[name])
-        for name, allowed, ok in (
-            ("timeout", "1 to 600 s", 1 <= params["timeout"] <= 600),
-            ("retries", "0 to 10", 0 <= params["retries"] <= 10),
-            # written so that NaN fails too
-            ("retry_delay", "0 to 60 s", 0.0 <= params["retry_delay"] <= 60.0),
-        )
-        if not ok
-    ]
-    if bad:
-        module.fail_json(msg="; ".join(bad), checks=[], hints=[], requests=0)
-    try:
-        baseuri = normalize_baseuri(params["baseuri"])
-    except RedfishError as exc:
-        module.fail_json(msg=str(exc), checks=[], hints=[], requests=0)
-    try:
-        client = RedfishClient(
-            baseuri,
-            params["username"],
-            params["password"],
-            auth=params["auth"],
-            validate_certs=params["validate_certs"],
-            ca_path=params["ca_path"],
-            timeout=params["timeout"],
-            retries=params["retries"],
-            retry_delay=params["retry_delay"],
-            use_proxy=params["use_proxy"],
-            insecure_http_reason=params["insecure_http_reason"],
-        )
-    except RedfishError as exc:
-        # A local configuration error (plain HTTP without a reason, the CA file): nothing was sent, and
-        # gpufleet refuses the node for its inputs (exit 2).
-        module.fail_json(
-            msg=str(exc),
-            checks=[_bmc_check(baseuri, exc)],
-            hints=[],
-            requests=0,
-            input_error=exc.kind == "config",
-        )
-    hints = [client.transport_hint] if client.transport_hint else []
-    for line in hints:
-        module.warn(line)
-    report = error = None
-    try:
-        report = client.read_coolant(chassis_ids=params["chassis"], cdus=params["cdus"])
-    except RedfishError as exc:
-        error = exc
-    finally:
-        if client.token:
-            # Masked wherever Ansible prints results, should a BMC echo it back in a body.
-            module.no_log_values.add(client.token)
-        warning = client.logout()
-    if warning:
-        module.warn(warning)
-    if error is not None:
-        module.fail_json(
-            msg=str(error), checks=[_bmc_check(baseuri, error)], hints=hints, requests=client.requests
-        )
-    for conn in report["connectors"]:
-        if conn["flow_lpm"] is None:
-            module.warn(
-                "coolant connector %s reports no flow reading; a gate on flow will block" % conn["key"]
-            )
-    module.exit_json(
-        changed=False,
-        ansible_facts={"gpufleet_coolant": report},
-        checks=[],
-        hints=hints,
-        requests=client.requests,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result, secrets = read(module.params, module.warn)
+    # Masked wherever Ansible prints results, should a BMC echo it back in a body.
+    module.no_log_values.update(secrets)
+    if result.pop("failed", False):
+        module.fail_json(**result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ description:
     thermal_gate role's C(stop.yml), its rescue's C(blocked.yml), an interrupted gate's C(gate_stop.yml)) -
     first every marker in O(markers) removed, so no restart policy brings an instance back and nothing reads
     the node as passed, then every unit in O(units) stopped (C(systemctl stop)) that is running.
-  - A unit that is not installed (C(LoadState=not-found): a node never provisioned) runs nothing and is left
+  - A unit that is not installed (C(LoadState=not-found), a node never provisioned) runs nothing and is left
     as it is. A unit that is installed and fails to stop fails the module, naming it.
 options:
   markers:

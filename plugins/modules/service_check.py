@@ -23,7 +23,7 @@ description:
   - B(Fails closed.) No answer, no model, or no prefix-cache query in the judged window is a failed check.
     When any check fails the module fails, naming them.
   - With O(wait_timeout) it first waits for C(/health) to answer 200 (the "wait healthy" step after start).
-  - With O(instances), every instance in one run (the gate's start phase is one module run per node): each
+  - With O(instances), every instance in one run (the gate's start phase is one module run per node) - each
     judged as above, waited for with its own unit first, then the others'.
   - Changes nothing, unless O(start) or O(start_marker) is given (the gate's start phase).
 options:
