@@ -12,12 +12,12 @@ export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
 setup: $(STAMP) .gpufleet/collections/ansible_collections/gpufleet/node
 
 # Finds a Python >= 3.12 for ansible-core 2.21 (PYTHON=... overrides).
-$(STAMP): pyproject.toml requirements/constraints.txt
+$(STAMP): pyproject.toml sim/pyproject.toml requirements/constraints.txt
 	@bash scripts/system-packages.sh
 	@py="$$(bash scripts/find-python.sh)" || exit 2; \
 	  test -x $(BIN)/python || "$$py" -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c requirements/constraints.txt -e '.[dev]' -e ./sim
 	@touch $@
 
 .gpufleet/collections/ansible_collections/gpufleet/node:
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@ln -sfn $(abspath .) $@
 
 demo: setup
-	$(BIN)/gpufleet demo
+	$(BIN)/gpufleet-sim demo
 
 # README's picture: the demo's gate page in the tests' headless Chromium (scripts/screenshot.py).
 screenshot: demo
@@ -39,8 +39,8 @@ docs: setup
 	$(BIN)/python scripts/make_docs.py
 
 lint: setup
-	$(BIN)/ruff check src plugins tests bench scripts
-	$(BIN)/ruff format --check src plugins tests bench scripts
+	$(BIN)/ruff check src sim plugins tests bench scripts
+	$(BIN)/ruff format --check src sim plugins tests bench scripts
 	$(BIN)/mypy
 	$(BIN)/ansible-lint --offline --profile production
 	$(BIN)/python scripts/make_docs.py --check
@@ -82,7 +82,7 @@ molecule: setup
 	cd . && $(BIN)/molecule test -s default
 
 sim-down:
-	-$(BIN)/gpufleet sim down
+	-$(BIN)/gpufleet-sim down
 
 clean: sim-down
 	rm -rf $(VENV) .gpufleet .pytest_cache .mypy_cache .ruff_cache

@@ -27,9 +27,9 @@ import tempfile
 from pathlib import Path
 
 import run  # bench/run.py, beside this file: the fleet, its gpufleet runs and how a run is measured
+from gpufleet_sim.fleet import Fleet, FleetConfig
 
 import gpufleet.procs as procs
-from gpufleet.sim.fleet import Fleet, FleetConfig
 
 REPO = run.REPO
 BIN = run.BIN

@@ -40,12 +40,12 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import checks  # noqa: E402  (bench/checks.py, beside this file)
+import gpufleet_sim.control as control  # noqa: E402
 import yaml  # noqa: E402
+from gpufleet_sim.bmc import vault  # noqa: E402
+from gpufleet_sim.fleet import Fleet, FleetConfig  # noqa: E402
 
 import gpufleet.procs as procs  # noqa: E402
-import gpufleet.sim.control as control  # noqa: E402
-from gpufleet.sim.bmc import vault  # noqa: E402
-from gpufleet.sim.fleet import Fleet, FleetConfig  # noqa: E402
 
 BIN = Path(sys.executable).parent
 # Two faults on two nodes; node01 stays clean. Each method must see exactly these.

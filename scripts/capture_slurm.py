@@ -13,9 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sim" / "src"))
 
-from gpufleet.sim.slurm import SlurmCluster
+from gpufleet_sim.slurm import SlurmCluster
 
 CALLS = [
     ("show-node-idle", ["show", "node", "node01"]),

@@ -21,9 +21,8 @@ from typing import Any, Self, TypeVar
 
 import pytest
 import yaml
-
-from gpufleet.sim import processes
-from gpufleet.sim.ports import free_port
+from gpufleet_sim import processes
+from gpufleet_sim.ports import free_port
 
 T = TypeVar("T")
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"

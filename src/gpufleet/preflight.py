@@ -10,6 +10,7 @@ read it; vaulted values are tried with ansible-core's own vault library.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import json
 import os
@@ -78,6 +79,31 @@ def vault_file(given: Path | None) -> Path | None:
         return given
     from_env = os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE")
     return Path(from_env).expanduser() if from_env else None
+
+
+def inventory_file(given: Path | None) -> Path:
+    """--inventory, else ANSIBLE_INVENTORY, else the `inventory` of the ansible.cfg gpufleet's runs use
+    (relative to that file), as ansible-playbook would find it; refused when none names a file."""
+    from_env = os.environ.get("ANSIBLE_INVENTORY")
+    cfg = runner.ANSIBLE_CFG
+    if given is not None:
+        found, source = given, "--inventory"
+    elif from_env:
+        if "," in from_env:
+            raise ConfigError(f"ANSIBLE_INVENTORY={from_env} names several inventories: give one with -i")
+        found, source = Path(from_env).expanduser(), "ANSIBLE_INVENTORY"
+    else:
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.read(cfg, encoding="utf-8")
+        setting = parser.get("defaults", "inventory", fallback="")
+        if not setting:
+            raise ConfigError(
+                f"no inventory: give -i INVENTORY, set ANSIBLE_INVENTORY, or set inventory in {cfg}"
+            )
+        found, source = cfg.parent / Path(setting).expanduser(), f"inventory in {cfg}"
+    if not found.exists():
+        raise ConfigError(f"inventory {found} does not exist (from {source})")
+    return found
 
 
 def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:

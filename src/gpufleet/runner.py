@@ -23,6 +23,8 @@ from gpufleet.events import HostResult as HostResult
 from gpufleet.progress import Display
 
 REPO_DIR = Path(__file__).resolve().parents[2]
+# the Ansible configuration of every run gpufleet starts (its collection, roles and callbacks)
+ANSIBLE_CFG = REPO_DIR / "ansible.cfg"
 PLAYBOOK_DIR = REPO_DIR / "playbooks"
 COLLECTIONS_DIR = REPO_DIR / ".gpufleet" / "collections"
 
@@ -172,7 +174,7 @@ def environment(forks: int) -> dict[str, str]:
     """What ansible-playbook needs to run gpufleet's playbooks, here or on an execution node (the
     environment of an ansible-runner private data directory, env/envvars)."""
     return {
-        "ANSIBLE_CONFIG": str(REPO_DIR / "ansible.cfg"),
+        "ANSIBLE_CONFIG": str(ANSIBLE_CFG),
         "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS_DIR),
         "ANSIBLE_ROLES_PATH": str(REPO_DIR / "roles"),
         "ANSIBLE_FORKS": str(forks),
@@ -272,7 +274,7 @@ def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
         raise RunnerError(f"playbook {playbook} does not exist")
     if not options.inventory.exists():
         raise RunnerError(
-            f"inventory {options.inventory} does not exist (for the sim fleet: gpufleet sim up)"
+            f"inventory {options.inventory} does not exist (for the sim fleet: gpufleet-sim up)"
         )
     cmdline = []
     if options.check:

@@ -1,7 +1,7 @@
 """One simulated node's BMC for the Redfish conformance tests.
 
 ``prepared``: the node's state, the BMC's CA, certificate and account, as the Fleet makes them
-(sim/bmc/launch.py). ``in_namespace``: the BMC's own process (``python -m gpufleet.sim.bmc.server``)
+(sim/bmc/launch.py). ``in_namespace``: the BMC's own process (``python -m gpufleet_sim.bmc.server``)
 in a network namespace of its own, which has only loopback: what a validator sends past the BMC
 (the Protocol Validator's SSDP M-SEARCH multicast, a schema download) fails at once there instead
 of reaching the machine's network. ``Namespaced.run`` runs a command in that namespace (nsenter).
@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.sim import build, state
-from gpufleet.sim.bmc import launch, server, tls
+from gpufleet_sim import build, state
+from gpufleet_sim.bmc import launch, server, tls
 
 NAME = "node01"
 ADDRESS = "127.0.0.1"
@@ -64,7 +64,7 @@ class Namespaced:
         )
 
     def listening(self) -> bool:
-        probe = "import sys; from gpufleet.sim.bmc import launch; sys.exit(not launch.listening(sys.argv[1]))"
+        probe = "import sys; from gpufleet_sim.bmc import launch; sys.exit(not launch.listening(sys.argv[1]))"
         return self.run([sys.executable, "-c", probe, ADDRESS]).returncode == 0
 
 

@@ -2,7 +2,7 @@
 process of its own on 127.0.0.1.
 
 ``serving`` lays out one node's state (as the Fleet builds it), starts the node's ``vllm`` command
-(gpufleet.sim.tools.vllm, with the node's stdlib-only Python, as sim/node.py's tool client runs it)
+(gpufleet_sim.tools.vllm, with the node's stdlib-only Python, as sim/node.py's tool client runs it)
 for one NVLink baseboard's GPUs, waits for ``/health``, yields its base URL, and stops it with
 SIGTERM on leaving (it must exit 0, as vLLM's server does).
 """
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpufleet.sim import build, state
-from gpufleet.sim.ports import free_port
+from gpufleet_sim import build, state
+from gpufleet_sim.ports import free_port
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[2] / "sim" / "src"
 NODE_PYTHON = "/usr/bin/python3"
 ADDRESS = "127.0.0.1"
 MODEL = "zai-org/GLM-5.2-NVFP4"
@@ -49,7 +49,7 @@ def serving(root: Path, max_model_len: int = 8192) -> Iterator[str]:
     board = [g["uuid"] for g in state.present_gpus(node) if g["nvlink_domain"] == 0]
     port = free_port(ADDRESS)
     code = f"import sys; sys.path.insert(0, {str(SRC)!r}); from pathlib import Path; "
-    code += "from gpufleet.sim.tools import vllm; "
+    code += "from gpufleet_sim.tools import vllm; "
     code += f"sys.exit(vllm.main(sys.argv[1:], Path({str(node_dir)!r})))"
     argv = [NODE_PYTHON, "-sS", "-c", code, "serve", MODEL, "--served-model-name", SERVED_NAME]
     argv += ["--tensor-parallel-size", str(len(board)), "--max-model-len", str(max_model_len)]

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric, lldp
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import lldpctl as fake_lldpctl
 
 from gpufleet import procs
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import lldpctl as fake_lldpctl
 from tests.json_shape import key_paths
 
 LLDPD = "/usr/sbin/lldpd"

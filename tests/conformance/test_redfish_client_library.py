@@ -14,9 +14,9 @@ from typing import Any
 
 import redfish
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
+from gpufleet_sim import faults, state
+from gpufleet_sim.bmc import launch
 
-from gpufleet.sim import faults, state
-from gpufleet.sim.bmc import launch
 from tests.conformance import sim_bmc
 
 READINGS = ("FlowLitersPerMinute", "SupplyTemperatureCelsius", "ReturnTemperatureCelsius")

@@ -28,9 +28,9 @@ import sys
 import time
 from pathlib import Path
 
+from gpufleet_sim.bmc import launch, server
 from redfish_protocol_validator import utils
 
-from gpufleet.sim.bmc import launch, server
 from tests.conformance import sim_bmc
 
 # assertion -> why the simulated BMC gives the validator nothing to test it on

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.sim.bmc import launch
+from gpufleet_sim.bmc import launch
+
 from tests.conformance import sim_bmc
 
 SCHEMAS = Path(__file__).with_name("dsp8010")

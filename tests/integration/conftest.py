@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim.fleet import Fleet, FleetConfig
 
 from gpufleet import cli, procs, runner
-from gpufleet.sim.fleet import Fleet, FleetConfig
 from tests.integration.scheduling import HeaviestFirst
 
 

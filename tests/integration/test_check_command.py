@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import run_on
 
 

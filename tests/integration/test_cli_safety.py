@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh
 
 # gpufleet as an operator starts it from a plain shell: the venv's script, the venv not on PATH.

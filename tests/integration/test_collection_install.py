@@ -11,8 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim.fleet import Fleet
+from gpufleet_sim.fleet import Fleet
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

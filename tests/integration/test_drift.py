@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import control
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control
-from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration import execution_node
 from tests.integration.conftest import node_hosts, node_ssh, run_on

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufleet_sim import control, nvue_state
+from gpufleet_sim.bmc import vault
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import control, nvue_state
-from gpufleet.sim.bmc import vault
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import run_on
 
 LEAF = "leaf02"

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from gpufleet_sim import control
 
 from gpufleet import cli
-from gpufleet.sim import control
 
 
 @pytest.fixture(scope="module")

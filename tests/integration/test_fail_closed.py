@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import control, nvue_state, state
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control, nvue_state, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import (
     GATE_MARKERS,
     INSTANCES,

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufleet_sim import control
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh, run_on
 from tests.unit.sim_versions import versions
 

@@ -24,9 +24,9 @@ import urllib.request
 from typing import Any
 
 import pytest
+from gpufleet_sim import control, faults, faults_health, faults_switch, faults_tools, state, tools
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import control, faults, faults_health, faults_switch, faults_tools, state, tools
-from gpufleet.sim.fleet import Fleet
 from tests.browser import ARTIFACTS, open_page
 from tests.integration.conftest import (
     GATE_MARKERS,

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import state
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import (
     GATE_MARKERS,
     INSTANCES,

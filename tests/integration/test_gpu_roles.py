@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
 
 TAGS = "gpu_power,nccl_topology,gpu_pinning"
 TOPO = Path("nccl/topo.xml")

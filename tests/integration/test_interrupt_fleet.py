@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import GPUFLEET, gate_process, node_ssh
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import INSTANCES, node_hosts, run_on, serve_as_a_passed_gate_leaves
 
 # (node, fault, the check family that must name it). The hardware faults the health read sees hit

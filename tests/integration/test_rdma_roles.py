@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
 from gpufleet import cli
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_hosts
 
 NETDEVS = ["ens21np0", "ens38np0", "ens55np0", "ens72np0", "ens149np0", "ens166np0", "ens183np0", "ens200np0"]

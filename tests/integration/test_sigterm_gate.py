@@ -9,8 +9,8 @@ import signal
 from pathlib import Path
 
 import pytest
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import gate_process
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufleet_sim import faults, state
+from gpufleet_sim.bmc import vault
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import faults, state
-from gpufleet.sim.bmc import vault
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh
 
 SUBNET = "127.0.31"

@@ -7,9 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""`gpufleet sim` from the command line: a supervisor owns the nodes; down leaves nothing."""
+"""`gpufleet-sim` from the command line: a supervisor owns the nodes; down leaves nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.integration.conftest import leftovers
 
 def gpufleet(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "gpufleet.cli", *args],
+        [sys.executable, "-m", "gpufleet_sim.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -50,7 +50,7 @@ def ssh(root: Path, address: str, command: str) -> str:
 
 def test_up_fault_status_down(tmp_path: Path) -> None:
     root = tmp_path / "sim"
-    base = ["sim", "--dir", str(root)]
+    base = ["--dir", str(root)]
     try:
         up = gpufleet(*base, "up", "--nodes", "2", "--subnet", "127.0.4")
         assert "node02  127.0.4.3:2222  up" in up.stdout

@@ -83,7 +83,7 @@ def _assert_nothing_left(root: Path, started: dict[str, dict[str, int]]) -> None
 
 def test_a_dead_node_is_down_comes_back_on_reboot_and_down_stops_everything(tmp_path: Path) -> None:
     root = tmp_path / "sim"
-    base = ["sim", "--dir", str(root)]
+    base = ["--dir", str(root)]
     started: dict[str, dict[str, int]] = {}
     try:
         gpufleet(*base, "up", "--nodes", "2", "--subnet", SUBNET)

@@ -11,9 +11,9 @@ import urllib.request
 from typing import Any
 
 import pytest
+from gpufleet_sim import faults, state
+from gpufleet_sim.fleet import Fleet
 
-from gpufleet.sim import faults, state
-from gpufleet.sim.fleet import Fleet
 from tests.integration.conftest import node_ssh
 
 SUBNET = "127.0.32"

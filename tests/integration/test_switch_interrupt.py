@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import control, nvue_state
-from gpufleet.sim.fleet import Fleet
+from gpufleet_sim import control, nvue_state
+from gpufleet_sim.fleet import Fleet
 
 GPUFLEET = Path(sys.executable).parent / "gpufleet"
 LEAVES = ("leaf01", "leaf02")

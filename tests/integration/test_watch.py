@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 import yaml
+from gpufleet_sim import control, state
+from gpufleet_sim.fleet import Fleet
+from gpufleet_sim.serving import ServingLoad, fleet_instance_urls
 
-from gpufleet.sim import control, state
-from gpufleet.sim.fleet import Fleet
-from gpufleet.sim.serving import ServingLoad, fleet_instance_urls
 from tests.integration.conftest import node_hosts, promtool_passes, run_on
 from tests.prometheus_stack import PrometheusStack
 from tests.unit.test_alert_rules import RULES, dashboard_queries

@@ -50,7 +50,7 @@ def test_what_the_table_says_of_a_playbook_is_what_it_does(name: str) -> None:
 def test_every_command_that_runs_a_playbook_has_one_and_reports_as_it() -> None:
     parser = cli._parser()
     subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(catalog.COMMANDS) == set(subcommands.choices) - {"report", "sim", "demo"}
+    assert set(catalog.COMMANDS) == set(subcommands.choices) - {"report"}
     for command, playbook in catalog.COMMANDS.items():
         assert catalog.PLAYBOOKS[playbook].command == ("provision" if command == "check" else command)
 

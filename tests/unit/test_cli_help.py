@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from gpufleet_sim import cli as sim_cli
 
 from gpufleet import cli
 
@@ -23,11 +24,13 @@ def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> It
 
 
 COMMANDS = list(_commands(cli._parser()))
+SIM_COMMANDS = list(_commands(sim_cli._parser()))
 
 
 def test_the_parser_is_walked_to_its_subcommands() -> None:
-    """The walk reaches the commands and the sim's own (a broken walk would test only the top)."""
-    assert {("drift",), ("report",), ("sim", "fault"), ("sim", "up")} <= set(COMMANDS)
+    """The walk reaches every program's commands (a broken walk would test only the top)."""
+    assert {("drift",), ("report",), ("gate",)} <= set(COMMANDS)
+    assert {("fault",), ("up",), ("demo",), ("env",)} <= set(SIM_COMMANDS)
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: " ".join(argv) or "gpufleet")
@@ -38,6 +41,29 @@ def test_help_exits_0_and_prints_usage(argv: tuple[str, ...], capsys: pytest.Cap
     out, err = capsys.readouterr()
     assert out.startswith(f"usage: gpufleet {' '.join(argv)}".rstrip())
     assert err == ""
+
+
+@pytest.mark.parametrize("argv", SIM_COMMANDS, ids=lambda argv: " ".join(argv) or "gpufleet-sim")
+def test_the_simulators_help_exits_0_and_prints_usage(
+    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        sim_cli.main([*argv, "--help"])
+    assert exited.value.code == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"usage: gpufleet-sim {' '.join(argv)}".rstrip())
+    assert err == ""
+
+
+def test_every_subcommand_says_what_it_does() -> None:
+    """`gpufleet COMMAND --help` starts with a description of the command, not only its usage."""
+    for parser in (cli._parser(), sim_cli._parser()):
+        (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        helps = {a.dest: a.help for a in subparsers._choices_actions}
+        missing = [
+            name for name, child in subparsers.choices.items() if not (child.description or helps.get(name))
+        ]
+        assert missing == []
 
 
 def test_the_top_level_help_tells_an_operator_what_to_run_and_what_exit_codes_mean() -> None:

@@ -1,7 +1,7 @@
 """systemd's own verifier (`systemd-analyze verify`) on the unit files gpufleet ships and writes:
 contrib/systemd/*, the GPU power boot unit (both persistence methods) and the RoCE re-apply units.
 They are verified in a root this test lays out: the standard targets a simulated node holds
-(gpufleet.sim.systemd_targets) and an executable stub for every command the units run. The units the
+(gpufleet_sim.systemd_targets) and an executable stub for every command the units run. The units the
 roles write on a node (vLLM instances included) are verified inside a simulated node by
 tests/integration/test_gate_faults.py."""
 
@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_power
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link, rdma_qos
-
-from gpufleet.sim import systemd_targets
+from gpufleet_sim import systemd_targets
 
 REPO = Path(__file__).resolve().parents[2]
 UUID = "GPU-5a3d8e2c-1b4f-4e6a-9c7d-2f8e1a0b3c4d"

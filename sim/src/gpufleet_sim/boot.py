@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet.sim import faults, kernel_log, sysfs_rdma, thermal
-from gpufleet.sim.state import State
+from gpufleet_sim import faults, kernel_log, sysfs_rdma, thermal
+from gpufleet_sim.state import State
 
 # What the driver and kernel come up with, before any boot unit runs.
 BOOT_TRUST = "pcp"

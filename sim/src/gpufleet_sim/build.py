@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from gpufleet.sim import kernel_log, thermal
-from gpufleet.sim.state import State, sysfs_bdf
+from gpufleet_sim import kernel_log, thermal
+from gpufleet_sim.state import State, sysfs_bdf
 
 PROFILES = ("b300-16", "h100-8", "h200")
 # Each profile's liquid-cooling loop (simulated: no public capture shows these). Flow is sized at
@@ -36,7 +36,7 @@ _NAMESPACE = uuid.UUID("6f1c7a52-3c1e-4d0b-9d6e-2f4b8a1e0c11")
 def load_profile(name: str) -> dict[str, Any]:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}")
-    text = resources.files("gpufleet.sim").joinpath("profiles", f"{name}.yml").read_text()
+    text = resources.files("gpufleet_sim").joinpath("profiles", f"{name}.yml").read_text()
     data: dict[str, Any] = yaml.safe_load(text)
     return data
 

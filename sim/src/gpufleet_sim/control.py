@@ -1,4 +1,4 @@
-"""`gpufleet sim up|down|status|fault|inventory`: the fleet as seen from the command line."""
+"""`gpufleet-sim up|down|status|fault|inventory`: the fleet as seen from the command line."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet import procs
-from gpufleet.sim import faults, faults_switch, processes, state
-from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
+from gpufleet_sim import faults, faults_switch, processes, state
+from gpufleet_sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
-_SUPERVISOR = "gpufleet.sim.supervisor"
+_SUPERVISOR = "gpufleet_sim.supervisor"
 # The supervisor's own start (a Python process) and its stop of a fleet that did not come up.
 SUPERVISOR_START_S = 30.0
 
@@ -46,11 +46,11 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float | None = None) -> dict[
     if timeout is None:
         timeout = config.start_wait()[0] + SUPERVISOR_START_S
     if _describe(fleet) is not None:
-        raise SimError(f"a simulated fleet is already up ({fleet.fleet_file}); run `gpufleet sim down` first")
+        raise SimError(f"a simulated fleet is already up ({fleet.fleet_file}); run `gpufleet-sim down` first")
     left = processes.survivors(processes.load(fleet.root))
     if left:
         raise SimError(
-            f"a simulated fleet under {fleet.root} still runs ({', '.join(left)}); run `gpufleet sim down`"
+            f"a simulated fleet under {fleet.root} still runs ({', '.join(left)}); run `gpufleet-sim down`"
         )
     fleet.root.mkdir(parents=True, exist_ok=True)
     log_path = fleet.root / "supervisor.log"
@@ -188,7 +188,7 @@ def reboot(fleet: Fleet, node_name: str, timeout: float = 60.0) -> None:
         problem = supervisor_problem(fleet)
         if problem is not None:
             request.unlink(missing_ok=True)
-            raise SimError(f"cannot reboot {node_name}: {problem}; run `gpufleet sim down`, then `up`")
+            raise SimError(f"cannot reboot {node_name}: {problem}; run `gpufleet-sim down`, then `up`")
         if time.monotonic() > deadline:
             raise SimError(f"{node_name} did not come back within {timeout:.0f} s")
         time.sleep(0.1)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.sim.state import State, present_gpus
+from gpufleet_sim.state import State, present_gpus
 
 Gpu = dict[str, Any]
 

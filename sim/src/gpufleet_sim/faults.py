@@ -1,6 +1,6 @@
-"""The fault registry: `gpufleet sim fault NODE FAULT [--clear]`.
+"""The fault registry: `gpufleet-sim fault NODE FAULT [--clear]`.
 
-A leaf's faults (`gpufleet sim fault leaf01 switch-pfc-off`) are faults_switch.LEAF_FAULTS.
+A leaf's faults (`gpufleet-sim fault leaf01 switch-pfc-off`) are faults_switch.LEAF_FAULTS.
 
 A fault is a pair (inject, clear) of functions taking the node's state and sysfs root.
 Later issues add thermal, BMC and service faults by adding a module's FAULTS here.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.sim import (
+from gpufleet_sim import (
     faults_gpu,
     faults_health,
     faults_rdma,

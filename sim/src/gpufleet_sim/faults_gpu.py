@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs, thermal
-from gpufleet.sim.state import State
+from gpufleet_sim import sysfs, thermal
+from gpufleet_sim.state import State
 
 # What a PDU protection did to the reference node: every GPU capped ~300 W below its request.
 POWER_CAP_DROP_W = 300.0

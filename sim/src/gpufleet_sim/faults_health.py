@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import faults_gpu, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
-from gpufleet.sim.state import State, present_gpus, sysfs_bdf
+from gpufleet_sim import faults_gpu, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
+from gpufleet_sim.state import State, present_gpus, sysfs_bdf
 
 Gpu = dict[str, Any]
 

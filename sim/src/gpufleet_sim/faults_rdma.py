@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import roce_traffic, sysfs_rdma
-from gpufleet.sim.state import State
+from gpufleet_sim import roce_traffic, sysfs_rdma
+from gpufleet_sim.state import State
 
 TUNED_PFC = [1 if prio == sysfs_rdma.ROCE_PRIORITY else 0 for prio in range(8)]
 

@@ -1,6 +1,6 @@
 """Switch and cabling faults: what leaves a host perfect and its RoCE traffic still lossy.
 
-Leaf faults (``gpufleet sim fault leaf01 switch-pfc-off``) edit the leaf's applied NVUE tree
+Leaf faults (``gpufleet-sim fault leaf01 switch-pfc-off``) edit the leaf's applied NVUE tree
 (sim/nvue_state.py), as an operator's ``nv set ... ; nv config apply`` would, so gpufleet's
 switch_qos role can put them back; ``switch-down`` makes the leaf's listener stop answering.
 
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import nvue_state
-from gpufleet.sim.state import State
+from gpufleet_sim import nvue_state
+from gpufleet_sim.state import State
 
 Tree = dict[str, Any]
 LeafFn = Callable[[Tree], None]

@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet.sim import thermal
-from gpufleet.sim.bmc import passwords
-from gpufleet.sim.state import State
+from gpufleet_sim import thermal
+from gpufleet_sim.bmc import passwords
+from gpufleet_sim.state import State
 
 # hot-gpu: the GPU in this physical slot has a mis-seated cold plate (or its TIM pumped out), so
 # it idles at 84 C (T.Limit 1 C, HBM ~96 C) and throttles as soon as it works.

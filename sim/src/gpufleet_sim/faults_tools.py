@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.sim.state import State
+from gpufleet_sim.state import State
 
 NVSMI_OVERSIZED_FIELD = "nvsmi-oversized-field"
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim.state import State, present_gpus, sysfs_bdf
+from gpufleet_sim.state import State, present_gpus, sysfs_bdf
 
 TOPO_FILE = Path("nccl") / "topo.xml"
 _SAVED = "stale-nccl-topo.saved"

@@ -1,10 +1,10 @@
 """The simulated fleet: starts, checks, describes and stops its nodes, their BMCs and their leaves.
 
 A Fleet object owns its node processes and waits on them (PID 1 on these machines does not
-reap orphans). `gpufleet sim up` runs one inside a detached supervisor; tests use it directly.
+reap orphans). `gpufleet-sim up` runs one inside a detached supervisor; tests use it directly.
 Each node's BMC is a process of its own, started and stopped with the node but left running
 when the host reboots, as a real BMC is. Every process it starts is recorded (`processes.py`)
-so that `gpufleet sim status` and `gpufleet sim down` know them without asking the Fleet.
+so that `gpufleet-sim status` and `gpufleet-sim down` know them without asking the Fleet.
 The leaf switches (a pair per 16 nodes, build.py's cabling) are NVUE HTTPS services (sim/nvue.py),
 each on its own loopback address (.211 up) and port 8765, with their own CA under leaves/.
 With `slurm`, a real Slurm cluster (sim/slurm.py) holds the nodes, its daemons started and stopped
@@ -29,8 +29,8 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet.sim import boot, build, node, nvue, processes, slurm, state, toolclient
-from gpufleet.sim.bmc import launch, vault
+from gpufleet_sim import boot, build, node, nvue, processes, slurm, state, toolclient
+from gpufleet_sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
 DEFAULT_DIR = REPO_DIR / ".gpufleet" / "sim"
@@ -38,7 +38,7 @@ GROUP_VARS = REPO_DIR / "inventory" / "sim" / "group_vars"
 _PR_SET_PDEATHSIG = 1
 # Leaf N listens on <subnet>.(LEAF_BASE + N): above every node address (nodes are .2 to .201).
 LEAF_BASE = 210
-# `gpufleet sim reboot` leaves this file in a node directory for the supervisor.
+# `gpufleet-sim reboot` leaves this file in a node directory for the supervisor.
 REBOOT_REQUEST = "reboot.request"
 # How long a fleet may take to come up, from Fleet.up's start to every node, BMC and leaf answering:
 # a fixed part (the client key, the tool client's build with cc, the leaves) and a part per node (its
@@ -247,7 +247,7 @@ class Fleet:
         wait = StartWait.of(allowed, why) if timeout is None else StartWait.of(timeout, "as asked")
         if self.fleet_file.exists():
             raise SimError(
-                f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet sim down`"
+                f"a simulated fleet is already described in {self.fleet_file}; run `gpufleet-sim down`"
             )
         self.root.mkdir(parents=True, exist_ok=True)
         self._client_key()
@@ -343,7 +343,7 @@ class Fleet:
             parts["pidns"] = processes.pid_namespace(init)
             for child in processes.children(init):
                 server = processes.identify(child)
-                if server is not None and b"gpufleet.sim.toolserver" in processes.cmdline(child):
+                if server is not None and b"gpufleet_sim.toolserver" in processes.cmdline(child):
                     parts["toolserver"] = server.as_dict()
         self._save_record()
 
@@ -459,7 +459,7 @@ class Fleet:
     def stop(self) -> list[str]:
         """Kills every node (its PID namespace goes with it) and every BMC, waits for each, then
         makes sure from the record that nothing is left (SIGKILL for what is). Returns what
-        could not be stopped; the fleet's files stay then, for `gpufleet sim down` to try again."""
+        could not be stopped; the fleet's files stay then, for `gpufleet-sim down` to try again."""
         self._stop_nodes(list(self.processes))
         self.processes.clear()
         self._stop_daemons()
@@ -676,7 +676,7 @@ class Fleet:
             }
         }
         header = (
-            "# Written by `gpufleet sim up`; the simulated fleet. Do not edit.\n"
+            "# Written by `gpufleet-sim up`; the simulated fleet. Do not edit.\n"
             f"# BMC passwords are vaulted: ansible needs --vault-password-file {self.vault_password_file}\n"
         )
         text = yaml.dump(inventory, Dumper=vault.InventoryDumper, sort_keys=False)

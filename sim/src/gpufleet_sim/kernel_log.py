@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.sim.state import State, sysfs_bdf
+from gpufleet_sim.state import State, sysfs_bdf
 
 # simulated: an Ubuntu 24.04 HWE kernel of the kind these nodes run
 KERNEL = "6.8.0-60-generic"

@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import kernel_log, sysfs_rdma
-from gpufleet.sim.state import State
+from gpufleet_sim import kernel_log, sysfs_rdma
+from gpufleet_sim.state import State
 
 # Any watch window of 5 s or more sees at least one flap.
 FLAP_PERIOD_S = 4.0

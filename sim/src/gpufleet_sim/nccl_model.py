@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import roce_traffic
-from gpufleet.sim.state import State
+from gpufleet_sim import roce_traffic
+from gpufleet_sim.state import State
 
 Gpu = dict[str, Any]
 

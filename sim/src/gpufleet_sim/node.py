@@ -8,10 +8,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.sim import build, state, sysfs, systemd_targets, toolclient, toolserver
-from gpufleet.sim.tools import INSTALL_DIRS, TOOLS
+from gpufleet_sim import build, state, sysfs, systemd_targets, toolclient, toolserver
+from gpufleet_sim.tools import INSTALL_DIRS, TOOLS
 
-SRC_DIR = Path(__file__).resolve().parents[2]
+SRC_DIR = Path(__file__).resolve().parents[1]
 # The fake tools run on the node's own interpreter, as a real node's would.
 NODE_PYTHON = "/usr/bin/python3"
 SSHD = "/usr/sbin/sshd"
@@ -54,7 +54,7 @@ def _tool_wrapper(command: str, node_dir: Path) -> str:
         "import os, sys\n"
         f"os.environ['GPUFLEET_SIM_NODE_DIR'] = {str(node_dir)!r}\n"
         f"sys.path.insert(0, {str(SRC_DIR)!r})\n"
-        "from gpufleet.sim.tools import run\n"
+        "from gpufleet_sim.tools import run\n"
         f"sys.exit(run({command!r}, {str(node_dir)!r}))\n"
     )
 
@@ -172,7 +172,7 @@ def launch_argv(spec: NodeSpec) -> list[str]:
             "mkdir -p /run/systemd/system",
             "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             # the fake tools' fork server (a speed-up: the tools run without it too)
-            f"PYTHONPATH={shlex.quote(str(SRC_DIR))} {NODE_PYTHON} -sS -m gpufleet.sim.toolserver "
+            f"PYTHONPATH={shlex.quote(str(SRC_DIR))} {NODE_PYTHON} -sS -m gpufleet_sim.toolserver "
             f"{shlex.quote(str(d))} </dev/null >>{shlex.quote(str(d / 'toolserver.log'))} 2>&1 &",
             # boot: every enabled unit, in order, before the node is reachable
             "/usr/local/sbin/systemctl __boot",

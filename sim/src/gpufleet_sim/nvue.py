@@ -39,7 +39,7 @@ body was found public). Not modelled: DELETE on a configuration path, ``?rev=pen
 ``?view=``. Passwords are never logged: the access
 log prints method, path and status only.
 
-Run: ``python -m gpufleet.sim.nvue --state S --address 127.0.0.2 --port 8765 --cert C --key K``;
+Run: ``python -m gpufleet_sim.nvue --state S --address 127.0.0.2 --port 8765 --cert C --key K``;
 ``prepare()`` writes a new switch's state file, certificate and key (signed by a CA made once per
 directory) and returns its password.
 """
@@ -59,9 +59,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpufleet.sim import https_service, nvue_model, nvue_state
-from gpufleet.sim.bmc import passwords, tls
-from gpufleet.sim.https_service import context_for
+from gpufleet_sim import https_service, nvue_model, nvue_state
+from gpufleet_sim.bmc import passwords, tls
+from gpufleet_sim.https_service import context_for
 
 # NVUE's REST port on Cumulus Linux (NVUE API page: "the default port 8765").
 PORT = 8765
@@ -367,7 +367,7 @@ class Listener:
 
 def issue_certificate(directory: Path, hostname: str, address: str) -> tuple[Path, Path]:
     """(certificate, key) for switch ``hostname`` at ``address``, signed by the directory's CA
-    (``gpufleet.sim.bmc.tls``: the fleet's one CA), naming the address and the hostname."""
+    (``gpufleet_sim.bmc.tls``: the fleet's one CA), naming the address and the hostname."""
     return tls.issue(directory, hostname, address, dns_name=hostname)
 
 
@@ -396,7 +396,7 @@ def argv(directory: Path, hostname: str, address: str) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "gpufleet.sim.nvue",
+        "gpufleet_sim.nvue",
         "--state",
         str(state_file(directory, hostname)),
         "--address",

@@ -64,8 +64,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import nvue_model
-from gpufleet.sim import state as sim_state
+from gpufleet_sim import nvue_model
+from gpufleet_sim import state as sim_state
 
 State = dict[str, Any]
 Tree = dict[str, Any]
@@ -204,7 +204,7 @@ def new_state(
 ) -> State:
     """A healthy leaf: RoCE lossless, every port up at MTU 9216.
 
-    ``password_record`` is ``gpufleet.sim.bmc.passwords.hashed(...)``: the file never holds the
+    ``password_record`` is ``gpufleet_sim.bmc.passwords.hashed(...)``: the file never holds the
     password. ``lldp`` is the identity the switch advertises (lldpd's chassis name and id, and each
     port's ifname id and description), kept here for the nodes' ``lldpctl`` to report.
     """

@@ -3,8 +3,8 @@
 The fleet writes `processes.json` whenever it starts or loses a process: for each node its
 `unshare` (the host-side parent), the node's PID 1 (its sshd), the node's tool server, its
 PID namespace and its BMC, each pid with its start time (pids get reused: a recorded pid is
-only ours while its start time matches). `gpufleet sim status` reads it to tell a dead node
-from a live one; `gpufleet sim down` reads it to stop whatever is left when the supervisor is
+only ours while its start time matches). `gpufleet-sim status` reads it to tell a dead node
+from a live one; `gpufleet-sim down` reads it to stop whatever is left when the supervisor is
 gone or did not manage, and to verify that nothing is.
 """
 

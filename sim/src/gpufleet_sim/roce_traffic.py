@@ -49,8 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import link_flap, nvue_state, sysfs_rdma, thermal
-from gpufleet.sim.state import State, locked, present_gpus
+from gpufleet_sim import link_flap, nvue_state, sysfs_rdma, thermal
+from gpufleet_sim.state import State, locked, present_gpus
 
 Tree = dict[str, Any]
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.tools import systemd_units
-from gpufleet.sim.tools.vllm import WILDCARDS
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools import systemd_units
+from gpufleet_sim.tools.vllm import WILDCARDS
 
 REQUEST_TIMEOUT_S = 30.0
 # After a failure a client waits this long before its next try (an instance still loading).

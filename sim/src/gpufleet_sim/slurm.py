@@ -1,4 +1,4 @@
-"""A real Slurm cluster for a simulated fleet (`gpufleet sim up --slurm`): Debian's munged, slurmctld
+"""A real Slurm cluster for a simulated fleet (`gpufleet-sim up --slurm`): Debian's munged, slurmctld
 and one slurmd per simulated node, each node registered under its own name at its own address.
 
 Real daemons, not a stand-in: the drain role's `scontrol update` and node_facts' `scontrol show
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from gpufleet.sim.ports import free_port
+from gpufleet_sim.ports import free_port
 
 MUNGED = "/usr/sbin/munged"
 SLURMCTLD = "/usr/sbin/slurmctld"
@@ -93,7 +93,7 @@ class SlurmCluster:
     def _conf_text(self, members: list[SlurmNode], controller_port: int) -> str:
         host = socket.gethostname().split(".")[0]
         lines = [
-            "# Written by `gpufleet sim up --slurm` for this simulated fleet.",
+            "# Written by `gpufleet-sim up --slurm` for this simulated fleet.",
             "ClusterName=gpufleet-sim",
             f"SlurmctldHost={host}(127.0.0.1)",
             f"SlurmctldPort={controller_port}",

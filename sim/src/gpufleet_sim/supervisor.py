@@ -1,7 +1,7 @@
-"""Keeps a simulated fleet alive after `gpufleet sim up` returns, and stops it on SIGTERM.
+"""Keeps a simulated fleet alive after `gpufleet-sim up` returns, and stops it on SIGTERM.
 
-It owns the node processes (and so reaps them); `gpufleet sim down` signals it. A node that
-dies is recorded as down (what died, how) and stays down until `gpufleet sim reboot` starts it
+It owns the node processes (and so reaps them); `gpufleet-sim down` signals it. A node that
+dies is recorded as down (what died, how) and stays down until `gpufleet-sim reboot` starts it
 again; nothing a node or a request does ends the supervisor before `sim down` asks it to.
 """
 
@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gpufleet.sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
+from gpufleet_sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
 
 
 def _reboot(fleet: Fleet, request: Path) -> None:
-    """`gpufleet sim reboot` asks by file; the answer replaces it ("ok" or the error)."""
+    """`gpufleet-sim reboot` asks by file; the answer replaces it ("ok" or the error)."""
     name = request.parent.name
     try:
         fleet.reboot(name)

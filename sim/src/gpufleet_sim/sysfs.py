@@ -13,8 +13,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs_rdma
-from gpufleet.sim.state import State, sysfs_bdf
+from gpufleet_sim import sysfs_rdma
+from gpufleet_sim.state import State, sysfs_bdf
 
 _LINK_SPEED = {4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 _CLASS_GPU = "0x030200"  # 3D controller: how SXM datacenter GPUs enumerate

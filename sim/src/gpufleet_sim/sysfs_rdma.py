@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim.state import State
+from gpufleet_sim.state import State
 
 # The tuned fleet node (DESIGN.md): RoCE on priority 3, lossless, DSCP 26 marked as ToS 106.
 ROCE_PRIORITY = 3

@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.sim.state import State
+from gpufleet_sim.state import State
 
 Gpu = dict[str, Any]
 

@@ -1,4 +1,4 @@
-/* The native client of a simulated node's tool server (gpufleet.sim.toolserver).
+/* The native client of a simulated node's tool server (gpufleet_sim.toolserver).
  *
  * A fake tool on a node's PATH used to be a Python script that only handed the server its argv and
  * its stdin/stdout/stderr: ~12 ms of CPU per call to start Python, half of what a served call costs,

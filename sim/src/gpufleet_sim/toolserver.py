@@ -27,7 +27,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from gpufleet.sim.tools import TOOLS, run
+from gpufleet_sim.tools import TOOLS, run
 
 SERVED = (
     "nvidia-smi",
@@ -60,11 +60,11 @@ def client_source(command: str, node_dir: Path, src_dir: Path, python: str) -> s
     sock = str(socket_path(node_dir))
     return f"""#!{python} -sS
 import os, sys, _socket
-# Fake {command} of a simulated node: the node's tool server runs it (gpufleet.sim.toolserver).
+# Fake {command} of a simulated node: the node's tool server runs it (gpufleet_sim.toolserver).
 def _local():
     os.environ['GPUFLEET_SIM_NODE_DIR'] = {str(node_dir)!r}
     sys.path.insert(0, {str(src_dir)!r})
-    from gpufleet.sim.tools import run
+    from gpufleet_sim.tools import run
     sys.exit(run({command!r}, {str(node_dir)!r}))
 s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
 try:
@@ -108,7 +108,7 @@ def _serve_one(conn: socket.socket, node_dir: Path) -> int | None:
     if command not in SERVED:
         sys.stderr.write(f"{command}: not served by the tool server\n")
         return 2
-    served = getattr(importlib.import_module(f"gpufleet.sim.tools.{TOOLS[command]}"), "served", None)
+    served = getattr(importlib.import_module(f"gpufleet_sim.tools.{TOOLS[command]}"), "served", None)
     if served is not None and not served(args):
         return None
     sys.argv = [command, *args]
@@ -142,7 +142,7 @@ def serve(node_dir: Path) -> None:
     """Listen on the node's socket and fork a child per call; never returns."""
     os.environ["GPUFLEET_SIM_NODE_DIR"] = str(node_dir)
     for command in SERVED:
-        importlib.import_module(f"gpufleet.sim.tools.{TOOLS[command]}")
+        importlib.import_module(f"gpufleet_sim.tools.{TOOLS[command]}")
     # Reap each call's child as it exits (not SIG_IGN: reaped children's CPU time then counts in
     # the server's, so the node's CPU can be measured from its process tree).
     signal.signal(signal.SIGCHLD, _reap)

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import nvue
+from gpufleet_sim import nvue
 
 
 @dataclass

@@ -24,9 +24,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi impor
     parse_query_csv,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_in as bi
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import nvidia_smi
 
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import nvidia_smi
 from tests.unit.local_server import LocalServer
 
 LOAD_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric_path, lldp
-
-from gpufleet.sim import nvue_state
+from gpufleet_sim import nvue_state
 
 LLDP_CAPTURE = "lldp/unifabric-5nic-sonic-leaves-lldpctl-json0.json"
 HOST = {"roce_dscp": 26, "cnp_dscp": 48, "priority": 3, "mtu": 4200}

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_desired, nvidia_smi
-
-from gpufleet.sim import build, faults_gpu, state
-from gpufleet.sim.tools import nvsmi_topo, nvsmi_xml
+from gpufleet_sim import build, faults_gpu, state
+from gpufleet_sim.tools import nvsmi_topo, nvsmi_xml
 
 UUID_A = "GPU-00000000-0000-0000-0000-00000000000a"
 UUID_B = "GPU-00000000-0000-0000-0000-00000000000b"

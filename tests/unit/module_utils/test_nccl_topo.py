@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
-
-from gpufleet.sim import build, faults_gpu, faults_topo, state, sysfs
-from gpufleet.sim.tools import nvsmi_topo
+from gpufleet_sim import build, faults_gpu, faults_topo, state, sysfs
+from gpufleet_sim.tools import nvsmi_topo
 
 REAL = {
     "nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml": {"cpus": 2, "gpus": 8, "nics": 8, "nets": 8},
@@ -231,7 +230,7 @@ def test_real_files_compare_against_a_node_without_error(read_fixture, tmp_path:
 
 def test_a_down_port_leaves_its_speed_to_nccl(tmp_path: Path) -> None:
     node_dir, node_state = sim_node(tmp_path)
-    from gpufleet.sim import sysfs_rdma
+    from gpufleet_sim import sysfs_rdma
 
     sysfs_rdma.set_link(node_state, node_state["nics"][0], node_dir / "sys", False)
     state.save(node_dir, node_state)

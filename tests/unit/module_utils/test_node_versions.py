@@ -10,8 +10,8 @@ from unittest import mock
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from gpufleet_sim import faults_health
 
-from gpufleet.sim import faults_health
 from tests.unit.modules.simnode import SMI, SimNode
 from tests.unit.sim_versions import versions
 

@@ -13,9 +13,9 @@ from urllib.parse import quote
 import pytest
 from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client as nc
+from gpufleet_sim import faults_switch, nvue, nvue_state
+from gpufleet_sim.ports import free_port
 
-from gpufleet.sim import faults_switch, nvue, nvue_state
-from gpufleet.sim.ports import free_port
 from tests.unit.module_utils.conftest import Leaf
 
 

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_desired as rd
-
-from gpufleet.sim.tools import ethtool
+from gpufleet_sim.tools import ethtool
 
 ON3 = [1 if p == 3 else 0 for p in range(8)]
 TUNED = {"global_pause": False, "trust": "dscp", "pfc": [3], "ecn_np": [3], "ecn_rp": [3], "cnp_dscp": 48}

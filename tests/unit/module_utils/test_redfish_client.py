@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import redfish_client as rf
+from gpufleet_sim.bmc import tls as sim_tls
+from gpufleet_sim.https_service import context_for
+from gpufleet_sim.ports import free_port
 
-from gpufleet.sim.bmc import tls as sim_tls
-from gpufleet.sim.https_service import context_for
-from gpufleet.sim.ports import free_port
 from tests.unit.local_server import LocalServer
 
 DMTF = "redfish/dmtf"
@@ -853,7 +853,7 @@ def test_error_messages(body: bytes, expected: list[tuple[str, str]]) -> None:
 
 def test_error_messages_of_the_simulated_bmc_s_session_limit() -> None:
     """The simulated BMC answers a login past its session limit with DMTF's Base registry message."""
-    from gpufleet.sim.bmc import errors
+    from gpufleet_sim.bmc import errors
 
     answer = errors.body("SessionLimitExceeded")
     [(message_id, message)] = rf.error_messages(json.dumps(answer).encode())

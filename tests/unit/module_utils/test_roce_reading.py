@@ -12,8 +12,8 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_bandwidth
 from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters, roce_reading
+from gpufleet_sim import sysfs_rdma
 
-from gpufleet.sim import sysfs_rdma
 from tests.unit.modules import rocenode
 from tests.unit.modules.rocenode import ETHTOOL, RoceNode
 

@@ -8,9 +8,9 @@ import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client
+from gpufleet_sim import faults_switch, nvue_state
+from gpufleet_sim.bmc import tls
 
-from gpufleet.sim import faults_switch, nvue_state
-from gpufleet.sim.bmc import tls
 from tests.unit.module_utils.conftest import Leaf
 
 ECN = "qos/congestion-control/default-global/traffic-class/3/ecn"

@@ -15,8 +15,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_healt
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions, watch
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
+from gpufleet_sim import faults
 
-from gpufleet.sim import faults
 from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SimNode
 

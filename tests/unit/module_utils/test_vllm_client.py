@@ -6,8 +6,8 @@ import json
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient, model_ids
+from gpufleet_sim.ports import free_port
 
-from gpufleet.sim.ports import free_port
 from tests.unit.module_utils.test_burn_in import FakeVllm
 
 

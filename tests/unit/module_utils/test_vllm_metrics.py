@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics as vm
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import vllm_engine, vllm_exposition
 
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import vllm_engine, vllm_exposition
 from tests.unit.sim.test_vllm_standin import config as standin_config
 from tests.unit.sim.test_vllm_standin import uuids as standin_gpus
 

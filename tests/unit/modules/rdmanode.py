@@ -14,8 +14,7 @@ from typing import Any, TypeVar
 import pytest
 from ansible.module_utils import basic
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
-
-from gpufleet.sim import build, faults_rdma, state, sysfs_rdma
+from gpufleet_sim import build, faults_rdma, state, sysfs_rdma
 
 BIN = "/usr/sbin"
 

@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
-
-from gpufleet.sim import build, faults_rdma, nvue, nvue_state, state, sysfs, sysfs_rdma, thermal
-from gpufleet.sim.tools import ethtool
+from gpufleet_sim import build, faults_rdma, nvue, nvue_state, state, sysfs, sysfs_rdma, thermal
+from gpufleet_sim.tools import ethtool
 
 ETHTOOL = "/usr/sbin/ethtool"
 START = 1_800_000_000.0

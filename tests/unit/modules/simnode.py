@@ -14,10 +14,10 @@ from typing import Any
 from unittest import mock
 
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from gpufleet_sim import build, state, sysfs
+from gpufleet_sim.tools import nvidia_smi
+from gpufleet_sim.tools import nvsmi_common as c
 
-from gpufleet.sim import build, state, sysfs
-from gpufleet.sim.tools import nvidia_smi
-from gpufleet.sim.tools import nvsmi_common as c
 from tests.unit.modules import harness
 
 SMI = "/usr/bin/nvidia-smi"

@@ -18,9 +18,9 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as smi_queries
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
+from gpufleet_sim import build, faults_gpu, faults_health, kernel_log, state
+from gpufleet_sim.tools import dmesg, nvidia_smi
 
-from gpufleet.sim import build, faults_gpu, faults_health, kernel_log, state
-from gpufleet.sim.tools import dmesg, nvidia_smi
 from tests.unit.module_utils.test_burn_in import FakeVllm
 from tests.unit.modules import harness, rocenode
 

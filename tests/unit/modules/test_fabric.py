@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.modules import fabric
+from gpufleet_sim import faults_switch, nvue_state, state
+from gpufleet_sim.tools import lldpctl
 
-from gpufleet.sim import faults_switch, nvue_state, state
-from gpufleet.sim.tools import lldpctl
 from tests.unit.modules import harness, rdmanode
 
 HOST = {"roce_dscp": 26, "cnp_dscp": 48, "priority": 3, "mtu": 4200}

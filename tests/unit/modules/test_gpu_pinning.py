@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.modules import gpu_pinning
+from gpufleet_sim import faults_gpu, state
 
-from gpufleet.sim import faults_gpu, state
 from tests.unit.modules.simnode import SMI, SimNode, run_module
 
 QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_power as power_role
 from ansible_collections.gpufleet.node.plugins.modules import gpu_power
+from gpufleet_sim import faults_gpu, state
+from gpufleet_sim import node as sim_node
 
-from gpufleet.sim import faults_gpu, state
-from gpufleet.sim import node as sim_node
 from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SYSTEMCTL, UNIT, SimNode, run_module
 

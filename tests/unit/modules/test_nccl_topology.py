@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, nccl_topology_check
+from gpufleet_sim import faults_gpu, faults_rdma, faults_topo
 
-from gpufleet.sim import faults_gpu, faults_rdma, faults_topo
 from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 
 QUERY = [SMI, "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"]

@@ -14,8 +14,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_top
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
+from gpufleet_sim import faults
 
-from gpufleet.sim import faults
 from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SimNode, run_module, topology_node
 

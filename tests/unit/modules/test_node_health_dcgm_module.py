@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.modules import node_health
+from gpufleet_sim import faults
+from gpufleet_sim.tools import dcgmi
 
-from gpufleet.sim import faults
-from gpufleet.sim.tools import dcgmi
 from tests.unit.modules import harness
 from tests.unit.modules.simnode import SMI, SimNode
 

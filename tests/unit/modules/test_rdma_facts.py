@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.modules import rdma_facts
+from gpufleet_sim import state
+from gpufleet_sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxlink
 
-from gpufleet.sim import state
-from gpufleet.sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxlink
 from tests.unit.modules import harness, rdmanode
 
 TOOLS: dict[str, Any] = {

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.modules import rdma_link
+from gpufleet_sim import state
+from gpufleet_sim.tools import cma_roce_mode, mlxconfig, mlxlink
 
-from gpufleet.sim import state
-from gpufleet.sim.tools import cma_roce_mode, mlxconfig, mlxlink
 from tests.unit.modules import harness, rdmanode
 
 TOOLS: dict[str, Any] = {"mlxconfig": mlxconfig, "cma_roce_mode": cma_roce_mode, "mlxlink": mlxlink}

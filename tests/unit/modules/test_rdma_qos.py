@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import rdma_qos
+from gpufleet_sim import state
+from gpufleet_sim.tools import ethtool, mlnx_qos
 
-from gpufleet.sim import state
-from gpufleet.sim.tools import ethtool, mlnx_qos
 from tests.unit.modules import harness, rdmanode
 
 TOOLS: dict[str, Any] = {"mlnx_qos": mlnx_qos, "ethtool": ethtool}

@@ -14,8 +14,8 @@ from ansible.module_utils.urls import open_url
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client
 from ansible_collections.gpufleet.node.plugins.modules import switch_qos
+from gpufleet_sim import faults_switch, nvue, nvue_state
 
-from gpufleet.sim import faults_switch, nvue, nvue_state
 from tests.unit.modules.harness import run_module
 
 

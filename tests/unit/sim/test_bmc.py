@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
-
-from gpufleet.sim import build, faults, state, thermal
-from gpufleet.sim.bmc import accounts, errors, launch, odata, query, resources, server, vault
+from gpufleet_sim import build, faults, state, thermal
+from gpufleet_sim.bmc import accounts, errors, launch, odata, query, resources, server, vault
 
 MOCKUPS = "redfish/dmtf"
 SERVER = f"{MOCKUPS}/public-liquid-cooled-server/Chassis/1U"

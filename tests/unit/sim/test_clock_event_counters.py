@@ -13,9 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as parser
-
-from gpufleet.sim import build, faults, faults_gpu, faults_thermal, state, thermal
-from gpufleet.sim.tools import nvidia_smi, nvsmi_common
+from gpufleet_sim import build, faults, faults_gpu, faults_thermal, state, thermal
+from gpufleet_sim.tools import nvidia_smi, nvsmi_common
 
 COUNTERS = (
     "sw_power_cap",

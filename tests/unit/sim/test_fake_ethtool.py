@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
-
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import ethtool
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import ethtool
 
 
 @pytest.fixture

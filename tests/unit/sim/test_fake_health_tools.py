@@ -17,8 +17,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     xid,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
-
-from gpufleet.sim import (
+from gpufleet_sim import (
     boot,
     build,
     faults,
@@ -30,8 +29,9 @@ from gpufleet.sim import (
     sysfs,
     thermal,
 )
-from gpufleet.sim.tools import dmesg, ethtool
-from gpufleet.sim.tools import nvidia_smi as fake_smi
+from gpufleet_sim.tools import dmesg, ethtool
+from gpufleet_sim.tools import nvidia_smi as fake_smi
+
 from tests.unit.sim.fake_node import copy_node, node_fixture, run
 
 PCIE_FIELDS = [

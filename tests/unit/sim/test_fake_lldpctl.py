@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import lldpctl
 
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import lldpctl
 from tests.json_shape import key_paths
 from tests.unit.mutations import FIXTURES
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import dcgm
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests
+from gpufleet_sim import build, faults, faults_switch, nccl_model, node, nvue, state, sysfs, thermal
+from gpufleet_sim.tools import all_reduce_perf, dcgmi
 
-from gpufleet.sim import build, faults, faults_switch, nccl_model, node, nvue, state, sysfs, thermal
-from gpufleet.sim.tools import all_reduce_perf, dcgmi
 from tests.unit.sim.fake_node import copy_node, node_fixture, run
 
 FIXTURE = (

@@ -14,9 +14,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from gpufleet.sim import build, faults, faults_tools, state
-from gpufleet.sim.tools import nvidia_smi
+from gpufleet_sim import build, faults, faults_tools, state
+from gpufleet_sim.tools import nvidia_smi
 
 Run = Callable[..., tuple[int, str]]
 
@@ -275,7 +274,7 @@ def test_csv_header_is_the_real_header_for_every_field_both_know(
     smi: Run, h100: Path, read_fixture: Callable[[str], str]
 ) -> None:
     real = real_csv_headers(read_fixture)
-    from gpufleet.sim.tools.nvsmi_csv import FIELDS
+    from gpufleet_sim.tools.nvsmi_csv import FIELDS
 
     shared = [f.names[0] for f in FIELDS if f.names[0] in real]
     assert set(BRIEF_FIELDS.split(",")) <= set(shared)
@@ -548,10 +547,10 @@ NODE_PYTHON = "/usr/bin/python3"  # what runs the tools inside a node: 3.11, std
 
 
 def test_runs_on_the_node_python_with_the_stdlib_only(b300: Path, tmp_path: Path) -> None:
-    src = Path(nvidia_smi.__file__).resolve().parents[3]
+    src = Path(nvidia_smi.__file__).resolve().parents[2]
     script = (
         "import sys; from pathlib import Path; sys.modules['yaml'] = None\n"
-        "from gpufleet.sim.tools import nvidia_smi\n"
+        "from gpufleet_sim.tools import nvidia_smi\n"
         "sys.exit(nvidia_smi.main(sys.argv[2:], Path(sys.argv[1])))\n"
     )
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(src)}

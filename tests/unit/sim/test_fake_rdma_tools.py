@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from gpufleet_sim import faults_rdma, state, sysfs_rdma
+from gpufleet_sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink
 
-from gpufleet.sim import faults_rdma, state, sysfs_rdma
-from gpufleet.sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink
 from tests.unit.modules import rdmanode
 from tests.unit.mutations import FIXTURES
 

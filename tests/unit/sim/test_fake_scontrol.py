@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
+from gpufleet_sim import build, slurm, state
+from gpufleet_sim.tools import scontrol
 
-from gpufleet.sim import build, slurm, state
-from gpufleet.sim.tools import scontrol
 from tests.unit.sim.fake_node import run
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "slurm"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import build, faults, state, sysfs
+from gpufleet_sim import build, faults, state, sysfs
 
 
 @pytest.fixture

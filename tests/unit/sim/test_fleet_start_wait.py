@@ -10,10 +10,9 @@ from typing import Any
 
 import paramiko
 import pytest
-
-from gpufleet.sim import control
-from gpufleet.sim import fleet as fleet_mod
-from gpufleet.sim.fleet import Fleet, FleetConfig, SimError, StartWait
+from gpufleet_sim import control
+from gpufleet_sim import fleet as fleet_mod
+from gpufleet_sim.fleet import Fleet, FleetConfig, SimError, StartWait
 
 
 class Clock:

@@ -18,8 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-
-from gpufleet.sim import faults_switch, nvue, nvue_state
+from gpufleet_sim import faults_switch, nvue, nvue_state
 
 APPLY = {"state": "apply", "auto-prompt": {"ays": "ays_yes"}}
 
@@ -172,7 +171,7 @@ def test_every_request_needs_the_account(leaf: Leaf) -> None:
 
 
 def test_a_password_change_in_the_state_takes_effect_at_once(leaf: Leaf) -> None:
-    from gpufleet.sim.bmc import passwords
+    from gpufleet_sim.bmc import passwords
 
     with nvue_state.locked(leaf.state) as current:
         current["api"].update(passwords.hashed("rotated-password"))
@@ -502,7 +501,7 @@ def test_the_command_line_serves_on_a_loopback_address_and_logs_no_password(tmp_
     with socket.socket() as sock:
         sock.bind(("127.0.0.2", 0))
         port = sock.getsockname()[1]
-    argv = [sys.executable, "-m", "gpufleet.sim.nvue", "--state", str(nvue.state_file(directory, "leaf02"))]
+    argv = [sys.executable, "-m", "gpufleet_sim.nvue", "--state", str(nvue.state_file(directory, "leaf02"))]
     argv += ["--address", "127.0.0.2", "--port", str(port)]
     argv += ["--cert", str(directory / "leaf02.pem"), "--key", str(directory / "leaf02-key.pem")]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)

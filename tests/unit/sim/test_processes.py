@@ -18,9 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import control, processes
-from gpufleet.sim.fleet import Fleet, SimError
+from gpufleet_sim import control, processes
+from gpufleet_sim.fleet import Fleet, SimError
 
 STUBBORN = (
     "import signal, sys, time\n"

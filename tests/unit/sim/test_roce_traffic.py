@@ -17,9 +17,8 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
-
-from gpufleet.sim import build, nvue, nvue_state, roce_traffic, state, sysfs, sysfs_rdma, thermal
-from gpufleet.sim.tools import ethtool
+from gpufleet_sim import build, nvue, nvue_state, roce_traffic, state, sysfs, sysfs_rdma, thermal
+from gpufleet_sim.tools import ethtool
 
 T0 = 1_000_000.0
 WINDOW = 10.0

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as parser
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
-
-from gpufleet.sim import build, faults, faults_switch, nvue, roce_traffic, serving, state, sysfs, sysfs_rdma
-from gpufleet.sim.tools import nvidia_smi, vllm_engine, vllm_http
+from gpufleet_sim import build, faults, faults_switch, nvue, roce_traffic, serving, state, sysfs, sysfs_rdma
+from gpufleet_sim.tools import nvidia_smi, vllm_engine, vllm_http
 
 QUERY = "uuid,enforced.power.limit,clocks_event_reasons.active,clocks_event_reasons_counters.sw_power_cap"
 CONFIG = vllm_engine.Config(

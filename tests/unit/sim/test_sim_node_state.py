@@ -6,8 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import build, faults, state, sysfs
+from gpufleet_sim import build, faults, state, sysfs
 
 
 @pytest.fixture

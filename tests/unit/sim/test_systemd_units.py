@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim.tools import systemd_service as service
-from gpufleet.sim.tools import systemd_units as units
+from gpufleet_sim.tools import systemd_service as service
+from gpufleet_sim.tools import systemd_units as units
 
 TEMPLATE = """[Unit]
 Description=vLLM instance %i

@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import boot, build, faults, faults_thermal, state, sysfs, thermal
-from gpufleet.sim.tools import nvidia_smi
+from gpufleet_sim import boot, build, faults, faults_thermal, state, sysfs, thermal
+from gpufleet_sim.tools import nvidia_smi
 
 Node = state.State
 QUERY = "index,temperature.gpu,temperature.memory,temperature.gpu.tlimit,utilization.gpu,clocks.sm,power.draw"

@@ -8,8 +8,8 @@ of the real trace's, so a change that drifts the model away from the capture fai
 from __future__ import annotations
 
 import pytest
+from gpufleet_sim import build, thermal
 
-from gpufleet.sim import build, thermal
 from tests.unit.sim.thermal_trace import Figures, Sample, figures, real_trace
 
 SAMPLE_S = 0.23

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_in
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal import thermal_verdict as tv
-
-from gpufleet.sim import build, faults_thermal, state, thermal
-from gpufleet.sim.tools import nvsmi_common
+from gpufleet_sim import build, faults_thermal, state, thermal
+from gpufleet_sim.tools import nvsmi_common
 
 # The burn-in's load: each instance's 4 requests in flight (the module's default concurrency) on
 # every GPU; the instances start a minute after the idle gate (vLLM, the NCCL test).

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from gpufleet.sim import node, toolclient, toolserver
+from gpufleet_sim import node, toolclient, toolserver
 
 CALLS = [
     ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,compute_cap", "--format=csv,noheader"],
@@ -45,7 +44,7 @@ def node_dir(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
 def server(node_dir: Path) -> Iterator[subprocess.Popen[bytes]]:
     env = dict(os.environ, PYTHONPATH=str(node.SRC_DIR))
     proc = subprocess.Popen(
-        [node.NODE_PYTHON, "-sS", "-m", "gpufleet.sim.toolserver", str(node_dir)], env=env
+        [node.NODE_PYTHON, "-sS", "-m", "gpufleet_sim.toolserver", str(node_dir)], env=env
     )
     deadline = time.monotonic() + 20
     while not toolserver.socket_path(node_dir).exists():

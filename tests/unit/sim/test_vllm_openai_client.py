@@ -12,13 +12,13 @@ from pathlib import Path
 
 import openai
 import pytest
+from gpufleet_sim import build, state
+from gpufleet_sim.tools import vllm_engine, vllm_openai
+from gpufleet_sim.tools.vllm_engine import filler
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser as openmetrics_parser
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpufleet.sim import build, state
-from gpufleet.sim.tools import vllm_engine, vllm_openai
-from gpufleet.sim.tools.vllm_engine import filler
 from tests.unit.sim.test_vllm_standin import Api, config, serving
 
 HISTOGRAMS = (

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import build, faults, state, thermal
+from gpufleet_sim.ports import free_port
+from gpufleet_sim.tools import vllm, vllm_engine, vllm_exposition, vllm_http
 
-from gpufleet.sim import build, faults, state, thermal
-from gpufleet.sim.ports import free_port
-from gpufleet.sim.tools import vllm, vllm_engine, vllm_exposition, vllm_http
-
-SRC = Path(__file__).resolve().parents[3] / "src"
+SRC = Path(__file__).resolve().parents[3] / "sim" / "src"
 NODE_PYTHON = "/usr/bin/python3"
 FIXTURES = (
     "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom",
@@ -272,7 +271,7 @@ def test_cuda_visible_devices_selection(node_dir: Path) -> None:
 
 def command(node_dir: Path, *args: str, devices: str | None) -> subprocess.Popen[str]:
     code = f"import sys; sys.path.insert(0, {str(SRC)!r}); from pathlib import Path; "
-    code += "from gpufleet.sim.tools import vllm; "
+    code += "from gpufleet_sim.tools import vllm; "
     code += f"sys.exit(vllm.main(sys.argv[1:], Path({str(node_dir)!r})))"
     env = {"PATH": os.environ["PATH"]} | ({"CUDA_VISIBLE_DEVICES": devices} if devices is not None else {})
     return subprocess.Popen(

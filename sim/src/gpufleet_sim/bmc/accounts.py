@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from gpufleet.sim.bmc.payloads import Resource, collection, link, status
-from gpufleet.sim.state import State
+from gpufleet_sim.bmc.payloads import Resource, collection, link, status
+from gpufleet_sim.state import State
 
 ACCOUNT_SERVICE = "/redfish/v1/AccountService"
 ROLES = f"{ACCOUNT_SERVICE}/Roles"

@@ -6,8 +6,8 @@ import socket
 import sys
 from pathlib import Path
 
-from gpufleet.sim import state
-from gpufleet.sim.bmc import passwords, tls
+from gpufleet_sim import state
+from gpufleet_sim.bmc import passwords, tls
 
 PORT = 443
 # The BMC account the sim creates on every node (DMTF mockups and OpenBMC use "root"/"admin").
@@ -28,7 +28,7 @@ def argv(bmc_dir: Path, name: str, address: str, node_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "gpufleet.sim.bmc.server",
+        "gpufleet_sim.bmc.server",
         "--node-dir",
         str(node_dir),
         "--address",

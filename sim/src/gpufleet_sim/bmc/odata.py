@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from gpufleet.sim.bmc.payloads import Resource
+from gpufleet_sim.bmc.payloads import Resource
 
 ROOT = "/redfish/v1"
 SERVICE_DOCUMENT = f"{ROOT}/odata"

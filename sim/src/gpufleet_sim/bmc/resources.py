@@ -22,10 +22,10 @@ from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
-from gpufleet.sim import thermal
-from gpufleet.sim.bmc import accounts, query
-from gpufleet.sim.bmc.payloads import Resource, collection, link, status
-from gpufleet.sim.state import State
+from gpufleet_sim import thermal
+from gpufleet_sim.bmc import accounts, query
+from gpufleet_sim.bmc.payloads import Resource, collection, link, status
+from gpufleet_sim.state import State
 
 ROOT = "/redfish/v1"
 CHASSIS = f"{ROOT}/Chassis/1"

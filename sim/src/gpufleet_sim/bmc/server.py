@@ -5,7 +5,7 @@ refused) and drops every session, as a BMC that hangs or resets does; "up" opens
 Credentials are checked against the state's salted hash on every request, so a password change
 (the `bmc-bad-credentials` fault) takes effect at once.
 
-Run: python -m gpufleet.sim.bmc.server --node-dir D --address A --port 443 --cert C --key K
+Run: python -m gpufleet_sim.bmc.server --node-dir D --address A --port 443 --cert C --key K
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import https_service
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.bmc import errors, odata, passwords, query, resources
-from gpufleet.sim.https_service import context_for
+from gpufleet_sim import https_service
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.bmc import errors, odata, passwords, query, resources
+from gpufleet_sim.https_service import context_for
 
 SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
 # DSP0266 lets a client create a session by POST to the collection or to its Members property.

@@ -65,7 +65,7 @@ def calls(node_dir: Path, command: str | None = None) -> list[list[str]]:
 
 
 def run(command: str, node_dir: str) -> int:
-    module = importlib.import_module(f"gpufleet.sim.tools.{TOOLS[command]}")
+    module = importlib.import_module(f"gpufleet_sim.tools.{TOOLS[command]}")
     log_call(Path(node_dir), [command, *sys.argv[1:]])
     code: int = module.main(sys.argv[1:], Path(node_dir))
     return code

@@ -29,9 +29,9 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gpufleet.sim import nccl_model, thermal
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.state import State, present_gpus
+from gpufleet_sim import nccl_model, thermal
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.state import State, present_gpus
 
 # NCCL's version string by the node's CUDA major (the real captures: 2.19.3 with CUDA 12.2 on H200,
 # 2.28.7 with CUDA 13.0 on GB300).

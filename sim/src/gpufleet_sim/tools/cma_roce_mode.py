@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from gpufleet.sim import sysfs_rdma
-from gpufleet.sim.state import load
+from gpufleet_sim import sysfs_rdma
+from gpufleet_sim.state import load
 
 _USAGE = """Set/Show RoCE default mode of RDMA_CM applications
 

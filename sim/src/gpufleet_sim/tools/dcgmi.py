@@ -22,11 +22,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import dcgm_diag, thermal
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.state import present_gpus
-from gpufleet.sim.tools import usage
-from gpufleet.sim.tools.usage import UsageError
+from gpufleet_sim import dcgm_diag, thermal
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.state import present_gpus
+from gpufleet_sim.tools import usage
+from gpufleet_sim.tools.usage import UsageError
 
 LEVELS = {"1": 1, "quick": 1, "short": 1, "2": 2, "medium": 2, "3": 3, "long": 3, "4": 4, "xlong": 4}
 RUN_S = {1: 0.5, 2: 1.5, 3: 3.0, 4: 4.0}

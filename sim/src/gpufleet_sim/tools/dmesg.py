@@ -14,10 +14,10 @@ import datetime
 import sys
 from pathlib import Path
 
-from gpufleet.sim import kernel_log
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.tools import usage
-from gpufleet.sim.tools.usage import UsageError
+from gpufleet_sim import kernel_log
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools import usage
+from gpufleet_sim.tools.usage import UsageError
 
 _FORMATS = ("raw", "ctime", "iso", "notime")
 _LONG = {"--ctime": "ctime", "--notime": "notime", "--decode": "decode", "--kernel": "kernel"}

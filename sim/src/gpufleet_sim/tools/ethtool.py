@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import roce_traffic
-from gpufleet.sim.state import load, locked
+from gpufleet_sim import roce_traffic
+from gpufleet_sim.state import load, locked
 
 _OFF = {"rx": False, "tx": False}
 

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.sim.state import locked
+from gpufleet_sim.state import locked
 
 
 def main(argv: list[str], node_dir: Path) -> int:

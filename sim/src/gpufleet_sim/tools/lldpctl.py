@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state
+from gpufleet_sim import state
 
 _FORMATS = ("json0", "json")
 _CAPABILITIES = [{"type": "Bridge", "enabled": True}, {"type": "Router", "enabled": True}]

@@ -14,7 +14,7 @@ import optparse
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim.state import locked
+from gpufleet_sim.state import locked
 
 # Firmware default ETS map: priority 0 rides TC1 and priority 1 TC0 (mlx5), all "vendor".
 _PRIO_TC = [1, 0, 2, 3, 4, 5, 6, 7]

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs_rdma
-from gpufleet.sim.state import locked
+from gpufleet_sim import sysfs_rdma
+from gpufleet_sim.state import locked
 
 _LINK_TYPES = {"ETH": "eth", "2": "eth", "IB": "ib", "1": "ib"}
 _LINK_TYPE_TEXT = {"eth": "ETH(2)", "ib": "IB(1)"}

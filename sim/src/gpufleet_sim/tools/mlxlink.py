@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import sysfs_rdma
-from gpufleet.sim.state import load
+from gpufleet_sim import sysfs_rdma
+from gpufleet_sim.state import load
 
 _AMBER_VERSION = "6.4"  # simulated: the MFT 4.35 line's, as in the CX-7 capture
 _MFT_VERSION = "4.35.0-159"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpufleet.sim import state
+from gpufleet_sim import state
 
 
 def main(argv: list[str], node_dir: Path) -> int:

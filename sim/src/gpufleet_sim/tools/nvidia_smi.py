@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.tools import nvsmi_common as c
-from gpufleet.sim.tools import nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools import nvsmi_common as c
+from gpufleet_sim.tools import nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
 
 HELP_HINT = "Please run 'nvidia-smi -h' for help."
 

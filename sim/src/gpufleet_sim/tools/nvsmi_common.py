@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim import thermal
-from gpufleet.sim.state import State, present_gpus
+from gpufleet_sim import state as sim_state
+from gpufleet_sim import thermal
+from gpufleet_sim.state import State, present_gpus
 
 Gpu = dict[str, Any]
 

@@ -11,8 +11,8 @@ import datetime
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpufleet.sim.state import State
-from gpufleet.sim.tools import nvsmi_common as c
+from gpufleet_sim.state import State
+from gpufleet_sim.tools import nvsmi_common as c
 
 
 @dataclass(frozen=True)

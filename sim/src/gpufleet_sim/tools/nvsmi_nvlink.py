@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.tools import nvsmi_common as c
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools import nvsmi_common as c
 
 ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inactive"
 COUNTERS = (("replay", "Replay Errors"), ("recovery", "Recovery Errors"), ("crc", "CRC Errors"))

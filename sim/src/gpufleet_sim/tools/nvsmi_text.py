@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import time
 
-from gpufleet.sim.state import State
-from gpufleet.sim.tools import nvsmi_common as c
+from gpufleet_sim.state import State
+from gpufleet_sim.tools import nvsmi_common as c
 
 # (label, value) is a "label : value" row, (label, [children]) a section heading.
 TNode = tuple[str, str | list["TNode"]]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufleet.sim.state import State
-from gpufleet.sim.tools import nvsmi_common as c
+from gpufleet_sim.state import State
+from gpufleet_sim.tools import nvsmi_common as c
 
 LEGEND = """
 Legend:

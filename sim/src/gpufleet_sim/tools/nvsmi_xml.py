@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from xml.sax.saxutils import escape, quoteattr
 
-from gpufleet.sim.faults_tools import oversized
-from gpufleet.sim.state import State
-from gpufleet.sim.tools import nvsmi_common as c
+from gpufleet_sim.faults_tools import oversized
+from gpufleet_sim.state import State
+from gpufleet_sim.tools import nvsmi_common as c
 
 # (tag, value) for a leaf, (tag, [children]) for a block; a bare str child is a text line ("None").
 XNode = tuple[str, str | list["XNode | str"]]

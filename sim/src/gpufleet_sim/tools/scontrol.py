@@ -1,5 +1,5 @@
 """Fake Slurm `scontrol update nodename=<node> state=drain|resume [reason=...]` and `scontrol show node`,
-for a fleet without a real Slurm cluster (sim/slurm.py is the real one, `gpufleet sim up --slurm`).
+for a fleet without a real Slurm cluster (sim/slurm.py is the real one, `gpufleet-sim up --slurm`).
 
 Records every call (argv and time) in the node's state under ``scheduler_calls`` and keeps the
 node's Slurm state (``slurm_state``: IDLE, IDLE+DRAIN, ...). It answers as Slurm 22.05's scontrol
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpufleet.sim.state import locked
+from gpufleet_sim.state import locked
 
 # the update states gpufleet uses, and what `show node` then reads on an idle node
 _STATES = {"drain": "IDLE+DRAIN", "resume": "IDLE", "undrain": "IDLE", "down": "DOWN"}

@@ -2,7 +2,7 @@
 
 Unit state (enabled, active) lives in the node state under "units". Starting a oneshot or
 forking unit runs its ExecStart lines in the node, so a boot unit really re-applies what it
-says it does; a simple/exec service really runs (gpufleet.sim.tools.systemd_service), and
+says it does; a simple/exec service really runs (gpufleet_sim.tools.systemd_service), and
 is-active follows its process. Template instances (name@instance), specifiers, Environment=,
 EnvironmentFile= and Condition*/Assert* path checks are honoured. `systemctl __boot` (the
 simulator's reboot) starts every enabled unit in order.
@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state
-from gpufleet.sim.tools import systemd_service as service
-from gpufleet.sim.tools import systemd_units as units
+from gpufleet_sim import state
+from gpufleet_sim.tools import systemd_service as service
+from gpufleet_sim.tools import systemd_units as units
 
 _OPTIONS = {
     "--no-block",

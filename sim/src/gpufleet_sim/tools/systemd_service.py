@@ -1,7 +1,7 @@
 """Long-running services (Type=simple/exec) on a simulated node: what systemd's manager does.
 
 `systemctl start` launches this module as the unit's manager process (`python3 -m
-gpufleet.sim.tools.systemd_service NODE_DIR UNIT`). It starts ExecStart in its own session with
+gpufleet_sim.tools.systemd_service NODE_DIR UNIT`). It starts ExecStart in its own session with
 the unit's environment, its output in a per-unit log under the node's /run, records MainPID in
 the node state, waits for it, applies Restart=, and records how it ended. `systemctl stop` marks
 the unit stopping and signals the service's process group.
@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state
-from gpufleet.sim.tools import systemd_units as units
+from gpufleet_sim import state
+from gpufleet_sim.tools import systemd_units as units
 
 # Inside a node /run is its own tmpfs: logs go the way a volatile journal's do at a reboot.
 LOG_DIR = Path("/run/log/units")
-SRC_DIR = Path(__file__).resolve().parents[3]
+SRC_DIR = Path(__file__).resolve().parents[2]
 SERVICE_TYPES = ("simple", "exec", "notify", "idle")
 # systemd's defaults: DefaultTimeoutStopSec=90s, RestartSec=100ms, StartLimitBurst=5 per 10 s.
 STOP_TIMEOUT_S = 90.0

@@ -1,5 +1,5 @@
 """The node's `vllm` command: `vllm serve MODEL [options]` starts a stand-in OpenAI-compatible
-server (gpufleet.sim.tools.vllm_http) that loads the GPUs CUDA_VISIBLE_DEVICES names.
+server (gpufleet_sim.tools.vllm_http) that loads the GPUs CUDA_VISIBLE_DEVICES names.
 
 What it shares with the real one: its options (those the reference deployment uses and a few
 common ones; anything else is an argparse error, exit 2), CUDA's device selection (UUIDs, unique
@@ -23,9 +23,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim.tools.vllm_engine import Config, Engine
-from gpufleet.sim.tools.vllm_http import VERSION, Server
+from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools.vllm_engine import Config, Engine
+from gpufleet_sim.tools.vllm_http import VERSION, Server
 
 WILDCARDS = (None, "", "0.0.0.0", "::")
 DRAIN_S = 5.0

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.sim import state as sim_state
-from gpufleet.sim import thermal
-from gpufleet.sim.tools.vllm_stats import Histogram, histograms
+from gpufleet_sim import state as sim_state
+from gpufleet_sim import thermal
+from gpufleet_sim.tools.vllm_stats import Histogram, histograms
 
 # Timing of one sequence on healthy GPUs (simulated; short so tests and burn-ins stay quick):
 # prefill of the uncached prompt part, then one decode step per generated token.

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.sim.tools.vllm_engine import Engine
-from gpufleet.sim.tools.vllm_stats import HISTOGRAMS, Histogram
+from gpufleet_sim.tools.vllm_engine import Engine
+from gpufleet_sim.tools.vllm_stats import HISTOGRAMS, Histogram
 
 TEXT = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"

@@ -20,9 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from gpufleet.sim.tools import vllm_exposition, vllm_openai
-from gpufleet.sim.tools.vllm_engine import Engine
-from gpufleet.sim.tools.vllm_openai import ApiError, Job
+from gpufleet_sim.tools import vllm_exposition, vllm_openai
+from gpufleet_sim.tools.vllm_engine import Engine
+from gpufleet_sim.tools.vllm_openai import ApiError, Job
 
 VERSION = "0.11.0"
 MAX_BODY = 4 * 1024 * 1024

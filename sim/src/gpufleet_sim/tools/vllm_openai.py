@@ -28,7 +28,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from gpufleet.sim.tools.vllm_engine import WORD_PERIOD, Config, pieces, tokens, word
+from gpufleet_sim.tools.vllm_engine import WORD_PERIOD, Config, pieces, tokens, word
 
 MAX_LOGPROBS = 20
 DEFAULT_MAX_TOKENS = 16
