@@ -20,6 +20,16 @@ description:
   - If C(topo -m) fails or its GPU count disagrees with C(-q -x), C(gpufleet_gpu_topology) is V(null) and
     the module warns; the other facts are still returned.
   - Changes nothing on the node.
+options:
+  judge:
+    description:
+      - Also judge what was read, as C(gpufleet facts) reports it, and return them in RV(checks),
+        C(gpu_power.persistence_mode[<uuid>]), C(gpu_power.enforced_limit_w[<uuid>]) (the enforced
+        power limit against the requested one) and C(thermal.clocks_event_reasons[<uuid>]) (no clock
+        event reason that costs throughput), each by the same judge the roles and the gate use.
+      - Never fails the module; a failed check is in RV(checks).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.node.nvidia_smi
   - gpufleet.node.attributes.facts
@@ -61,6 +71,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 extends_documentation_fragment: [gpufleet.node.added_facts]
+checks:
+  description:
+    - With O(judge), one check per GPU condition (gpufleet's C({name, ok, value, limit, unit, message})).
+  returned: when O(judge) is true
+  type: list
+  elements: dict
+  sample: [{"name": "gpu_power.enforced_limit_w[GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b]", "ok": false,
+            "value": 1100.0, "limit": 1400.0, "unit": "W", "message": "..."}]
 ansible_facts:
   contains:
     gpufleet_driver_version:
@@ -212,12 +230,37 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
+    persistence_check,
+    power_check,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     ParseError,
     build_topology,
     parse_query_xml,
     parse_topo_matrix,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal import thermal_verdict
+
+
+def judged(gpus):
+    """The checks gpufleet facts reports for the GPUs read, each by its one judge."""
+    checks = []
+    for gpu in gpus:
+        power = gpu.get("power") or {}
+        checks.append(persistence_check(gpu["uuid"], gpu.get("persistence_mode")))
+        checks.append(
+            power_check(
+                {
+                    "uuid": gpu["uuid"],
+                    "enforced_limit_w": power.get("enforced_limit_w"),
+                    "requested_limit_w": power.get("requested_limit_w"),
+                }
+            )
+        )
+    # no temperature limit given: only thermal.clocks_event_reasons[<uuid>] is judged
+    return checks + (thermal_verdict.gpu_checks(gpus, {"forbidden_reasons": HARMFUL_REASONS}) if gpus else [])
 
 
 def _query(module, smi):
@@ -253,7 +296,7 @@ def _topology(module, smi, gpus):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(nvidia_smi_path=dict(type="path")),
+        argument_spec=dict(nvidia_smi_path=dict(type="path"), judge=dict(type="bool", default=False)),
         supports_check_mode=True,
     )
     smi = tool_runner.nvidia_smi(module, module.params["nvidia_smi_path"])
@@ -263,8 +306,10 @@ def main():
             "nvidia-smi reports %d attached GPUs but describes %d; check for a GPU that fell off the bus"
             % (report["attached_gpus"], len(report["gpus"]))
         )
+    extra = dict(checks=judged(report["gpus"])) if module.params["judge"] else {}
     module.exit_json(
         changed=False,
+        **extra,
         ansible_facts=dict(
             gpufleet_driver_version=report["driver_version"],
             gpufleet_cuda_version=report["cuda_version"],

@@ -39,6 +39,13 @@ options:
       - Needs NVIDIA Firmware Tools (MFT) or mstflint's C(mlxlink); slower (it reads the port registers).
     type: bool
     default: false
+  judge:
+    description:
+      - Also judge each device's link as C(gpufleet facts) reports it and return them in RV(checks),
+        C(rdma_link.link_state[<ibdev>]), by the same judge rdma_link and the burn-in use.
+      - Never fails the module; a failed check is in RV(checks).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpufleet.node.attributes.facts
 attributes:
@@ -86,6 +93,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 extends_documentation_fragment: [gpufleet.node.added_facts]
+checks:
+  description:
+    - With O(judge), one C(rdma_link.link_state[<ibdev>]) check per device
+      (gpufleet's C({name, ok, value, limit, unit, message})).
+  returned: when O(judge) is true
+  type: list
+  elements: dict
+  sample: [{"name": "rdma_link.link_state[mlx5_3]", "ok": false, "value": "DOWN", "limit": "ACTIVE",
+            "unit": "", "message": "mlx5_3 (ens3np0) link is DOWN (physical state Disabled)"}]
 ansible_facts:
   contains:
     gpufleet_rdma:
@@ -212,6 +228,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
     read_roce_tos,
     read_traffic_class,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import link_state_check
 
 _MLXLINK_KEYS = (
     "state",
@@ -336,11 +353,29 @@ def _device(module, ibdev, netdev):
     }
 
 
+def judged(devices):
+    """The checks gpufleet facts reports for the devices read: each link's state, by its one judge."""
+    checks = []
+    for ibdev, dev in sorted(devices.items()):
+        label = "%s (%s)" % (ibdev, dev.get("netdev")) if dev.get("netdev") else ibdev
+        checks.append(
+            link_state_check(
+                ibdev,
+                dev,
+                "%s link is up" % label,
+                "%s link is %s (physical state %s)"
+                % (label, dev.get("state") or "unknown", dev.get("phys_state") or "unknown"),
+            )
+        )
+    return checks
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             interfaces=dict(type="list", elements="str"),
             link_diagnostics=dict(type="bool", default=False),
+            judge=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -362,7 +397,8 @@ def main():
             msg="Could not read the RDMA state%s from sysfs: %s. Check the mlx5 driver on this node."
             % (" of " + current if current else "", exc)
         )
-    module.exit_json(changed=False, ansible_facts=dict(gpufleet_rdma=dict(devices=devices)))
+    extra = dict(checks=judged(devices)) if module.params["judge"] else {}
+    module.exit_json(changed=False, ansible_facts=dict(gpufleet_rdma=dict(devices=devices)), **extra)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,10 @@
 """The controller's side of the results vocabulary: the facts verdicts and a host's status.
 
 ``check``, ``change``, ``hint`` and HARMFUL_REASONS are the collection's own
-(plugins/module_utils/core/results.py, loaded from this checkout), so a check judged here on the
-controller and one judged by a module on the node are built by the same code, under the same name:
-``gpufleet facts`` names a condition as the role or the gate that owns it does
+(plugins/module_utils/core/results.py, loaded from this checkout). A condition a module judges
 (``gpu_power.enforced_limit_w[<uuid>]``, ``rdma_link.link_state[<ibdev>]``,
-``thermal.clocks_event_reasons[<uuid>]``).
+``thermal.clocks_event_reasons[<uuid>]``) is never judged again here: ``gpufleet facts`` reports the
+checks gpu_facts and rdma_facts return (tests/unit/test_check_producers.py: one producer per name).
 
 ``host_status`` is the one place a host's results become its status, for every command.
 """
@@ -97,88 +96,24 @@ def one_per_condition(checks: Iterable[Check]) -> list[Check]:
     return list(chosen.values())
 
 
-def _gpu_checks(gpu: dict[str, Any]) -> list[Check]:
+def _ecc_check(gpu: dict[str, Any]) -> Check:
     uuid = gpu.get("uuid")
-    power = gpu.get("power") or {}
-    enforced, requested = power.get("enforced_limit_w"), power.get("requested_limit_w")
-    persistence = gpu.get("persistence_mode")
-    checks = [
-        check(
-            f"gpu_power.persistence_mode[{uuid}]",
-            persistence is True,
-            persistence,
-            True,
-            "",
-            f"{uuid} is in persistence mode" if persistence else f"{uuid} is not in persistence mode",
-        )
-    ]
-    capped = enforced is None or requested is None or enforced < requested
-    checks.append(
-        check(
-            f"gpu_power.enforced_limit_w[{uuid}]",
-            not capped,
-            enforced,
-            requested,
-            "W",
-            (
-                f"enforced power limit {enforced} W is below the requested {requested} W"
-                " (a rack/PDU power budget may be capping it)"
-                if capped
-                else f"enforced power limit {enforced} W matches the request"
-            ),
-        )
-    )
-    reasons = gpu.get("clocks_event_reasons")
-    active = [r for r in reasons or [] if r in HARMFUL_REASONS]
-    if reasons is None:
-        message = f"GPU {uuid} clock event reasons not reported (fail closed)"
-    elif active:
-        message = f"GPU {uuid} clocks held back by {', '.join(active)}"
-    else:
-        message = f"GPU {uuid}: no forbidden clock event reason active"
-    checks.append(
-        check(
-            f"thermal.clocks_event_reasons[{uuid}]",
-            reasons is not None and not active,
-            None if reasons is None else active,
-            [],
-            "",
-            message,
-        )
-    )
     ecc = (gpu.get("ecc") or {}).get("volatile_uncorrected")
-    checks.append(
-        check(
-            f"gpu.ecc.volatile_uncorrected[{uuid}]",
-            ecc == 0,
-            ecc,
-            0,
-            "errors",
-            "no uncorrected ECC errors" if ecc == 0 else f"uncorrected ECC errors: {ecc}",
-        )
+    return check(
+        f"gpu.ecc.volatile_uncorrected[{uuid}]",
+        ecc == 0,
+        ecc,
+        0,
+        "errors",
+        "no uncorrected ECC errors" if ecc == 0 else f"uncorrected ECC errors: {ecc}",
     )
-    return checks
-
-
-def _nic_checks(rdma: dict[str, Any]) -> list[Check]:
-    checks = []
-    for ibdev, dev in sorted((rdma.get("devices") or {}).items()):
-        state = dev.get("state")
-        up = isinstance(state, str) and "ACTIVE" in state.upper()
-        checks.append(
-            check(
-                f"rdma_link.link_state[{ibdev}]",
-                up,
-                state,
-                "ACTIVE",
-                "",
-                f"{ibdev} ({dev.get('netdev')}) link is {state}",
-            )
-        )
-    return checks
 
 
 def facts_checks(facts: dict[str, Any], expected_gpus: int | None) -> list[Check]:
+    """What ``gpufleet facts`` judges on the controller: that the facts came, the GPU count the
+    inventory expects, each GPU's volatile ECC count and the topology. The GPUs' power, persistence
+    and clock event reasons and the links' state are the modules' own checks (gpu_facts and
+    rdma_facts with ``judge``), judged on the node by the roles' and the gate's judges."""
     gpus = facts.get("gpufleet_gpus")
     if gpus is None:
         return [check("gpu.facts", False, None, None, "", "no GPU facts were gathered")]
@@ -194,9 +129,7 @@ def facts_checks(facts: dict[str, Any], expected_gpus: int | None) -> list[Check
                 f"{len(gpus)} of {expected_gpus} GPUs visible",
             )
         )
-    for gpu in gpus:
-        checks.extend(_gpu_checks(gpu))
-    checks.extend(_nic_checks(facts.get("gpufleet_rdma") or {}))
+    checks.extend(_ecc_check(gpu) for gpu in gpus)
     topology = facts.get("gpufleet_gpu_topology")
     checks.append(
         check(

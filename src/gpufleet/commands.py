@@ -32,7 +32,11 @@ def facts_host(result: runner.HostResult) -> HostReport:
         host.status = checks.host_status(unreachable=result.unreachable, failed=result.failed)
         return host
     expected = result.facts.get("gpufleet_expected_gpu_count")
-    host_checks = checks.facts_checks(result.facts, int(expected) if expected is not None else None)
+    # the modules' own verdicts (gpu_facts, rdma_facts with judge), then what only the controller knows
+    host_checks = [
+        *result.checks,
+        *checks.facts_checks(result.facts, int(expected) if expected is not None else None),
+    ]
     return HostReport(
         status=checks.host_status(checks=host_checks), checks=host_checks, facts=_reported_facts(result.facts)
     )

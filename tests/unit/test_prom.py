@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.modules import gpu_facts, rdma_facts
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet import atomic_file, checks, prom
@@ -81,11 +82,14 @@ def facts_report() -> Report:
     facts = {
         "gpufleet_gpus": [_gpu(0, "GPU-a", 1400.0), _gpu(1, "GPU-b", 1100.0)],
         "gpufleet_gpu_topology": {"nvlink_domains": [["GPU-a", "GPU-b"]]},
-        "gpufleet_rdma": {"devices": {"mlx5_0": {"state": "4: ACTIVE", "netdev": "ens1np0"}}},
+        "gpufleet_rdma": {"devices": {"mlx5_0": {"state": "ACTIVE", "netdev": "ens1np0"}}},
     }
-    report.hosts["node01"] = HostReport(
-        status="failed", checks=checks.facts_checks(facts, expected_gpus=2), facts=facts
-    )
+    judged = [  # the modules' checks (gpu_facts, rdma_facts with judge), then the controller's
+        *gpu_facts.judged(facts["gpufleet_gpus"]),
+        *rdma_facts.judged(facts["gpufleet_rdma"]["devices"]),
+        *checks.facts_checks(facts, expected_gpus=2),
+    ]
+    report.hosts["node01"] = HostReport(status="failed", checks=judged, facts=facts)
     report.hosts["node02"] = HostReport(status="unreachable", message="ssh: connect timed out")
     return report
 

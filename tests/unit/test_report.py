@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.modules import gpu_facts, rdma_facts
 
 from gpufleet import checks
 from gpufleet.markdown_report import render as render_markdown
@@ -33,10 +34,16 @@ def test_capped_gpu_and_active_throttle_are_failed_checks() -> None:
             _gpu("GPU-b", 1100.0, ["hw_power_brake_slowdown", "gpu_idle"]),
         ],
         "gpufleet_gpu_topology": {"nvlink_domains": [["GPU-a", "GPU-b"]]},
-        "gpufleet_rdma": {"devices": {"mlx5_0": {"state": "1: DOWN", "netdev": "ens1np0"}}},
+        "gpufleet_rdma": {"devices": {"mlx5_0": {"state": "DOWN", "netdev": "ens1np0"}}},
     }
-    failed = {c["name"]: c for c in checks.facts_checks(facts, expected_gpus=2) if not c["ok"]}
-    # The roles' and the gate's names for the same conditions (CHANGELOG: renamed checks).
+    judged = [
+        *gpu_facts.judged(facts["gpufleet_gpus"]),
+        *rdma_facts.judged(facts["gpufleet_rdma"]["devices"]),
+        *checks.facts_checks(facts, expected_gpus=2),
+    ]
+    failed = {c["name"]: c for c in judged if not c["ok"]}
+    # The roles' and the gate's names for the same conditions, judged by the modules (gpu_facts and
+    # rdma_facts with judge) with the roles' and the gate's own judges; the controller adds its own.
     assert set(failed) == {
         "gpu_power.enforced_limit_w[GPU-b]",
         "thermal.clocks_event_reasons[GPU-b]",
@@ -54,7 +61,7 @@ def test_missing_gpu_facts_fail_closed() -> None:
 def test_unknown_power_reading_is_not_ok() -> None:
     gpu = _gpu("GPU-a", 1400.0)
     gpu["power"] = {"enforced_limit_w": None, "requested_limit_w": 1400.0}
-    result = checks.facts_checks({"gpufleet_gpus": [gpu]}, expected_gpus=None)
+    result = gpu_facts.judged([gpu])
     assert next(c for c in result if c["name"].startswith("gpu_power.enforced_limit_w"))["ok"] is False
 
 

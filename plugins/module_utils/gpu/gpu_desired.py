@@ -69,15 +69,23 @@ def power_check(gpu, window_s=None, after=None):
                 "W",
                 "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested)),
             )
-        how = "after %s" % after if after else "where %s W is requested" % watts_arg(requested)
-        why = "%s enforces %s W %s: the limit did not take%s" % (
-            gpu["uuid"],
-            enforced,
-            how,
-            " (%s may be capping it; check the rack's PDU before raising limits)" % POWER_BUDGET_CAUSE
-            if float(enforced) < float(requested)
-            else "",
-        )
+        below = float(enforced) < float(requested)
+        cause = " (%s may be capping it; check the rack's PDU before raising limits)" % POWER_BUDGET_CAUSE
+        if after:
+            why = "%s enforces %s W after %s: the limit did not take%s" % (
+                gpu["uuid"],
+                enforced,
+                after,
+                cause if below else "",
+            )
+        else:
+            why = "%s enforces %s W, %s the requested %s W%s" % (
+                gpu["uuid"],
+                enforced,
+                "below" if below else "above",
+                requested,
+                cause if below else "",
+            )
         return results.check(name, False, enforced, requested, "W", why)
     if not gpu["capped_samples"]:
         why = "%s enforces its requested %s W" % (gpu["uuid"], watts_arg(requested))
