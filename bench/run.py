@@ -37,6 +37,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "sim" / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import checks  # noqa: E402  (bench/checks.py, beside this file)
