@@ -24,7 +24,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_metrics im
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_service import (
     health_check,
     prefix_cache_check,
-    prefix_cache_name,
     unit_down,
     unit_properties,
 )
@@ -106,7 +105,6 @@ def parse_baseline(base):
 def prefix_reading(fetcher, label, floor, judge, before, warmup_seconds, sleep):
     """``(prefix_cache result, check)``; without ``judge`` one scrape for the totals and no verdict
     (its check is still built: the caller leaves it out). ``before``: parse_baseline's counters."""
-    name = prefix_cache_name(label)
     metrics, error = scrape(fetcher)
     window = "lifetime"
     before = before if judge else None
@@ -119,7 +117,7 @@ def prefix_reading(fetcher, label, floor, judge, before, warmup_seconds, sleep):
         window = "since_baseline"
     if metrics is None:
         info = {"queries": None, "hits": None, "source": None, "hit_rate": None, "window": window}
-        return info, check(name, False, None, floor, "ratio", "%s %s (fail closed)" % (label, error))
+        return info, prefix_cache_check(label, None, floor, None, window, unread=error)
     now = prefix_cache(metrics)
     config = cache_config(metrics)
     enabled = (
@@ -151,10 +149,10 @@ def prefix_reading(fetcher, label, floor, judge, before, warmup_seconds, sleep):
         "warmup": "in the warm-up",
     }[window]
     if now["source"] is None:
-        msg = "%s exports no prefix-cache metric (vllm:prefix_cache_queries_total); is it vLLM?" % label
+        why = "exports no prefix-cache metric (vllm:prefix_cache_queries_total); is it vLLM?"
         if enabled is False:
-            msg = "%s runs with prefix caching off (enable_prefix_caching=False)" % label
-        return info, check(name, False, None, floor, "ratio", msg + " (fail closed)")
+            why = "runs with prefix caching off (enable_prefix_caching=False)"
+        return info, prefix_cache_check(label, None, floor, None, where, unread=why)
     return info, prefix_cache_check(label, rate, floor, judged["queries"], where)
 
 
