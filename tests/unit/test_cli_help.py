@@ -33,25 +33,19 @@ def test_the_parser_is_walked_to_its_subcommands() -> None:
     assert {("fault",), ("up",), ("demo",), ("env",)} <= set(SIM_COMMANDS)
 
 
-@pytest.mark.parametrize("argv", COMMANDS, ids=lambda argv: " ".join(argv) or "gpufleet")
-def test_help_exits_0_and_prints_usage(argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exited:
-        cli.main([*argv, "--help"])
-    assert exited.value.code == 0
-    out, err = capsys.readouterr()
-    assert out.startswith(f"usage: gpufleet {' '.join(argv)}".rstrip())
-    assert err == ""
+PROGRAMS = {"gpufleet": cli.main, "gpufleet-sim": sim_cli.main}
+EVERY = [("gpufleet", argv) for argv in COMMANDS] + [("gpufleet-sim", argv) for argv in SIM_COMMANDS]
 
 
-@pytest.mark.parametrize("argv", SIM_COMMANDS, ids=lambda argv: " ".join(argv) or "gpufleet-sim")
-def test_the_simulators_help_exits_0_and_prints_usage(
-    argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("program", "argv"), EVERY, ids=lambda x: x if isinstance(x, str) else " ".join(x))
+def test_help_exits_0_and_prints_usage(
+    program: str, argv: tuple[str, ...], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        sim_cli.main([*argv, "--help"])
+        PROGRAMS[program]([*argv, "--help"])
     assert exited.value.code == 0
     out, err = capsys.readouterr()
-    assert out.startswith(f"usage: gpufleet-sim {' '.join(argv)}".rstrip())
+    assert out.startswith(f"usage: {program} {' '.join(argv)}".rstrip())
     assert err == ""
 
 
