@@ -7,7 +7,15 @@ fault of the node. Stdlib only; runs on the managed node."""
 from __future__ import annotations
 
 
+def refusal(doing, errors):
+    """The message "Refusing to <doing>: <errors>." when ``errors`` lists any, else None: the one shape
+    (a module's, and gpufleet.node.role_inputs' for a rule that reuses a module's validation)."""
+    if not errors:
+        return None
+    return "Refusing to %s: %s." % (doing, "; ".join(errors))
+
+
 def refuse_bad_input(module, doing, errors):
     """Fails the module with "Refusing to <doing>: <errors>." when ``errors`` lists any."""
     if errors:
-        module.fail_json(msg="Refusing to %s: %s." % (doing, "; ".join(errors)), input_error=True)
+        module.fail_json(msg=refusal(doing, errors), input_error=True)
