@@ -1,8 +1,8 @@
 """Every playbook gpufleet runs and every command that runs one, described once.
 
-The runner (which limit a run gets, whether what it would change is drift), the preflight (which
-hosts a run reaches, whether it needs the vault secret) and `report --from-events` (which command a
-job's events are) all read this table rather than keeping their own list.
+The runner (which limit a run gets, whether what it would change is drift) and the preflight (which
+hosts a run reaches, whether it needs the vault secret) read this table rather than keeping their own
+list; the commands themselves (the playbook each starts with, its judges) are commands/registry.py.
 """
 
 from __future__ import annotations
@@ -45,18 +45,6 @@ PLAYBOOKS: dict[str, Playbook] = {
     "release_lock.yml": Playbook("release"),
     "switch_qos.yml": Playbook("switch", runs_on_leaves=True),
     "watch.yml": Playbook("watch", read_only=True),
-}
-
-# The playbook each command starts with (check is provision's in check mode; drift --fix and the
-# gate run more after it, each in PLAYBOOKS).
-COMMANDS: dict[str, str] = {
-    "facts": "facts.yml",
-    "provision": "provision.yml",
-    "check": "provision.yml",
-    "drift": "drift.yml",
-    "gate": "post_maintenance.yml",
-    "switch": "switch_qos.yml",
-    "watch": "watch.yml",
 }
 
 

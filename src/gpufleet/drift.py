@@ -26,7 +26,6 @@ from typing import Any, cast
 
 from gpufleet import catalog, checks, interrupt, runner
 from gpufleet.report import HostReport, Report, now
-from gpufleet.report_files import write
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
 DRIFT_FORKS = 256
@@ -356,11 +355,11 @@ def _not_started(report: Report, later: list[list[str]], why: str) -> None:
 
 
 def drift(options: DriftOptions, progress: runner.Progress | None = None) -> Report:
+    """drift, and with options.fix the rollout: the report (unwritten: the CLI writes every report)."""
     started = now()
     report, compared = _compare(options, progress)
     report.started = started
     if options.fix:
         report = fix(options, report, progress, compared)
     report.finished = now()
-    write(report, options.report_dir)
     return report

@@ -4,71 +4,27 @@ Each DIR is an ansible-runner artifact directory (``job_events/*.json``, what ``
 writes for a run streamed from an execution node) or the same events as AWX keeps them (a job's
 ``/api/v2/jobs/<id>/job_events/`` pages saved into ``job_events/``). Several directories are the slices
 of one job (AWX job slicing, or one run per execution node): their hosts are merged into one report.
-Every host is judged by the same function as a local run of the command (drift.drift_host, ...), so the
-report is the one ``gpufleet <command>`` would have written.
+Every host is judged by the same function as a local run of the command (its Command's judges, in
+commands.registry: the caller gives them), so the report is the one ``gpufleet <command>`` would have
+written.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, commands, drift, event_shapes, events, progress, watch
+from gpufleet import event_shapes, events
 from gpufleet import report as report_mod
+from gpufleet.commands.base import Command, HostJudge, host_judge, started_by
 from gpufleet.report import TIME_FORMAT, HostReport, Report
 
-HostJudge = Callable[[events.HostResult], HostReport]
-
-# The playbooks whose events make a report, and how their command judges a host (the local run's own
-# functions); the command is the playbook's (catalog.PLAYBOOKS).
-JUDGES: dict[str, HostJudge] = {
-    "drift.yml": drift.drift_host,
-    "facts.yml": commands.facts_host,
-    "provision.yml": partial(commands.provision_host, check_mode=False),
-    "switch_qos.yml": partial(commands.provision_host, check_mode=False),
-    "post_maintenance.yml": commands.gate_host,
-    "watch.yml": watch.watch_host,
-}
-# What a command judges across its hosts, before each host's own judge: every slice's hosts together
-# (drift: the odd node out of the nodes' versions, drift.compare_versions); adds checks to the hosts.
-RUN_JUDGES: dict[str, Callable[[Mapping[str, events.HostResult]], None]] = {
-    "drift.yml": drift.compare_versions,
-}
 # A check-mode run of the playbooks that change nodes says so in its stats (tasks/record_mode.yml).
-CHECK_MODE: dict[str, HostJudge] = {
-    "provision.yml": partial(commands.provision_host, check_mode=True),
-    "switch_qos.yml": partial(commands.provision_host, check_mode=True),
-}
 CHECK_MODE_STAT = "gpufleet_check_mode"
-
-
-def report_status(playbook: str, read_only: bool = False) -> progress.StatusOf:
-    """The status a host of this playbook's run gets in its command's report: the command's own host
-    judge (JUDGES, the one report --from-events uses; drift --fix's for its batches), so
-    the console never says what the report does not."""
-    checked = read_only and playbook in CHECK_MODE
-    judges = CHECK_MODE if checked else JUDGES
-    judge = judges.get(playbook)
-    if judge is not None:
-        return lambda host: judge(host).status
-    if playbook == "drift_fix.yml":
-        # a batch's nodes as the fix reports them; the leaves it reads keep drift's verdict of them
-        return lambda host: (
-            drift.drift_host(host).status if host.only_read_leaf() else drift.fixed_status(host)
-        )
-    if playbook == "gate_stop.yml":
-        # what a stopped gate reached: the report says interrupted (and what this run did about it)
-        return lambda host: "interrupted"
-    return progress.generic_status(read_only)
-
-
-# What the console's Display is given (the CLI sets it), so it says of each host what the report will.
-REPORT_JUDGES = progress.Judges(status_of=report_status, across_hosts=RUN_JUDGES)
 
 
 # The play every slice runs on the leaf switches (read-only): each slice reads the leaves its nodes are
@@ -174,8 +130,9 @@ def _shared_reading(result: events.HostResult) -> bool:
     )
 
 
-def merge(slices: list[Slice]) -> Report:
-    """One report of the slices' hosts; EventsError names a host reported by two slices."""
+def merge(slices: list[Slice], commands: Mapping[str, Command]) -> Report:
+    """One report of the slices' hosts, judged by the judges of ``commands`` (commands.registry.COMMANDS);
+    EventsError names a host reported by two slices."""
     playbooks = sorted({s.playbook for s in slices})
     if len(playbooks) > 1:
         raise EventsError(
@@ -183,25 +140,26 @@ def merge(slices: list[Slice]) -> Report:
             + ", ".join(f"{s.where}: {s.playbook}" for s in slices)
             + "): give the slices of one job"
         )
-    if playbooks[0] not in JUDGES:
+    started = started_by(commands, playbooks[0])
+    if started is None or started.judge is None:
+        reported = sorted({c.playbook for c in commands.values() if c.playbook and c.judge})
         raise EventsError(
             f"{slices[0].where}: {playbooks[0]} has no gpufleet report "
-            f"(reports are made for {', '.join(sorted(JUDGES))})"
+            f"(reports are made for {', '.join(reported)})"
         )
-    command, judge = catalog.PLAYBOOKS[playbooks[0]].command, JUDGES[playbooks[0]]
     checked = {
         bool(((s.collector.stats or {}).get("artifact_data") or {}).get(CHECK_MODE_STAT)) for s in slices
     }
     if len(checked) > 1:
         raise EventsError("some slices ran in check mode and some did not: give the slices of one job")
-    if checked == {True} and playbooks[0] in CHECK_MODE:
-        command, judge = f"{command} --check", CHECK_MODE[playbooks[0]]
+    check_mode = checked == {True} and started.check_judge is not None
+    judge = host_judge(commands, playbooks[0], check_mode) or started.judge
     report = Report(
-        command=command,
+        command=f"{started.report_name} {started.variant}" if check_mode else started.report_name,
         started=min((s.started for s in slices if s.started), default=""),
         finished=max((s.finished for s in slices), default=""),
     )
-    run_judge = RUN_JUDGES.get(playbooks[0])
+    run_judge = started.across_hosts
     if run_judge is not None:
         try:
             run_judge({name: result for piece in slices for name, result in piece.collector.hosts.items()})
@@ -251,5 +209,7 @@ def _judged(judge: HostJudge, result: events.HostResult, where: Path) -> HostRep
         ) from None
 
 
-def report_of(directories: list[Path]) -> Report:
-    return merge([read_slice(d) for d in directories])
+def report_of(directories: list[Path], commands: Mapping[str, Command]) -> Report:
+    """The report of the runs in ``directories`` (one job's slices), each host judged by its command's
+    judge in ``commands`` (commands.registry.COMMANDS)."""
+    return merge([read_slice(d) for d in directories], commands)

@@ -47,8 +47,8 @@ StatusOf = Callable[[events.HostResult], str]
 
 @dataclass(frozen=True)
 class Judges:
-    """How the commands' reports judge a run's hosts (from_events.REPORT_JUDGES): given to the Display,
-    not imported here, since the commands import this module for theirs."""
+    """How the commands' reports judge a run's hosts (commands.registry.console_judges(): each command's
+    own judges): given to the Display, not imported here, since the commands import this module."""
 
     # a playbook's (and read-only run's) host status, as its command's report gives it
     status_of: Callable[[str, bool], StatusOf]
@@ -80,15 +80,19 @@ class Display:
     lines (a batch starting). ``verbose`` is --verbose; a terminal is asked of the stream each run."""
 
     def __init__(
-        self, stream: TextIO | None = None, verbose: bool = False, judges: Judges | None = None
+        self,
+        stream: TextIO | None = None,
+        verbose: bool = False,
+        judges: Judges | None = None,
+        total: int | None = None,
     ) -> None:
         self._stream = stream
         self.verbose = verbose
-        # the commands' judges (the CLI sets them): without them, checks.host_status
+        # the commands' judges (commands.registry.console()): without them, checks.host_status
         self.judges = judges
         # how many hosts the next run reaches (the CLI's preflight counts them); later runs of the same
         # command (drift --fix's batches) count the hosts they hear of
-        self.total: int | None = None
+        self.total = total
         self._reset("")
 
     @property

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpufleet import atomic_file, interrupt, markdown_report, prom
+from gpufleet import atomic_file, markdown_report, prom
 from gpufleet.report import Report
 
 FORMATS = ("md", "json", "prom", "html")
@@ -32,10 +32,8 @@ def render(report: Report, kind: str) -> str:
 
 def write(report: Report, directory: Path, kinds: tuple[str, ...] = FORMATS) -> dict[str, Path]:
     """Writes the files atomically (a textfile collector must never read half a file), never through
-    a link planted in ``directory`` (atomic_file). A signal this run got is recorded first (every
-    command's report is written here)."""
-    if not report.interrupted:
-        report.interrupted = interrupt.STATE.described()
+    a link planted in ``directory`` (atomic_file). What a signal asked of the run is the report's own
+    (``report.interrupted``: the CLI sets it from the run's interrupt.Interrupt)."""
     directory.mkdir(parents=True, exist_ok=True)
     outputs = {kind: (directory / FILES[kind], render(report, kind)) for kind in kinds}
     for path, text in outputs.values():

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from gpufleet import checks, runner
 from gpufleet.drift import DRIFT_FORKS
 from gpufleet.report import HostReport, Report, now
-from gpufleet.report_files import write
 
 
 @dataclass(frozen=True)
@@ -48,17 +47,19 @@ def summary(found: list[dict[str, object]]) -> str:
     return "; ".join(phrases)
 
 
+def extravars(window_s: float | None) -> dict[str, object]:
+    """--window, when given, is watch_window_s (the module checks its range)."""
+    return {} if window_s is None else {"watch_window_s": window_s}
+
+
 def watch(options: WatchOptions, progress: runner.Progress | None = None) -> Report:
-    extravars: dict[str, object] = {}
-    if options.window_s is not None:
-        extravars["watch_window_s"] = options.window_s
+    """playbooks/watch.yml: the report (unwritten: the CLI writes every report)."""
     report = Report(command="watch", started=now())
     result = runner.run_playbook(
-        options.run_options("watch.yml", extravars=extravars, forks=DRIFT_FORKS),
+        options.run_options("watch.yml", extravars=extravars(options.window_s), forks=DRIFT_FORKS),
         progress=progress,
     )
     for name in sorted(result.hosts):
         report.hosts[name] = watch_host(result.hosts[name])
     report.finished = now()
-    write(report, options.report_dir)
     return report

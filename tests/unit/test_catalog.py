@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from gpufleet import catalog, cli, from_events, runner
+from gpufleet.commands import registry
 
 PLAYBOOK_DIR = Path(__file__).resolve().parents[2] / "playbooks"
 READ_TASKS = "tasks/read_switches.yml"
@@ -50,9 +51,11 @@ def test_what_the_table_says_of_a_playbook_is_what_it_does(name: str) -> None:
 def test_every_command_that_runs_a_playbook_has_one_and_reports_as_it() -> None:
     parser = cli._parser()
     subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(catalog.COMMANDS) == set(subcommands.choices) - {"report"}
-    for command, playbook in catalog.COMMANDS.items():
+    starting = {name: c.playbook for name, c in registry.COMMANDS.items() if c.playbook}
+    assert set(starting) == set(subcommands.choices) - {"report"}
+    for command, playbook in starting.items():
         assert catalog.PLAYBOOKS[playbook].command == ("provision" if command == "check" else command)
+        assert catalog.PLAYBOOKS[playbook].command == registry.COMMANDS[command].report_name
 
 
 def test_the_runner_and_the_events_read_the_table() -> None:
@@ -61,7 +64,10 @@ def test_the_runner_and_the_events_read_the_table() -> None:
     assert sorted(runner.READ_ONLY) == ["drift.yml", "facts.yml", "watch.yml"]
     assert runner.run_limit("switch_qos.yml", "leaf01") == "leaf01"
     assert runner.run_limit("drift.yml", "node01") == "node01:leaf_switches"
-    assert set(from_events.JUDGES) <= set(catalog.PLAYBOOKS)
+    judged = {c.playbook for c in registry.COMMANDS.values() if c.judge}
+    assert judged <= set(catalog.PLAYBOOKS)
+    later = {p for c in registry.COMMANDS.values() for p in c.later_playbooks}
+    assert later <= set(catalog.PLAYBOOKS)
 
 
 INVENTORY = """

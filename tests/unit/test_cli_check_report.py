@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet import checks, cli, commands
+from gpufleet import checks, cli
 from gpufleet.checks import STATUSES
+from gpufleet.commands import CommonOptions, provision
 from gpufleet.report import HostReport, Report
 from gpufleet.report_files import write
 
@@ -128,15 +129,16 @@ def test_unknown_format_is_refused_by_the_parser(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def provisions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[commands.CommonOptions]:
-    """commands.provision replaced: the options it gets, and a drifted node's report back."""
-    seen: list[commands.CommonOptions] = []
+def provisions(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[CommonOptions]:
+    """provision's run replaced (check's and provision's commands both run it): the options it gets,
+    and a drifted node's report back."""
+    seen: list[CommonOptions] = []
 
-    def provision(options: commands.CommonOptions) -> Report:
+    def fake(options: CommonOptions, display: object = None) -> Report:
         seen.append(options)
         return _report("drifted" if options.check else "changed")
 
-    monkeypatch.setattr(commands, "provision", provision)
+    monkeypatch.setattr(provision, "provision", fake)
     (tmp_path / "hosts.yml").write_text(
         "all:\n  children:\n    gpu_nodes:\n      hosts:\n        node02: {}\n"
     )
@@ -149,8 +151,8 @@ def test_check_is_provision_with_check_and_diff(provisions, tmp_path: Path) -> N
     assert cli.main(["check", *argv]) == 1
     assert cli.main(["provision", *argv]) == 0
     assert provisions == [
-        commands.CommonOptions(inventory, "node02", report_dir, tags="gpu_power", check=True, diff=True),
-        commands.CommonOptions(inventory, "node02", report_dir, tags="gpu_power"),
+        CommonOptions(inventory, "node02", report_dir, tags="gpu_power", check=True, diff=True),
+        CommonOptions(inventory, "node02", report_dir, tags="gpu_power"),
     ]
 
 

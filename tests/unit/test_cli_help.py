@@ -50,14 +50,15 @@ def test_help_exits_0_and_prints_usage(
 
 
 def test_every_subcommand_says_what_it_does() -> None:
-    """`gpufleet COMMAND --help` starts with a description of the command, not only its usage."""
+    """`gpufleet COMMAND --help` (and `gpufleet-sim COMMAND --help`) starts with a description of the
+    command, not only its usage; the list in the program's --help has its one line too."""
     for parser in (cli._parser(), sim_cli._parser()):
         (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
         helps = {a.dest: a.help for a in subparsers._choices_actions}
-        missing = [
-            name for name, child in subparsers.choices.items() if not (child.description or helps.get(name))
-        ]
-        assert missing == []
+        assert len(subparsers.choices) >= 7
+        missing = [name for name, child in subparsers.choices.items() if not child.description]
+        assert missing == [], f"{parser.prog}: no description for {missing}"
+        assert [name for name in subparsers.choices if not helps.get(name)] == []
 
 
 def test_the_top_level_help_tells_an_operator_what_to_run_and_what_exit_codes_mean() -> None:

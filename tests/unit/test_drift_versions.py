@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpufleet import drift, events, from_events
-from gpufleet.progress import Display
+from gpufleet.commands import registry
 from gpufleet.report import HostReport
 from tests.unit.runner_artifacts import COMPARE, READ
 from tests.unit.runner_artifacts import artifacts as _artifacts
@@ -166,8 +166,7 @@ def test_the_consoles_last_word_names_the_odd_node_as_the_report_does() -> None:
     collector = events.Collector()
     collector.hosts.update(hosts)
     console = io.StringIO()
-    display = Display(console)
-    display.judges = from_events.REPORT_JUDGES
+    display = registry.console(console)
     display.run_started("drift.yml", read_only=True)
     display.run_finished(collector)
     said = {line.split()[0]: line.split()[1] for line in console.getvalue().splitlines()}
@@ -188,7 +187,7 @@ def test_the_slices_of_one_job_are_compared_together(tmp_path: Path) -> None:
         tmp_path / "two",
         {"leaf01": leaf, "node03": (COMPARE, res(versions(**ODD))), "node04": (COMPARE, res(versions()))},
     )
-    merged = from_events.report_of([one, two])
+    merged = from_events.report_of([one, two], registry.COMMANDS)
     local = fleet()
     drift.compare_versions(local)
     expected: dict[str, HostReport] = {name: drift.drift_host(h) for name, h in local.items()}
@@ -202,4 +201,4 @@ def test_a_slice_with_versions_of_another_shape_is_refused(tmp_path: Path) -> No
     odd = res(versions(gpu_count="sixteen"))
     run = _artifacts(tmp_path / "a", {"node01": (COMPARE, odd), "node02": (COMPARE, res(versions()))})
     with pytest.raises(from_events.EventsError, match="host node01: its gpufleet_versions: gpu_count"):
-        from_events.report_of([run])
+        from_events.report_of([run], registry.COMMANDS)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gpufleet import cli, from_events
+from gpufleet.commands import registry
 from tests.unit.runner_artifacts import COMPARE, READ
 from tests.unit.runner_artifacts import artifacts as _artifacts
 
@@ -25,7 +26,7 @@ def test_slices_are_merged_and_each_host_judged_as_drift_judges_it(tmp_path: Pat
     two = _artifacts(
         tmp_path / "two", {"leaf01": (READ, LEAF), "node02": (COMPARE, {"changes": [], "checks": []})}
     )
-    report = from_events.report_of([one, two])
+    report = from_events.report_of([one, two], registry.COMMANDS)
     assert report.command == "drift"
     assert {n: h.status for n, h in report.hosts.items()} == {
         "leaf01": "ok",
@@ -96,7 +97,7 @@ def test_what_does_not_fit_is_refused_naming_it(
 ) -> None:
     directories = make(tmp_path)
     with pytest.raises(from_events.EventsError, match=message):
-        from_events.report_of(directories)
+        from_events.report_of(directories, registry.COMMANDS)
     code = cli.main(
         ["report", "--from-events", *map(str, directories), "--report-dir", str(tmp_path / "out")]
     )
@@ -112,7 +113,7 @@ def test_a_private_data_directory_with_one_run_and_an_awx_page_of_events(tmp_pat
     awx.mkdir(parents=True)
     (awx / "page-1.json").write_text(json.dumps(page), encoding="utf-8")
     for directory in (tmp_path / "private", tmp_path / "awx"):
-        assert from_events.report_of([directory]).hosts["node01"].status == "drifted"
+        assert from_events.report_of([directory], registry.COMMANDS).hosts["node01"].status == "drifted"
 
 
 def test_a_check_mode_run_is_reported_as_what_would_change(tmp_path: Path) -> None:
@@ -125,9 +126,9 @@ def test_a_check_mode_run_is_reported_as_what_would_change(tmp_path: Path) -> No
         artifact_data={"gpufleet_check_mode": True},
     )
     applied = _artifacts(tmp_path / "a", {"node01": ("Provision", changed)}, "/p/provision.yml")
-    would = from_events.report_of([checked])
+    would = from_events.report_of([checked], registry.COMMANDS)
     assert (would.command, would.hosts["node01"].status) == ("provision --check", "drifted")
-    done = from_events.report_of([applied])
+    done = from_events.report_of([applied], registry.COMMANDS)
     assert (done.command, done.hosts["node01"].status) == ("provision", "changed")
 
 
@@ -195,7 +196,7 @@ def test_events_of_a_shape_no_run_makes_are_refused_naming_the_file(
         change(event)
         path.write_text(json.dumps(event), encoding="utf-8")
     with pytest.raises(from_events.EventsError, match=str(path)):
-        from_events.report_of([run])
+        from_events.report_of([run], registry.COMMANDS)
     code = cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 2
@@ -260,7 +261,7 @@ def test_facts_a_judge_cannot_read_are_refused_naming_the_directory_and_host(
     odd = {"changes": [], "checks": [], "ansible_facts": {"gpufleet_expected_gpu_count": "eight"}}
     run = _artifacts(tmp_path / "a", {"node01": ("Gather", odd)}, "/p/facts.yml")
     with pytest.raises(from_events.EventsError, match=f"{run}: host node01: results of a shape"):
-        from_events.report_of([run])
+        from_events.report_of([run], registry.COMMANDS)
     assert cli.main(["report", "--from-events", str(run), "--report-dir", str(tmp_path / "out")]) == 2
     assert "host node01" in capsys.readouterr().err
 
@@ -274,7 +275,7 @@ def test_stats_without_artifact_data_are_a_run_not_in_check_mode(tmp_path: Path)
     event = json.loads(stats.read_text())
     event["event_data"]["artifact_data"] = None
     stats.write_text(json.dumps(event), encoding="utf-8")
-    report = from_events.report_of([run])
+    report = from_events.report_of([run], registry.COMMANDS)
     assert (report.command, report.hosts["node01"].status) == ("provision", "changed")
 
 

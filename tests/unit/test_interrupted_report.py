@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from gpufleet import commands, drift, events, interrupt, report_files, runner
+from gpufleet import cli, commands, drift, events, interrupt, report_files, runner
 from gpufleet import report as report_mod
+from gpufleet.commands import gate as gate_command
 from gpufleet.report import HostReport, Report
 
 DRAIN = "gpufleet.node.drain : Drain the node in Slurm"
@@ -82,8 +83,11 @@ def test_the_gate_report_names_where_each_host_stood_and_the_drain_task(
     monkeypatch.setattr(runner, "run_playbook", stopped)
     report = Report(command="gate", started="t0")
     options = runner.RunOptions(playbook="post_maintenance.yml", inventory=tmp_path / "inventory.yml")
-    with pytest.raises(runner.Canceled):
-        commands.run_reported(report, options, tmp_path)
+    with pytest.raises(runner.Canceled) as stopped:
+        commands.run_reported(report, options, None)
+    # the report goes on with the stop, to be written as every report is (the CLI writes it)
+    assert isinstance(stopped.value, commands.CanceledRun) and stopped.value.report is report
+    report_files.write(report, tmp_path)
     written = json.loads((tmp_path / "report.json").read_text())["hosts"]
     assert {n: h["status"] for n, h in written.items()} == dict.fromkeys(sorted(hosts), "interrupted")
     assert written["node01"]["message"] == (
@@ -145,7 +149,7 @@ def test_one_signal_a_run_absorbed_is_in_every_report_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """One SIGTERM during a gate: the gate finishes (its nodes pass, exit 0 stays right), and the report
-    says it was asked to stop and what was done about it."""
+    the CLI writes says it was asked to stop and what was done about it."""
 
     def gate_run(options: runner.RunOptions, progress: object = None) -> runner.RunResult:
         os.kill(os.getpid(), signal.SIGTERM)
@@ -154,17 +158,18 @@ def test_one_signal_a_run_absorbed_is_in_every_report_file(
 
     monkeypatch.setattr(runner, "run_playbook", gate_run)
     report_dir = tmp_path / "gate"
-    with interrupt.installed():
-        report = commands.gate(commands.CommonOptions(tmp_path / "hosts.yml", None, report_dir))
+    with interrupt.installed() as asked:
+        report = gate_command.gate(commands.CommonOptions(tmp_path / "hosts.yml", None, report_dir))
+        cli._write(report, report_dir, asked)
     said = "asked to stop by SIGTERM: the work under way was finished and nothing new was started"
     assert report.all_ok() and report.hosts["node01"].status == "ok"
     assert json.loads((report_dir / "report.json").read_text())["interrupted"] == said
     assert f"**Interrupted:** {said}" in (report_dir / "report.md").read_text()
     assert f"<strong>Interrupted:</strong> {said}" in (report_dir / "report.html").read_text()
     assert 'gpufleet_last_run_interrupted{command="gate"} 1' in (report_dir / "gpufleet.prom").read_text()
-    # after the block the signal is the past: a report written then says none
+    # another run's state (no signal): its report says none
     calm = Report(command="gate", started="t0")
-    commands.write(calm, tmp_path / "calm")
+    cli._write(calm, tmp_path / "calm", interrupt.Interrupt())
     assert "interrupted" not in json.loads((tmp_path / "calm" / "report.json").read_text())
     assert (
         'gpufleet_last_run_interrupted{command="gate"} 0' in (tmp_path / "calm" / "gpufleet.prom").read_text()

@@ -18,8 +18,11 @@ from typing import Any
 import ansible_runner
 import pytest
 
-from gpufleet import catalog, checks, commands, drift, from_events
-from gpufleet.progress import Display
+from gpufleet import catalog, checks, drift, report_files
+from gpufleet.commands import gate as gate_command
+from gpufleet.commands import provision as provision_command
+from gpufleet.commands import registry
+from gpufleet.commands.base import CommonOptions
 
 LEAF_PLAY = f"{catalog.LEAF_READ_PLAY} (its side of every RoCE link)"
 POWER = "gpu_power.enforced_limit_w[GPU-1]"
@@ -112,7 +115,6 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     without a terminal (a line per host)."""
     monkeypatch.setenv("GPUFLEET_STATE_DIR", str(tmp_path / "state"))
     console = io.StringIO()
-    monkeypatch.setattr(commands, "progress", Display(console, judges=from_events.REPORT_JUDGES))
 
     def run(**kwargs: Any) -> SimpleNamespace:
         playbook = Path(kwargs["playbook"]).name
@@ -129,7 +131,8 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setattr(ansible_runner, "run", run)
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all: {}\n")
-    return {"console": console, "inventory": inventory}
+    # the console as the CLI makes it: the registry's judges
+    return {"console": console, "display": registry.console(console), "inventory": inventory}
 
 
 def _console(console: io.StringIO) -> dict[str, str]:
@@ -162,14 +165,16 @@ def _written(report_dir: Path) -> dict[str, str]:
 
 
 def _run(command: str, replay: dict[str, Any], report_dir: Path) -> dict[str, str]:
-    inventory = replay["inventory"]
+    inventory, display = replay["inventory"], replay["display"]
     if command.startswith("drift"):
         options = drift.DriftOptions(inventory, None, report_dir, fix=command == "drift --fix", batch="1")
-        drift.drift(options, commands.progress)
+        report = drift.drift(options, display)
     elif command == "gate":
-        commands.gate(commands.CommonOptions(inventory, None, report_dir))
+        report = gate_command.gate(CommonOptions(inventory, None, report_dir), display=display)
     else:
-        commands.provision(commands.CommonOptions(inventory, None, report_dir, check=command == "check"))
+        options = CommonOptions(inventory, None, report_dir, check=command == "check")
+        report = provision_command.provision(options, display)
+    report_files.write(report, report_dir)
     return _written(report_dir)
 
 

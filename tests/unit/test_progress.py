@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpufleet import events, from_events, runner
+from gpufleet import events, runner
+from gpufleet.commands import registry
 from gpufleet.progress import Display
 
 NODES = [f"node{i:02d}" for i in range(1, 7)]
@@ -129,7 +130,7 @@ def test_a_loop_that_failed_names_its_items_not_ansibles_summary() -> None:
 
 def test_gpufleets_own_lines_go_above_the_live_line() -> None:
     out = Terminal()
-    display = Display(out, judges=from_events.REPORT_JUDGES)
+    display = Display(out, judges=registry.console_judges())
     display.run_started("drift_fix.yml")
     display.event({"event": "playbook_on_play_start", "event_data": {"play": "Fix"}}, None, {})
     display("drift --fix: batch 1/2: node01")

@@ -12,9 +12,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from gpufleet import cli, commands, procs
+from gpufleet import cli, procs, report_files
 from gpufleet import drift as drift_mod
 from gpufleet import watch as watch_mod
+from gpufleet.commands import gate as gate_command
+from gpufleet.commands import provision as provision_command
+from gpufleet.commands import registry
+from gpufleet.commands import switch as switch_command
+from gpufleet.commands.base import CommonOptions
+from gpufleet.progress import Display
 from gpufleet.report import Report
 from gpufleet_sim import build, control, faults, faults_switch
 from gpufleet_sim.fleet import DEFAULT_DIR, Fleet, FleetConfig, SimError
@@ -54,7 +60,12 @@ def _parser() -> argparse.ArgumentParser:
         description=DEMO_DESCRIPTION,
     )
     demo.add_argument("--report-dir", type=Path, default=Path("reports/demo"), help="where the reports go")
-    up = simsub.add_parser("up", help="start N simulated nodes and write their inventory")
+    up = simsub.add_parser(
+        "up",
+        help="start N simulated nodes and write their inventory",
+        description="Start N simulated GPU nodes (each in its own namespaces, reached over SSH on a loopback "
+        "address), two leaf switches, their BMCs, and write the fleet's inventory and vault password file.",
+    )
     up.add_argument("--nodes", type=int, default=2)
     up.add_argument("--profile", choices=build.PROFILES, default="b300-16")
     up.add_argument("--subnet", default="127.0.1", help="loopback /24 for node addresses")
@@ -66,16 +77,42 @@ def _parser() -> argparse.ArgumentParser:
         "the fleet) instead of the fake scontrol",
     )
     simsub.add_parser(
-        "down", help="stop every node and remove what the fleet started (exit 2 naming what still runs)"
+        "down",
+        help="stop every node and remove what the fleet started (exit 2 naming what still runs)",
+        description="Stop every simulated node, leaf and BMC and remove what the fleet started; exit 2 "
+        "naming what still runs.",
     )
-    simsub.add_parser("status", help="nodes, addresses, faults, up or down (exit 1 when any is down)")
-    simsub.add_parser("inventory", help="print the inventory path")
     simsub.add_parser(
-        "env", help="print the export lines that point gpufleet at this fleet (inventory, vault password)"
+        "status",
+        help="nodes, addresses, faults, up or down (exit 1 when any is down)",
+        description="Print each simulated node's address, its faults and whether it is up; exit 1 when any "
+        "is down.",
     )
-    reboot = simsub.add_parser("reboot", help="reboot a node: volatile settings are lost, boot units run")
+    simsub.add_parser(
+        "inventory",
+        help="print the inventory path",
+        description="Print the path of the simulated fleet's inventory (gpufleet -i takes it).",
+    )
+    simsub.add_parser(
+        "env",
+        help="print the export lines that point gpufleet at this fleet (inventory, vault password)",
+        description="Print the export lines (ANSIBLE_INVENTORY, ANSIBLE_VAULT_PASSWORD_FILE) that point "
+        'gpufleet at this fleet: eval "$(gpufleet-sim env)".',
+    )
+    reboot = simsub.add_parser(
+        "reboot",
+        help="reboot a node: volatile settings are lost, boot units run",
+        description="Reboot a simulated node: its volatile settings (power limits, QoS, clocks) are lost and "
+        "its boot units run again, as on a real reboot.",
+    )
     reboot.add_argument("node")
-    fault = simsub.add_parser("fault", help="inject (or --clear) a fault on a node, or on a leaf (leaf02)")
+    fault = simsub.add_parser(
+        "fault",
+        help="inject (or --clear) a fault on a node, or on a leaf (leaf02)",
+        description="Inject a fault on a simulated node (a capped power limit, low coolant flow, an Xid, "
+        "...) or on a leaf switch (PFC off, a lossy DSCP map, ...); --clear clears it, or every fault "
+        "when none is named.",
+    )
     fault.add_argument("node", help="a node (node02) or a leaf switch (leaf02)")
     fault.add_argument("fault", nargs="?", choices=sorted([*faults.FAULTS, *faults_switch.LEAF_FAULTS]))
     fault.add_argument("--clear", action="store_true", help="clear this fault, or all faults if none named")
@@ -150,32 +187,48 @@ def _demo_run(args: argparse.Namespace) -> int:
         print("fault: node03 low-coolant-flow (a valve left part-closed after work on the water loop)")
         base = args.report_dir
         vault = fleet.vault_password_file
-        drift = drift_mod.drift(
-            drift_mod.DriftOptions(fleet.inventory_path, None, base / "drift", vault, False, "10%", 0.0),
-            commands.progress,
+        console = registry.console()
+        drift = _written(
+            drift_mod.drift(
+                drift_mod.DriftOptions(fleet.inventory_path, None, base / "drift", vault, False, "10%", 0.0),
+                console,
+            ),
+            base / "drift",
         )
         caught = _fabric_findings(drift)
         print("drift: the switch side of the fabric, both ends of each link:")
         print("".join(f"  {line}\n" for line in caught) or "  nothing found\n")
-        switch = commands.switch(
-            commands.CommonOptions(
-                fleet.inventory_path, "leaf_switches", base / "switch", vault_password_file=vault
-            )
+        switch = _written(
+            switch_command.switch(
+                CommonOptions(
+                    fleet.inventory_path, "leaf_switches", base / "switch", vault_password_file=vault
+                ),
+                console,
+            ),
+            base / "switch",
         )
         print((base / "switch" / "report.md").read_text(encoding="utf-8"))
-        provision = commands.provision(
-            commands.CommonOptions(fleet.inventory_path, None, base / "provision", vault_password_file=vault)
+        provision = _written(
+            provision_command.provision(
+                CommonOptions(fleet.inventory_path, None, base / "provision", vault_password_file=vault),
+                console,
+            ),
+            base / "provision",
         )
         print((base / "provision" / "report.md").read_text(encoding="utf-8"))
         print(f"provision, as a page: {(base / 'provision' / 'report.html').resolve()}")
-        gate = commands.gate(
-            commands.CommonOptions(fleet.inventory_path, None, base / "gate", vault_password_file=vault),
-            burn_in_seconds=20,
+        gate = _written(
+            gate_command.gate(
+                CommonOptions(fleet.inventory_path, None, base / "gate", vault_password_file=vault),
+                burn_in_seconds=20,
+                display=console,
+            ),
+            base / "gate",
         )
         print((base / "gate" / "report.md").read_text(encoding="utf-8"))
         print(f"the gate, as a page (burn-in charts): {(base / 'gate' / 'report.html').resolve()}")
         cli.print_summary(gate, base / "gate")
-        watched = _demo_watch(fleet, base / "watch")
+        watched = _demo_watch(fleet, base / "watch", console)
     finally:
         control.down(fleet)
         print("simulated fleet stopped")
@@ -198,7 +251,13 @@ def _demo_run(args: argparse.Namespace) -> int:
     return EXIT_OK if fabric_named and switched and fixed and admitted and in_service else EXIT_NOT_OK
 
 
-def _demo_watch(fleet: Fleet, report_dir: Path) -> Report:
+def _written(report: Report, report_dir: Path) -> Report:
+    """The report's files written into report_dir, as gpufleet writes a command's."""
+    report_files.write(report, report_dir)
+    return report
+
+
+def _demo_watch(fleet: Fleet, report_dir: Path, console: Display) -> Report:
     """The admitted nodes serve; a PDU caps node01 in waves and a template breaks node02's prefix
     cache; one `gpufleet watch` names both."""
     with ServingLoad(fleet_instance_urls(fleet.root)):
@@ -212,8 +271,9 @@ def _demo_watch(fleet: Fleet, report_dir: Path) -> Report:
             watch_mod.WatchOptions(
                 fleet.inventory_path, "node01,node02", report_dir, fleet.vault_password_file
             ),
-            commands.progress,
+            console,
         )
+        report_files.write(watched, report_dir)
     print(f"watch: {report_dir / 'report.md'}")
     for name, host in sorted(watched.hosts.items()):
         print(f"  {name}: {host.status}: {host.message or 'nothing found'}")
