@@ -11,7 +11,8 @@ one message; the host fails with ``input_error`` (the report's configuration err
 others carry on.
 
 Nothing is sent to the node, except when the profile names a tool by path (thermal_gate's all-reduce
-or DCGM diagnostic): then ``ansible.builtin.stat`` looks for it there, once the inputs passed.
+or DCGM diagnostic): then one shell command (role_rules.tool_command, test(1): no module, no Python)
+looks for it there, once the inputs passed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ _COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 _ENTRY_POINT = "preflight"
 _SPECS: dict[str, dict] = {}
 _UNSET = object()
+_TOOLS_RULE = "gpufleet.node.thermal_gate : Check that each is an executable file on the node: "
 
 
 class ActionModule(ActionBase):
@@ -58,7 +60,7 @@ class ActionModule(ActionBase):
             if role == "thermal_gate" and not found:
                 tools = role_rules.tool_paths({n: self._value(n) for n in role_rules.settings(role)})
         if not refused:
-            refused = self._look_for_tools(tools, task_vars, result)
+            refused = self._look_for_tools(tools, result)
             if result.get("failed") or result.get("unreachable"):
                 return result
         if refused:
@@ -102,35 +104,28 @@ class ActionModule(ActionBase):
             return [f"{where}{', '.join(unset)}: not set (the role's defaults were not loaded)"]
         return [f"{where}{rule.name}: {message}" for rule, message in role_rules.refusals(role, values)]
 
-    def _look_for_tools(self, tools, task_vars, result):
-        """Each tool the profile names by path, looked for on the node: the refusals (a path that is
-        no executable file there); a stat that failed fails the task as it was."""
-        refused = []
-        for tool in tools:
-            stat = self._execute_module(
-                module_name="ansible.builtin.stat",
-                module_args={
-                    "path": tool["path"],
-                    "follow": True,
-                    "get_checksum": False,
-                    "get_mime": False,
-                    "get_attributes": False,
-                },
-                task_vars=task_vars,
+    def _look_for_tools(self, tools, result):
+        """Each tool the profile names by path, looked for on the node in one command (no module, no
+        Python there): the refusals, a path that is no executable file there. A command that did not
+        answer for every path fails the task as a failure of the node, not of its inputs."""
+        if not tools:
+            return []
+        done = self._low_level_execute_command(role_rules.tool_command([t["path"] for t in tools]))
+        found = role_rules.tool_answers(done.get("stdout", ""), len(tools)) if done.get("rc") == 0 else None
+        if found is None:
+            said = " ".join(str(done.get("stderr") or done.get("stdout") or "").split())[:300]
+            looked = ", ".join(t["setting"] for t in tools)
+            result.update(
+                failed=True,
+                msg=f"looking for {looked} on the node: the command exited {done.get('rc')} and did not "
+                f"answer for every path ({said})",
             )
-            if stat.get("failed") or stat.get("unreachable"):
-                result.update(
-                    failed=bool(stat.get("failed")),
-                    unreachable=bool(stat.get("unreachable")),
-                    msg=f"looking for {tool['setting']} ({tool['path']}) on the node: {stat.get('msg', '')}",
-                )
-                return []
-            message = role_rules.tool_refusal(tool, stat.get("stat") or {})
+            return []
+        refused = []
+        for tool, stat in zip(tools, found, strict=True):
+            message = role_rules.tool_refusal(tool, stat)
             if message:
-                refused.append(
-                    "gpufleet.node.thermal_gate : Check that each is an executable file on the node: "
-                    + message
-                )
+                refused.append(_TOOLS_RULE + message)
         return refused
 
 

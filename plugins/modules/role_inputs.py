@@ -27,8 +27,9 @@ description:
     role (C(ansible.builtin.import_role) of its empty C(options) entry point) does.
   - An action plugin, so nothing is sent to the node, except where the profile names a tool by path
     (C(thermal_gate_nccl_tests_path) with C(thermal_gate_nccl_min_busbw_gbps) set, C(thermal_gate_dcgmi_path)
-    with C(thermal_gate_dcgm_diag_level) above 0). Then, once the inputs passed, C(ansible.builtin.stat)
-    looks for it on the node, and a path that is not an executable file there is refused.
+    with C(thermal_gate_dcgm_diag_level) above 0). Then, once the inputs passed, one shell command (C(test),
+    no module, no Python) looks for it on the node, following links, and a path that is not an executable
+    regular file there is refused.
 options:
   roles:
     description:

@@ -4,6 +4,7 @@ controller, one task per node (tests/unit/test_role_inputs_action.py runs it thr
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -618,6 +619,49 @@ def test_a_tool_that_is_no_executable_file_is_refused_naming_its_setting(
         f"({what}): set it to where DCGM dcgmi is installed on the node, or install it there"
     )
     assert role_rules.tool_refusal(tool, {"exists": True, "isreg": True, "executable": True}) is None
+
+
+def test_one_shell_command_says_of_each_path_what_stat_would(tmp_path: Path) -> None:
+    """tool_command run by a real sh on real files, its answer read back for tool_refusal: following
+    links, as stat(follow=true) did; a path with a space or a quote stays one path."""
+    tool = tmp_path / "all reduce's perf"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    (tmp_path / "link").symlink_to(tool)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    paths = [
+        str(tool),
+        str(tmp_path / "link"),
+        str(plain),
+        str(tmp_path),
+        str(tmp_path / "gone"),
+        str(tmp_path / "dangling"),
+    ]
+    done = subprocess.run(
+        ["sh", "-c", role_rules.tool_command(paths)], capture_output=True, text=True, check=True
+    )
+    found = role_rules.tool_answers(done.stdout, len(paths))
+    assert found is not None, done.stdout
+    said = [
+        role_rules.tool_refusal({"setting": "s", "path": p, "why": "w"}, f)
+        for p, f in zip(paths, found, strict=True)
+    ]
+    assert [s and s.split("(")[-1].split(")")[0] for s in said] == [
+        None,
+        None,
+        "not executable",
+        "not a regular file",
+        "not there",
+        "not there",
+    ]
+
+
+@pytest.mark.parametrize("stdout", ["", "ok\n", "ok\nok\nok\n", "Welcome to node01\nok\nok\n", "ok\nyes\n"])
+def test_an_answer_that_is_not_one_known_line_per_path_is_not_read(stdout: str) -> None:
+    """A banner, a shell that printed more or less: the plugin fails the task (fail closed)."""
+    assert role_rules.tool_answers(stdout, 2) is None
 
 
 # ----------------------------------------------------------------------------- the roles' entry points

@@ -13,7 +13,8 @@ shape it cannot read) refuses, naming its settings: fail closed, as the assert's
 The two rules that need more than the values are split: the fleet's known versions are judged by
 module_utils/node/fleet_versions.py's ``validate_known`` (the one validation, also the module's), and a
 tool the profile names by path is looked for on the node by the plugin (``tool_paths`` says which,
-``tool_refusal`` judges what ``ansible.builtin.stat`` found).
+``tool_command`` is the one shell command that looks, ``tool_answers`` reads its answer back and
+``tool_refusal`` judges it).
 
 Pure, stdlib only.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -827,9 +829,39 @@ def tool_paths(values: Mapping[str, Any]) -> list[dict[str, str]]:
     return tools
 
 
+# What tool_command prints for each path, in its order: test(1) follows links, as stat(follow=true) did.
+_ANSWERS = {
+    "missing": {"exists": False, "isreg": False, "executable": False},
+    "notreg": {"exists": True, "isreg": False, "executable": False},
+    "notexec": {"exists": True, "isreg": True, "executable": False},
+    "ok": {"exists": True, "isreg": True, "executable": True},
+}
+
+
+def tool_command(paths: list[str]) -> str:
+    """One POSIX sh command that says of each path, a line each, whether it is an executable regular
+    file for the user the task runs as (missing, notreg, notexec or ok)."""
+    return (
+        "for p in %s; do "
+        'if [ ! -e "$p" ]; then echo missing; elif [ ! -f "$p" ]; then echo notreg; '
+        'elif [ ! -x "$p" ]; then echo notexec; else echo ok; fi; done'
+        % " ".join(shlex.quote(p) for p in paths)
+    )
+
+
+def tool_answers(stdout: str, count: int) -> list[dict[str, bool]] | None:
+    """tool_command's output read back, as ``ansible.builtin.stat`` would have said it; None unless
+    it answered for each of the ``count`` paths (a login banner or a shell that printed more: fail
+    closed, the caller fails the task)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    if len(lines) != count or any(line not in _ANSWERS for line in lines):
+        return None
+    return [dict(_ANSWERS[line]) for line in lines]
+
+
 def tool_refusal(tool: Mapping[str, str], stat: Mapping[str, Any]) -> str | None:
-    """What ``ansible.builtin.stat`` (following links) found at the tool's path, when it is not an
-    executable regular file."""
+    """What was found at the tool's path (following links: ``exists``, ``isreg``, ``executable``, as
+    ``ansible.builtin.stat`` names them), when it is not an executable regular file."""
     if stat.get("exists") and stat.get("isreg") and stat.get("executable"):
         return None
     what = (
