@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         spec = _spec(self._loader, role)
         where = f"gpufleet.node.{role} : "
         values = {}
-        for name in list(spec.get("options") or {}) + [n for n in role_rules.settings(role)]:
+        for name in [*(spec.get("options") or {}), *role_rules.settings(role)]:
             try:
                 value = self._value(name)
             except AnsibleError as error:

@@ -313,7 +313,7 @@ def _repeated_flags(instance: Mapping[str, Any], managed: Any) -> list[str]:
     extra = instance.get("extra_args", [])
     if extra is None:
         raise TypeError("extra_args is null")
-    return [f for f in (str(a).split("=")[0] for a in extra) if f in managed]
+    return [f for f in (str(a).split("=", maxsplit=1)[0] for a in extra) if f in managed]
 
 
 def _service_instance(instance: Mapping[str, Any], managed: Any) -> str | None:
