@@ -1,13 +1,16 @@
 """The shape of a JSON document as a set of key paths, values left out: what a simulated tool's
 output must share with the real tool's (``lldp.interface.chassis.mgmt-iface``; a list adds no step,
-so one neighbour or eight give the same paths).
+so one neighbour or eight give the same paths); and every place in a document, as the tuples of keys
+and list indexes that reach it (``places``).
 
 Not a test file: tests/unit/sim/test_fake_lldpctl.py compares the fake lldpctl with a real capture,
-tests/conformance/test_lldpd_real.py with the real lldpd running.
+tests/conformance/test_lldpd_real.py with the real lldpd running; tests/unit/test_fact_shapes.py and
+tests/unit/test_from_events.py walk facts and events with ``places``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -22,3 +25,14 @@ def key_paths(document: Any, prefix: str = "") -> set[str]:
         path = prefix + key
         paths |= {path} | key_paths(value, path + ".")
     return paths
+
+
+def places(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every place in ``value`` down to the first element of each list (the others are alike)."""
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from places(item, (*path, key))
+    elif isinstance(value, list) and value:
+        yield from places(value[0], (*path, 0))

@@ -5,13 +5,13 @@ named by its path, in a report.json read back as in events."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from gpufleet import fact_shapes, report_files
 from gpufleet.report import HostReport, Report, ReportError, from_dict
+from tests.json_shape import places
 from tests.unit.test_html_report import burn_in, check, coolant
 
 GPU = {"index": 0, "uuid": "GPU-0", "power": {"enforced_limit_w": 1400.0, "requested_limit_w": 1400.0}}
@@ -29,17 +29,6 @@ def facts() -> dict[str, Any]:
         "gpufleet_gpus": [copy.deepcopy(GPU)],
         "gpufleet_watch": copy.deepcopy(WATCH),
     }
-
-
-def _paths(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    """Every place in the facts down to the first element of each list (the others are alike)."""
-    if path:
-        yield path
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _paths(item, (*path, key))
-    elif isinstance(value, list) and value:
-        yield from _paths(value[0], (*path, 0))
 
 
 def _with(value: Any, path: tuple[Any, ...], new: Any) -> Any:
@@ -75,7 +64,7 @@ def test_the_modules_facts_fit_and_render() -> None:
 @pytest.mark.parametrize("name", sorted(fact_shapes.SHAPES))
 def test_whatever_a_fact_holds_it_is_refused_by_its_path_or_every_format_renders(name: str) -> None:
     alone = {name: facts()[name]}  # the others render alike each time
-    for path in [(name,), *((name, *p) for p in _paths(alone[name]))]:
+    for path in [(name,), *((name, *p) for p in places(alone[name]))]:
         for wrong in WRONG:
             changed = _with(alone, path, wrong)
             found = fact_shapes.facts_problem(changed, "facts")

@@ -11,6 +11,7 @@ import pytest
 
 from gpufleet import cli, from_events
 from gpufleet.commands import registry
+from tests.json_shape import places
 from tests.unit.runner_artifacts import COMPARE, READ
 from tests.unit.runner_artifacts import artifacts as _artifacts
 
@@ -279,17 +280,6 @@ def test_stats_without_artifact_data_are_a_run_not_in_check_mode(tmp_path: Path)
     assert (report.command, report.hosts["node01"].status) == ("provision", "changed")
 
 
-def _places(value: Any, path: tuple[Any, ...] = ()) -> Any:
-    """Every place in an event, down to the first element of each list."""
-    if path:
-        yield path
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _places(item, (*path, key))
-    elif isinstance(value, list) and value:
-        yield from _places(value[0], (*path, 0))
-
-
 def test_any_field_of_any_event_of_another_kind_is_refused_or_the_whole_report_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -317,7 +307,7 @@ def test_any_field_of_any_event_of_another_kind_is_refused_or_the_whole_report_w
     run = _artifacts(tmp_path / "run", {"node01": ("Gate", res)}, GATE)
     for path in sorted(run.glob("job_events/*.json")):
         original = path.read_text(encoding="utf-8")
-        for place in _places(json.loads(original)):
+        for place in places(json.loads(original)):
             for wrong in (None, 7, "text", [1], {"a": 1}):
                 event = json.loads(original)
                 _set(place, wrong)(event)

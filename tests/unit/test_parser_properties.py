@@ -624,17 +624,23 @@ def _digits_refused(case: Case, texts: tuple[str, str], what: str = "digits outs
         assert classify(case, spoiled) == "data", f"{what} were read where letters are refused"
 
 
+def _digits_always_refused(case: Case, texts: st.SearchStrategy[tuple[str, str]], *what: str) -> None:
+    """``_digits_refused`` on every pair of texts hypothesis draws from ``texts``."""
+
+    @PROPERTY_SETTINGS
+    @given(texts)
+    def run(pair: tuple[str, str]) -> None:
+        _digits_refused(case, pair, *what)
+
+    run()
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_digits_outside_ascii_are_never_read_as_numbers(case: Case) -> None:
     """Arabic-Indic, full-width and other digits (as characters, or as a JSON or XML escape of
     them) in a number: the tool's parse error, in every parser."""
 
-    @PROPERTY_SETTINGS
-    @given(digits_swapped(_text(case.capture), markup=case.markup))
-    def run(texts: tuple[str, str]) -> None:
-        _digits_refused(case, texts)
-
-    run()
+    _digits_always_refused(case, digits_swapped(_text(case.capture), markup=case.markup))
 
 
 @pytest.mark.parametrize(("capture", "fields", "parse"), SAMPLE_CASES)
@@ -643,17 +649,13 @@ def test_sample_digits_outside_ascii_are_never_read_as_numbers(
 ) -> None:
     case = _sample_case(fields, parse)
 
-    @PROPERTY_SETTINGS
-    @given(digits_swapped(_sample_text(capture, fields), markup="text"))
-    def run(texts: tuple[str, str]) -> None:
-        _digits_refused(case, texts)
-
-    run()
+    _digits_always_refused(case, digits_swapped(_sample_text(capture, fields), markup="text"))
 
 
 # ------------------------------------------------------------------ underscores between digits (issue 36)
 
 _BETWEEN_DIGITS = re.compile(r"(?<=[0-9])(?=[0-9])")
+UNDERSCORE_WHAT = "digits with an underscore between them"
 
 
 @st.composite
@@ -672,12 +674,7 @@ def test_an_underscore_between_digits_is_never_read_as_a_number(case: Case) -> N
     """Cut or damaged numbers such as '3_0' (show_gids) and '4_00' (ibstat): the tool's parse error
     wherever the parser reads a number, never 30 or 400."""
 
-    @PROPERTY_SETTINGS
-    @given(underscored(_text(case.capture)))
-    def run(texts: tuple[str, str]) -> None:
-        _digits_refused(case, texts, "digits with an underscore between them")
-
-    run()
+    _digits_always_refused(case, underscored(_text(case.capture)), UNDERSCORE_WHAT)
 
 
 @pytest.mark.parametrize(("capture", "fields", "parse"), SAMPLE_CASES)
@@ -686,9 +683,4 @@ def test_a_sample_number_with_an_underscore_is_never_read(
 ) -> None:
     case = _sample_case(fields, parse)
 
-    @PROPERTY_SETTINGS
-    @given(underscored(_sample_text(capture, fields)))
-    def run(texts: tuple[str, str]) -> None:
-        _digits_refused(case, texts, "digits with an underscore between them")
-
-    run()
+    _digits_always_refused(case, underscored(_sample_text(capture, fields)), UNDERSCORE_WHAT)
