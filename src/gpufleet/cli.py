@@ -12,16 +12,11 @@ from pathlib import Path
 from gpufleet import catalog, interrupt, preflight, prom, report_files, runlock, runner
 from gpufleet import report as report_mod
 from gpufleet.commands import base, registry
-from gpufleet.commands import report as report_command
 from gpufleet.printable import printable
 from gpufleet.report import Report
 
-EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = (
-    report_command.EXIT_OK,
-    report_command.EXIT_NOT_OK,
-    report_command.EXIT_USAGE,
-)
-DEFAULT_REPORT_DIR = report_command.DEFAULT_REPORT_DIR
+EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = base.EXIT_OK, base.EXIT_NOT_OK, base.EXIT_USAGE
+DEFAULT_REPORT_DIR = base.DEFAULT_REPORT_DIR
 
 # What `gpufleet --help` tells an operator (the module docstring is for who reads the code).
 DESCRIPTION = """\
@@ -135,7 +130,7 @@ def print_summary(report: Report, report_dir: Path) -> int:
     return _exit_status(report)
 
 
-_exit_status = report_command.exit_status
+_exit_status = base.exit_status
 
 
 def _write(report: Report, report_dir: Path, asked: interrupt.Interrupt) -> None:

@@ -22,8 +22,21 @@ HostJudge = Callable[[events.HostResult], HostReport]
 AcrossHosts = Callable[[Mapping[str, events.HostResult]], None]
 
 
+# gpufleet's exit statuses (cli.py's docstring and --help say what each means)
+EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
+DEFAULT_REPORT_DIR = Path("reports/latest")
+
+
 class UsageError(ValueError):
     """Bad arguments or configuration: nothing was run."""
+
+
+def exit_status(report: Report) -> int:
+    """A report's exit status: 2 when a host was refused for its inputs (configuration), else 0 all
+    good or 1."""
+    if report.configuration_error():
+        return EXIT_USAGE
+    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
 
 
 @dataclass(frozen=True)
@@ -192,7 +205,7 @@ def reported_facts(facts: dict[str, object]) -> dict[str, object]:
     return {k: v for k, v in facts.items() if k.startswith("gpufleet_")}
 
 
-def fleet_arguments(parser: argparse.ArgumentParser, default_report_dir: Path) -> None:
+def fleet_arguments(parser: argparse.ArgumentParser, default_report_dir: Path = DEFAULT_REPORT_DIR) -> None:
     """What every command that runs against the fleet takes."""
     parser.add_argument(
         "--inventory",

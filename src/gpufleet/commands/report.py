@@ -10,18 +10,7 @@ from pathlib import Path
 
 from gpufleet import from_events, preflight, report_files
 from gpufleet import report as report_mod
-from gpufleet.commands.base import Command, UsageError
-from gpufleet.report import Report
-
-EXIT_OK, EXIT_NOT_OK, EXIT_USAGE = 0, 1, 2
-DEFAULT_REPORT_DIR = Path("reports/latest")
-
-
-def exit_status(report: Report) -> int:
-    """2 when a host was refused for its inputs (configuration), else 0 all good or 1."""
-    if report.configuration_error():
-        return EXIT_USAGE
-    return EXIT_OK if report.all_ok() else EXIT_NOT_OK
+from gpufleet.commands.base import DEFAULT_REPORT_DIR, Command, UsageError, exit_status
 
 
 def again(report_dir: Path, fmt: str) -> int:
