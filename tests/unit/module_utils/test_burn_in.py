@@ -7,6 +7,7 @@ from the real H100 captures; the load goes to FakeVllm, an OpenAI-compatible ser
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import threading
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import redirect_stdout
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.core import results
@@ -27,6 +28,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal import burn_
 from gpufleet_sim import build, state
 from gpufleet_sim.tools import nvidia_smi
 
+from tests.unit.fake_clock import FakeClock
 from tests.unit.local_server import LocalServer
 
 LOAD_CSV = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
@@ -385,17 +387,6 @@ def test_resolve_models_fails_on_an_empty_list() -> None:
 # ---------------------------------------------------------------- the loop
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class NoLoad:
     def __init__(self) -> None:
         self.started = self.stopped = False
@@ -504,41 +495,78 @@ def test_utilization_floor() -> None:
     assert checks["burn_in.utilization_pct[GPU-2]"]["ok"] is True
 
 
-class Counters:
-    """A stand-in for roce_reading.Window: records when it is read, relative to the load."""
+def failed_check(name: str, value: float, limit: float, unit: str, message: str) -> dict[str, Any]:
+    return {"name": name, "ok": False, "value": value, "limit": limit, "unit": unit, "message": message}
+
+
+class AroundLoad:
+    """A stand-in for a reading taken before the load starts and after it ends (roce_reading.Window,
+    node_health.AfterLoad): records when it is read, relative to the load, in ``events``; its summary
+    and its one failed check are the subclass's ``SUMMARY`` and ``CHECK``."""
+
+    NAME = ""  # also bi.run's keyword for it
+    SUMMARY: ClassVar[dict[str, Any]]
+    CHECK: ClassVar[dict[str, Any]]
 
     def __init__(self, load: NoLoad, events: list[str]) -> None:
         self.load, self.events = load, events
 
     def start(self) -> None:
-        self.events.append("counters before" + (" (load on)" if self.load.started else ""))
+        self.events.append(f"{self.NAME} before" + (" (load on)" if self.load.started else ""))
 
     def stop(self) -> None:
-        self.events.append("counters after" + (" (load off)" if self.load.stopped else ""))
+        self.events.append(f"{self.NAME} after" + self.stop_note())
+
+    def stop_note(self) -> str:
+        raise NotImplementedError
 
     def summary(self) -> dict[str, Any]:
-        return {"ports": [], "window_s": 10.0, "deltas": {}, "error": None}
+        return copy.deepcopy(self.SUMMARY)
 
     def checks(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": "fabric.retransmits[mlx5_0]",
-                "ok": False,
-                "value": 12.0,
-                "limit": 1.0,
-                "unit": "1/s",
-                "message": "mlx5_0 over 10s: 120 lost packets and retransmits",
-            }
-        ]
+        return [copy.deepcopy(self.CHECK)]
+
+
+class Counters(AroundLoad):
+    """roce_reading.Window's stand-in."""
+
+    NAME = "counters"
+    SUMMARY: ClassVar[dict[str, Any]] = {"ports": [], "window_s": 10.0, "deltas": {}, "error": None}
+    CHECK = failed_check(
+        "fabric.retransmits[mlx5_0]", 12.0, 1.0, "1/s", "mlx5_0 over 10s: 120 lost packets and retransmits"
+    )
+
+    def stop_note(self) -> str:
+        return " (load off)" if self.load.stopped else ""
+
+
+class Health(AroundLoad):
+    """node_health.AfterLoad's stand-in."""
+
+    NAME = "health"
+    SUMMARY: ClassVar[dict[str, Any]] = {"gpu_count": 15, "gpus": [], "xids": [], "error": None}
+    CHECK = failed_check("health.gpu_count", 15, 16, "GPUs", "15")
+
+    def stop_note(self) -> str:
+        return "" if self.load.stopped else " (load still on)"
+
+
+def run_around_load(
+    kind: type[AroundLoad], temps: list[int], seconds: int
+) -> tuple[Any, NoLoad, list[str], dict[str, Any]]:
+    """(the reader, the load, the reader's events, the result) of run_on_fake_clock with a ``kind``
+    reading around the load and a sample at each of ``temps`` in turn."""
+    load = NoLoad()
+    events: list[str] = []
+    reader = kind(load, events)
+    values = iter(temps)
+    result = run_on_fake_clock(lambda: [reading(gpu_c=next(values))], seconds, load, **{kind.NAME: reader})
+    return reader, load, events, result
 
 
 @pytest.mark.parametrize("temps", [[60] * 10, [60, 90]])
 def test_run_reads_the_counters_just_before_the_load_starts_and_stops(temps: list[int]) -> None:
-    load = NoLoad()
-    events: list[str] = []
-    counters = Counters(load, events)
-    values = iter(temps)
-    result = run_on_fake_clock(lambda: [reading(gpu_c=next(values))], 10, load, counters=counters)
+    counters, load, events, result = run_around_load(Counters, temps, 10)
     # the load is on for the whole window (and still on at its end), even when a bad sample ends it early
     assert events == ["counters before", "counters after"] and load.stopped
     assert result["roce"] == counters.summary()
@@ -573,42 +601,10 @@ def test_an_allowed_reason_is_still_said_with_how_often() -> None:
     assert failed["ok"] is False and failed["value"] == ["hw_thermal_slowdown"]
 
 
-class Health:
-    """A stand-in for node_health.AfterLoad: records when it is read, relative to the load."""
-
-    def __init__(self, load: NoLoad, events: list[str]) -> None:
-        self.load, self.events = load, events
-
-    def start(self) -> None:
-        self.events.append("health before" + (" (load on)" if self.load.started else ""))
-
-    def stop(self) -> None:
-        self.events.append("health after" + ("" if self.load.stopped else " (load still on)"))
-
-    def summary(self) -> dict[str, Any]:
-        return {"gpu_count": 15, "gpus": [], "xids": [], "error": None}
-
-    def checks(self) -> list[dict[str, Any]]:
-        return [
-            {
-                "name": "health.gpu_count",
-                "ok": False,
-                "value": 15,
-                "limit": 16,
-                "unit": "GPUs",
-                "message": "15",
-            }
-        ]
-
-
 @pytest.mark.parametrize("temps", [[60] * 5, [60, 90]])
 def test_the_health_is_read_before_the_load_starts_and_after_it_stopped(temps: list[int]) -> None:
     """Also when a bad sample ends the burn-in early: the health when the load ended is still judged."""
-    load = NoLoad()
-    events: list[str] = []
-    health = Health(load, events)
-    values = iter(temps)
-    result = run_on_fake_clock(lambda: [reading(gpu_c=next(values))], 5, load, health=health)
+    health, _, events, result = run_around_load(Health, temps, 5)
     assert events == ["health before", "health after"]
     assert result["health"] == health.summary()
     names = [c["name"] for c in bi.checks(result, bi.DEFAULT_LIMITS, health=health)]

@@ -14,23 +14,12 @@ from gpufleet_sim import control
 from gpufleet_sim import fleet as fleet_mod
 from gpufleet_sim.fleet import Fleet, FleetConfig, SimError, StartWait
 
-
-class Clock:
-    """time.monotonic and time.sleep for fleet.py: a sleep only moves the clock."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
+from tests.unit.fake_clock import FakeClock
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    fake = Clock()
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock(1000.0)
     monkeypatch.setattr(fleet_mod, "time", fake)
     return fake
 
@@ -46,7 +35,7 @@ def test_the_wait_grows_with_the_node_count() -> None:
 
 
 def test_sim_up_waits_for_the_fleet_s_wait_and_the_supervisor_s_start(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
     """The supervisor's Fleet.up gives up first, naming what is still starting (its log says it)."""
     started: list[FakeNode] = []
@@ -64,7 +53,7 @@ def test_sim_up_waits_for_the_fleet_s_wait_and_the_supervisor_s_start(
     assert started and started[0].terminated
 
 
-def test_what_is_still_starting_is_named_when_the_wait_runs_out(clock: Clock) -> None:
+def test_what_is_still_starting_is_named_when_the_wait_runs_out(clock: FakeClock) -> None:
     polls: dict[str, int] = {}
 
     def ready_after(name: str, rounds: int) -> fleet_mod.Probe:
@@ -88,7 +77,7 @@ def test_what_is_still_starting_is_named_when_the_wait_runs_out(clock: Clock) ->
     assert all(polls[f"node{i:02d}"] == i * 10 + 1 for i in range(1, 11))
 
 
-def test_every_part_ready_within_the_wait_ends_it(clock: Clock) -> None:
+def test_every_part_ready_within_the_wait_ends_it(clock: FakeClock) -> None:
     answers = iter(["starting", "starting", None])
     start = clock.now
     fleet_mod.wait_for("BMCs", {"node01": lambda: next(answers)}, StartWait.of(5.0, "test"))
@@ -129,7 +118,7 @@ def _fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, slow: set[str], node
 
 
 def test_the_nodes_wait_names_each_node_still_starting(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
     fleet, specs = _fleet(tmp_path, monkeypatch, {"node07", "node12"}, nodes=12)
     allowed, why = FleetConfig(nodes=12).start_wait()
@@ -145,7 +134,7 @@ def test_the_nodes_wait_names_each_node_still_starting(
 
 
 def test_a_node_that_exits_while_starting_is_named_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: Clock
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clock: FakeClock
 ) -> None:
     fleet, specs = _fleet(tmp_path, monkeypatch, {"node02"}, nodes=3)
     start = clock.now

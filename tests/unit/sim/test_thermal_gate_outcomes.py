@@ -15,27 +15,18 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal import therm
 from gpufleet_sim import build, faults_thermal, state, thermal
 from gpufleet_sim.tools import nvsmi_common
 
+from tests.unit.fake_clock import FakeClock
+
 # The burn-in's load: each instance's 4 requests in flight (the module's default concurrency) on
 # every GPU; the instances start a minute after the idle gate (vLLM, the NCCL test).
 REQUESTS = 4
 BURN_IN_AFTER_S = 60.0
 
 
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
-
-
 class Load:
     """The burn-in's vLLM load as the thermal model sees it."""
 
-    def __init__(self, node: state.State, clock: Clock) -> None:
+    def __init__(self, node: state.State, clock: FakeClock) -> None:
         self.node, self.clock = node, clock
         self.uuids = [g["uuid"] for g in node["gpus"]]
 
@@ -69,7 +60,7 @@ def gate(weak_loop: bool, burn_in_s: int) -> tuple[list[dict[str, Any]], list[di
     node = build.build_node_state("node01", "b300-16", 1)
     if weak_loop:
         faults_thermal.low_coolant_flow(node, Path("/nonexistent"))
-    clock = Clock(float(node["thermal_t"]))
+    clock = FakeClock(float(node["thermal_t"]))
     idle = tv.gpu_checks(readings(node, clock()), tv.IDLE_LIMITS)
     clock.sleep(BURN_IN_AFTER_S)
     watch = burn_in.Watch(burn_in.DEFAULT_LIMITS)
