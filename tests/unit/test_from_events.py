@@ -11,7 +11,7 @@ import pytest
 
 from gpufleet import cli, from_events
 from gpufleet.commands import registry
-from tests.json_shape import places
+from tests.json_shape import places, setter
 from tests.unit.runner_artifacts import COMPARE, READ
 from tests.unit.runner_artifacts import artifacts as _artifacts
 
@@ -133,18 +133,6 @@ def test_a_check_mode_run_is_reported_as_what_would_change(tmp_path: Path) -> No
     assert (done.command, done.hosts["node01"].status) == ("provision", "changed")
 
 
-def _set(path: tuple[str, ...], value: Any) -> Any:
-    """A change to one event: the value at path (keys from the event down) replaced."""
-
-    def change(event: dict[str, Any]) -> None:
-        where = event
-        for key in path[:-1]:
-            where = where[key]
-        where[path[-1]] = value
-
-    return change
-
-
 def _deep(levels: int) -> str:
     return "[" * levels + "]" * levels
 
@@ -152,34 +140,34 @@ def _deep(levels: int) -> str:
 # Events that are valid JSON, of a shape no ansible-runner or AWX event has: (event changed: the
 # task result's (2) or the stats' (3), what is done to it)
 HOSTILE: dict[str, tuple[int, Any]] = {
-    "event_data a list": (2, _set(("event_data",), [1, 2])),
-    "event_data a string": (3, _set(("event_data",), "stats")),
-    "host an object": (2, _set(("event_data", "host"), {"name": "node01"})),
-    "host an int": (2, _set(("event_data", "host"), 7)),
-    "checks a string": (2, _set(("event_data", "res", "checks"), "all fine")),
-    "changes of numbers": (2, _set(("event_data", "res", "changes"), [1, 2])),
-    "a check without ok": (2, _set(("event_data", "res", "checks"), [{"name": "gpu.x"}])),
-    "hints of objects": (2, _set(("event_data", "res", "hints"), [{"a": 1}])),
-    "res a list": (2, _set(("event_data", "res"), [{"changes": []}])),
-    "stats ok a list": (3, _set(("event_data", "ok"), ["node01"])),
-    "stats ok counts of strings": (3, _set(("event_data", "ok"), {"node01": "many"})),
-    "stats artifact_data a list": (3, _set(("event_data", "artifact_data"), [True])),
-    "counter a word": (2, _set(("counter",), "second")),
-    "created a number": (2, _set(("created",), 1.5)),
-    "playbook an object": (3, _set(("event_data", "playbook"), {"path": "drift.yml"})),
-    "facts a list": (2, _set(("event_data", "res", "ansible_facts"), ["gpufleet_gpus"])),
+    "event_data a list": (2, setter(("event_data",), [1, 2])),
+    "event_data a string": (3, setter(("event_data",), "stats")),
+    "host an object": (2, setter(("event_data", "host"), {"name": "node01"})),
+    "host an int": (2, setter(("event_data", "host"), 7)),
+    "checks a string": (2, setter(("event_data", "res", "checks"), "all fine")),
+    "changes of numbers": (2, setter(("event_data", "res", "changes"), [1, 2])),
+    "a check without ok": (2, setter(("event_data", "res", "checks"), [{"name": "gpu.x"}])),
+    "hints of objects": (2, setter(("event_data", "res", "hints"), [{"a": 1}])),
+    "res a list": (2, setter(("event_data", "res"), [{"changes": []}])),
+    "stats ok a list": (3, setter(("event_data", "ok"), ["node01"])),
+    "stats ok counts of strings": (3, setter(("event_data", "ok"), {"node01": "many"})),
+    "stats artifact_data a list": (3, setter(("event_data", "artifact_data"), [True])),
+    "counter a word": (2, setter(("counter",), "second")),
+    "created a number": (2, setter(("created",), 1.5)),
+    "playbook an object": (3, setter(("event_data", "playbook"), {"path": "drift.yml"})),
+    "facts a list": (2, setter(("event_data", "res", "ansible_facts"), ["gpufleet_gpus"])),
     "coolant cdus a number": (
         2,
-        _set(("event_data", "res", "ansible_facts"), {"gpufleet_coolant": {"cdus": 5}}),
+        setter(("event_data", "res", "ansible_facts"), {"gpufleet_coolant": {"cdus": 5}}),
     ),
     "burn-in trace a number": (
         2,
-        _set(("event_data", "res", "ansible_facts"), {"gpufleet_burn_in": {"gpus": [{"gpu_c": 5}]}}),
+        setter(("event_data", "res", "ansible_facts"), {"gpufleet_burn_in": {"gpus": [{"gpu_c": 5}]}}),
     ),
-    "host with a lone surrogate": (2, _set(("event_data", "host"), "node\udc80")),
-    "stats host with a lone surrogate": (3, _set(("event_data", "ok"), {"node\udc80": 1})),
+    "host with a lone surrogate": (2, setter(("event_data", "host"), "node\udc80")),
+    "stats host with a lone surrogate": (3, setter(("event_data", "ok"), {"node\udc80": 1})),
     "100,000 deep": (2, None),
-    "200 deep in a message": (2, _set(("event_data", "res", "msg"), json.loads(_deep(200)))),
+    "200 deep in a message": (2, setter(("event_data", "res", "msg"), json.loads(_deep(200)))),
 }
 
 
@@ -310,7 +298,7 @@ def test_any_field_of_any_event_of_another_kind_is_refused_or_the_whole_report_w
         for place in places(json.loads(original)):
             for wrong in (None, 7, "text", [1], {"a": 1}):
                 event = json.loads(original)
-                _set(place, wrong)(event)
+                setter(place, wrong)(event)
                 path.write_text(json.dumps(event), encoding="utf-8")
                 out = tmp_path / "out"
                 code = cli.main(["report", "--from-events", str(run), "--report-dir", str(out)])

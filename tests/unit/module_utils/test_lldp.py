@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import lldp
 
+from tests.json_shape import setter
 from tests.unit.mutations import FIXTURES
 
 LLDP = FIXTURES / "lldp"
@@ -206,16 +207,6 @@ def _sonic(edit: Any) -> str:
     return json.dumps(document)
 
 
-def _set(path: tuple[Any, ...], value: Any) -> Any:
-    def edit(entry: dict[str, Any]) -> None:
-        node = entry
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-
-    return edit
-
-
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -236,12 +227,12 @@ def _set(path: tuple[Any, ...], value: Any) -> Any:
         (_read(HUAWEI).replace('"214.30.0.21"', '"214.30.0.256"'), "not an IP address"),
         (_read(HUAWEI).replace("Huawei", "Hua\udce9wei"), "not UTF-8"),
         (_read(H3C).replace('"120"', '"x"').replace('"121"', '"1e3"'), "ttl is '1e3'"),
-        (_sonic(_set(("port", 0, "id"), [])), "ens1np0 neighbour has no port id"),
-        (_sonic(_set(("chassis",), [])), "ens1np0 neighbour has no chassis id"),
-        (_sonic(_set(("chassis", 0, "name"), [{"value": "A"}, {"value": "B"}])), "has 2 name entries"),
-        (_sonic(_set(("chassis", 0, "mgmt-ip"), [{"value": 10}])), "mgmt-ip is 10"),
-        (_sonic(_set(("port", 0, "id", 0, "type"), None)), "port id type is None"),
-        (_sonic(_set(("name",), "")), "interface name is ''"),
+        (_sonic(setter(("port", 0, "id"), [])), "ens1np0 neighbour has no port id"),
+        (_sonic(setter(("chassis",), [])), "ens1np0 neighbour has no chassis id"),
+        (_sonic(setter(("chassis", 0, "name"), [{"value": "A"}, {"value": "B"}])), "has 2 name entries"),
+        (_sonic(setter(("chassis", 0, "mgmt-ip"), [{"value": 10}])), "mgmt-ip is 10"),
+        (_sonic(setter(("port", 0, "id", 0, "type"), None)), "port id type is None"),
+        (_sonic(setter(("name",), "")), "interface name is ''"),
     ],
 )
 def test_malformed_output_is_a_parse_error_naming_lldpctl(text: str, message: str) -> None:
