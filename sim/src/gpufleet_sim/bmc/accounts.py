@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from gpufleet_sim.bmc.payloads import Resource, collection, link, status
+from gpufleet_sim.bmc.payloads import Resource, collection, link, resource, status
 from gpufleet_sim.state import State
 
 ACCOUNT_SERVICE = "/redfish/v1/AccountService"
@@ -29,19 +29,19 @@ STANDARD_ROLES: dict[str, tuple[str, ...]] = {
 
 
 def account_service(state: State) -> Resource:
-    return {
-        "@odata.type": "#AccountService.v1_18_1.AccountService",
-        "Id": "AccountService",
-        "Name": "Account Service",
-        "Description": "Account Service",
-        "Status": status(),
-        "ServiceEnabled": True,
+    return resource(
+        "#AccountService.v1_18_1.AccountService",
+        "AccountService",
+        "Account Service",
+        ACCOUNT_SERVICE,
+        Description="Account Service",
+        Status=status(),
+        ServiceEnabled=True,
         # Basic auth is accepted on every request (server.Handler._authorised).
-        "HTTPBasicAuth": "Enabled",
-        "Accounts": link(ACCOUNTS),
-        "Roles": link(ROLES),
-        "@odata.id": ACCOUNT_SERVICE,
-    }
+        HTTPBasicAuth="Enabled",
+        Accounts=link(ACCOUNTS),
+        Roles=link(ROLES),
+    )
 
 
 def roles(state: State) -> Resource:
@@ -49,18 +49,18 @@ def roles(state: State) -> Resource:
 
 
 def role(state: State, ident: str) -> Resource:
-    return {
-        "@odata.type": "#Role.v1_3_3.Role",
-        "Id": ident,
-        "Name": "User Role",
-        "Description": f"{ident} User Role",
+    return resource(
+        "#Role.v1_3_3.Role",
+        ident,
+        "User Role",
+        f"{ROLES}/{ident}",
+        Description=f"{ident} User Role",
         # Role.v1_3_3 marks RoleId required, equal to Id (DMTF's Service Validator checks it)
-        "RoleId": ident,
-        "IsPredefined": True,
-        "AssignedPrivileges": list(STANDARD_ROLES[ident]),
-        "OemPrivileges": [],
-        "@odata.id": f"{ROLES}/{ident}",
-    }
+        RoleId=ident,
+        IsPredefined=True,
+        AssignedPrivileges=list(STANDARD_ROLES[ident]),
+        OemPrivileges=[],
+    )
 
 
 def accounts(state: State) -> Resource:
@@ -70,21 +70,21 @@ def accounts(state: State) -> Resource:
 
 
 def admin_account(state: State) -> Resource:
-    return {
-        "@odata.type": "#ManagerAccount.v1_14_1.ManagerAccount",
-        "Id": ADMIN_ACCOUNT_ID,
-        "Name": "User Account",
-        "Description": "User Account",
-        "Enabled": True,
-        "Password": None,  # never readable, as the schema requires
-        "PasswordChangeRequired": False,
-        "AccountTypes": ["Redfish"],
-        "UserName": str(state.get("bmc", {}).get("username", "")),
-        "RoleId": ADMIN_ROLE,
-        "Locked": False,
-        "Links": {"Role": link(f"{ROLES}/{ADMIN_ROLE}")},
-        "@odata.id": f"{ACCOUNTS}/{ADMIN_ACCOUNT_ID}",
-    }
+    return resource(
+        "#ManagerAccount.v1_14_1.ManagerAccount",
+        ADMIN_ACCOUNT_ID,
+        "User Account",
+        f"{ACCOUNTS}/{ADMIN_ACCOUNT_ID}",
+        Description="User Account",
+        Enabled=True,
+        Password=None,  # never readable, as the schema requires
+        PasswordChangeRequired=False,
+        AccountTypes=["Redfish"],
+        UserName=str(state.get("bmc", {}).get("username", "")),
+        RoleId=ADMIN_ROLE,
+        Locked=False,
+        Links={"Role": link(f"{ROLES}/{ADMIN_ROLE}")},
+    )
 
 
 def routes() -> dict[str, Callable[[State], Resource]]:

@@ -26,3 +26,9 @@ def collection(odata_type: str, name: str, path: str, members: list[str]) -> Res
         "Members": [link(m) for m in members],
         "@odata.id": path,
     }
+
+
+def resource(odata_type: str, ident: str, name: str, path: str, **body: Any) -> Resource:
+    """A resource as DMTF's mockups order it: its type, Id and Name, then ``body`` in the order given,
+    then its @odata.id (``path``)."""
+    return {"@odata.type": odata_type, "Id": ident, "Name": name, **body, "@odata.id": path}

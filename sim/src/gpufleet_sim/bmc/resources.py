@@ -24,13 +24,14 @@ from urllib.parse import unquote
 
 from gpufleet_sim import thermal
 from gpufleet_sim.bmc import accounts, query
-from gpufleet_sim.bmc.payloads import Resource, collection, link, status
+from gpufleet_sim.bmc.payloads import Resource, collection, link, resource, status
 from gpufleet_sim.state import State
 
 ROOT = "/redfish/v1"
 CHASSIS = f"{ROOT}/Chassis/1"
 THERMAL = f"{CHASSIS}/ThermalSubsystem"
 CDU = f"{ROOT}/ThermalEquipment/CDUs/1"
+SESSIONS = f"{ROOT}/SessionService/Sessions"
 # Flow sensor thresholds as a fraction of rated flow: below caution the connector is Warning,
 # below critical it is Critical (BMCs derive Status.Health from sensor thresholds like these).
 FLOW_CAUTION_SHARE = 0.7
@@ -101,21 +102,21 @@ def _thermal_health(view: View) -> str:
 
 # -- service root, chassis, manager -----------------------------------------------------------
 def service_root(view: View) -> Resource:
-    return {
-        "@odata.type": "#ServiceRoot.v1_20_0.ServiceRoot",
-        "Id": "RootService",
-        "Name": "Root Service",
-        "RedfishVersion": "1.20.0",
-        "UUID": view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
-        "ProtocolFeaturesSupported": copy.deepcopy(query.PROTOCOL_FEATURES_SUPPORTED),
-        "Chassis": link(f"{ROOT}/Chassis"),
-        "Managers": link(f"{ROOT}/Managers"),
-        "ThermalEquipment": link(f"{ROOT}/ThermalEquipment"),
-        "SessionService": link(f"{ROOT}/SessionService"),
-        "AccountService": link(accounts.ACCOUNT_SERVICE),
-        "Links": {"Sessions": link(f"{ROOT}/SessionService/Sessions")},
-        "@odata.id": f"{ROOT}/",
-    }
+    return resource(
+        "#ServiceRoot.v1_20_0.ServiceRoot",
+        "RootService",
+        "Root Service",
+        f"{ROOT}/",
+        RedfishVersion="1.20.0",
+        UUID=view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
+        ProtocolFeaturesSupported=copy.deepcopy(query.PROTOCOL_FEATURES_SUPPORTED),
+        Chassis=link(f"{ROOT}/Chassis"),
+        Managers=link(f"{ROOT}/Managers"),
+        ThermalEquipment=link(f"{ROOT}/ThermalEquipment"),
+        SessionService=link(f"{ROOT}/SessionService"),
+        AccountService=link(accounts.ACCOUNT_SERVICE),
+        Links={"Sessions": link(SESSIONS)},
+    )
 
 
 def chassis_collection(view: View) -> Resource:
@@ -128,49 +129,49 @@ def managers(view: View) -> Resource:
 
 def chassis(view: View) -> Resource:
     state = view.state
-    return {
-        "@odata.type": "#Chassis.v1_28_0.Chassis",
-        "Id": "1",
-        "Name": "Computer System Chassis",
-        "ChassisType": "RackMount",
-        "Manufacturer": "Contoso",
-        "Model": f"{state['profile'].upper()} liquid-cooled GPU server",
-        "SerialNumber": f"SN{state['gpus'][0]['serial'][-10:]}",
-        "PartNumber": "GPU-NODE-" + state["profile"].upper(),
-        "PowerState": "On",
-        "Status": status("OK", _thermal_health(view)),
-        "ThermalSubsystem": link(THERMAL),
-        "LeakDetectors": link(f"{CHASSIS}/LeakDetectors"),
-        "Links": {"ManagedBy": [link(f"{ROOT}/Managers/BMC")]},
-        "@odata.id": CHASSIS,
-    }
+    return resource(
+        "#Chassis.v1_28_0.Chassis",
+        "1",
+        "Computer System Chassis",
+        CHASSIS,
+        ChassisType="RackMount",
+        Manufacturer="Contoso",
+        Model=f"{state['profile'].upper()} liquid-cooled GPU server",
+        SerialNumber=f"SN{state['gpus'][0]['serial'][-10:]}",
+        PartNumber="GPU-NODE-" + state["profile"].upper(),
+        PowerState="On",
+        Status=status("OK", _thermal_health(view)),
+        ThermalSubsystem=link(THERMAL),
+        LeakDetectors=link(f"{CHASSIS}/LeakDetectors"),
+        Links={"ManagedBy": [link(f"{ROOT}/Managers/BMC")]},
+    )
 
 
 def manager(view: View) -> Resource:
-    return {
-        "@odata.type": "#Manager.v1_19_0.Manager",
-        "Id": "BMC",
-        "Name": "Manager",
-        "ManagerType": "BMC",
-        "FirmwareVersion": "1.12.0",
-        "Status": status(),
-        "Links": {"ManagerForChassis": [link(CHASSIS)]},
-        "@odata.id": f"{ROOT}/Managers/BMC",
-    }
+    return resource(
+        "#Manager.v1_19_0.Manager",
+        "BMC",
+        "Manager",
+        f"{ROOT}/Managers/BMC",
+        ManagerType="BMC",
+        FirmwareVersion="1.12.0",
+        Status=status(),
+        Links={"ManagerForChassis": [link(CHASSIS)]},
+    )
 
 
 # -- the node's thermal subsystem -------------------------------------------------------------
 def thermal_subsystem(view: View) -> Resource:
-    return {
-        "@odata.type": "#ThermalSubsystem.v1_5_0.ThermalSubsystem",
-        "Id": "ThermalSubsystem",
-        "Name": "Thermal Subsystem for Chassis",
-        "CoolantConnectors": link(f"{THERMAL}/CoolantConnectors"),
-        "ThermalMetrics": link(f"{THERMAL}/ThermalMetrics"),
-        "LeakDetection": link(f"{THERMAL}/LeakDetection"),
-        "Status": status(_thermal_health(view)),
-        "@odata.id": THERMAL,
-    }
+    return resource(
+        "#ThermalSubsystem.v1_5_0.ThermalSubsystem",
+        "ThermalSubsystem",
+        "Thermal Subsystem for Chassis",
+        THERMAL,
+        CoolantConnectors=link(f"{THERMAL}/CoolantConnectors"),
+        ThermalMetrics=link(f"{THERMAL}/ThermalMetrics"),
+        LeakDetection=link(f"{THERMAL}/LeakDetection"),
+        Status=status(_thermal_health(view)),
+    )
 
 
 def coolant_connectors(view: View) -> Resource:
@@ -195,16 +196,16 @@ def _connector_readings(flow: float, supply: float, ret: float, heat_w: float) -
 
 def coolant_connector(view: View, loop: thermal.LoopReading) -> Resource:
     ident = _connector_id(loop)
-    return {
-        "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
-        "Id": ident,
-        "Name": f"GPU Baseboard #{loop.board + 1} Cold Plates",
-        "Status": status(_loop_health(view, loop)),
-        "CoolantConnectorType": "Pair",
-        "RatedFlowLitersPerMinute": round(loop.rated_flow_lpm, 1),
+    return resource(
+        "#CoolantConnector.v1_3_0.CoolantConnector",
+        ident,
+        f"GPU Baseboard #{loop.board + 1} Cold Plates",
+        f"{THERMAL}/CoolantConnectors/{ident}",
+        Status=status(_loop_health(view, loop)),
+        CoolantConnectorType="Pair",
+        RatedFlowLitersPerMinute=round(loop.rated_flow_lpm, 1),
         **_connector_readings(loop.flow_lpm, loop.supply_c, loop.return_c, loop.heat_w),
-        "@odata.id": f"{THERMAL}/CoolantConnectors/{ident}",
-    }
+    )
 
 
 def thermal_metrics(view: View) -> Resource:
@@ -216,14 +217,14 @@ def thermal_metrics(view: View) -> Resource:
     }
     readings = [{"Reading": value, "DeviceName": name} for name, value in temps.items()]
     hottest = max(temps.values(), default=0)
-    return {
-        "@odata.type": "#ThermalMetrics.v1_3_2.ThermalMetrics",
-        "Id": "ThermalMetrics",
-        "Name": "Chassis Thermal Metrics",
-        "TemperatureSummaryCelsius": {"Internal": {"Reading": hottest}},
-        "TemperatureReadingsCelsius": readings,
-        "@odata.id": f"{THERMAL}/ThermalMetrics",
-    }
+    return resource(
+        "#ThermalMetrics.v1_3_2.ThermalMetrics",
+        "ThermalMetrics",
+        "Chassis Thermal Metrics",
+        f"{THERMAL}/ThermalMetrics",
+        TemperatureSummaryCelsius={"Internal": {"Reading": hottest}},
+        TemperatureReadingsCelsius=readings,
+    )
 
 
 def _display_die(view: View, gpu: dict[str, Any], reading: thermal.GpuReading) -> float:
@@ -233,12 +234,13 @@ def _display_die(view: View, gpu: dict[str, Any], reading: thermal.GpuReading) -
 
 def leak_detection(view: View, base: str, group: str) -> Resource:
     state = "Critical" if _leak(view) else "OK"
-    return {
-        "@odata.type": "#LeakDetection.v1_2_0.LeakDetection",
-        "Id": "LeakDetection",
-        "Name": "Leak Detection Systems",
-        "Status": status(_leak_health(view)),
-        "LeakDetectorGroups": [
+    return resource(
+        "#LeakDetection.v1_2_0.LeakDetection",
+        "LeakDetection",
+        "Leak Detection Systems",
+        f"{base}/LeakDetection",
+        Status=status(_leak_health(view)),
+        LeakDetectorGroups=[
             {
                 "GroupName": group,
                 "Status": {"Health": _leak_health(view)},
@@ -252,9 +254,8 @@ def leak_detection(view: View, base: str, group: str) -> Resource:
                 ],
             }
         ],
-        "LeakDetectors": link(f"{base}/LeakDetection/LeakDetectors"),
-        "@odata.id": f"{base}/LeakDetection",
-    }
+        LeakDetectors=link(f"{base}/LeakDetection/LeakDetectors"),
+    )
 
 
 def leak_detectors(view: View, path: str) -> Resource:
@@ -265,28 +266,28 @@ def leak_detectors(view: View, path: str) -> Resource:
 def leak_detector(view: View, path: str, ident: str) -> Resource:
     """Detector ``ident`` of the collection at ``path``."""
     name, kind = LEAK_DETECTORS[ident]
-    return {
-        "@odata.type": LEAK_DETECTOR_TYPE,
-        "Id": ident,
-        "Name": name,
-        "LeakDetectorType": kind,
-        "Status": status(_leak_health(view)),
-        "DetectorState": "Critical" if _leak(view) else "OK",
-        "PhysicalContext": "Chassis",
-        "@odata.id": f"{path}/{ident}",
-    }
+    return resource(
+        LEAK_DETECTOR_TYPE,
+        ident,
+        name,
+        f"{path}/{ident}",
+        LeakDetectorType=kind,
+        Status=status(_leak_health(view)),
+        DetectorState="Critical" if _leak(view) else "OK",
+        PhysicalContext="Chassis",
+    )
 
 
 # -- the rack CDU feeding the node ------------------------------------------------------------
 def thermal_equipment(view: View) -> Resource:
-    return {
-        "@odata.type": "#ThermalEquipment.v1_2_0.ThermalEquipment",
-        "Id": "ThermalEquipment",
-        "Name": "Cooling Equipment",
-        "Status": {"State": "Enabled", "HealthRollup": _thermal_health(view)},
-        "CDUs": link(f"{ROOT}/ThermalEquipment/CDUs"),
-        "@odata.id": f"{ROOT}/ThermalEquipment",
-    }
+    return resource(
+        "#ThermalEquipment.v1_2_0.ThermalEquipment",
+        "ThermalEquipment",
+        "Cooling Equipment",
+        f"{ROOT}/ThermalEquipment",
+        Status={"State": "Enabled", "HealthRollup": _thermal_health(view)},
+        CDUs=link(f"{ROOT}/ThermalEquipment/CDUs"),
+    )
 
 
 def cdus(view: View) -> Resource:
@@ -341,47 +342,49 @@ def cdu_connector(view: View, side: str) -> Resource:
         supply -= CDU_APPROACH_C
         ret = supply + heat / (flow * thermal.WATTS_PER_LPM_K)
         health = "OK"
-    return {
-        "@odata.type": "#CoolantConnector.v1_3_0.CoolantConnector",
-        "Id": "1",
-        "Name": "Main supply from facility" if side == "Primary" else "Cooling connection to rack equipment",
-        "Status": status(health),
-        "CoolantConnectorType": "Pair",
-        "RatedFlowLitersPerMinute": round(rated, 1),
+    return resource(
+        "#CoolantConnector.v1_3_0.CoolantConnector",
+        "1",
+        "Main supply from facility" if side == "Primary" else "Cooling connection to rack equipment",
+        f"{CDU}/{side}CoolantConnectors/1",
+        Status=status(health),
+        CoolantConnectorType="Pair",
+        RatedFlowLitersPerMinute=round(rated, 1),
         **_connector_readings(flow, supply, ret, heat),
-        "@odata.id": f"{CDU}/{side}CoolantConnectors/1",
-    }
+    )
 
 
 # -- sessions ---------------------------------------------------------------------------------
 def session_service(view: View) -> Resource:
-    return {
-        "@odata.type": "#SessionService.v1_2_0.SessionService",
-        "Id": "SessionService",
-        "Name": "Session Service",
-        "Description": "Session Service",
-        "Status": status(),
-        "ServiceEnabled": True,
-        "SessionTimeout": SESSION_TIMEOUT_S,
-        "Sessions": link(f"{ROOT}/SessionService/Sessions"),
-        "@odata.id": f"{ROOT}/SessionService",
-    }
+    return resource(
+        "#SessionService.v1_2_0.SessionService",
+        "SessionService",
+        "Session Service",
+        f"{ROOT}/SessionService",
+        Description="Session Service",
+        Status=status(),
+        ServiceEnabled=True,
+        SessionTimeout=SESSION_TIMEOUT_S,
+        Sessions=link(SESSIONS),
+    )
 
 
 def sessions(view: View) -> Resource:
-    path = f"{ROOT}/SessionService/Sessions"
-    return collection("SessionCollection", "Session Collection", path, [f"{path}/{s}" for s in view.sessions])
+    return collection(
+        "SessionCollection", "Session Collection", SESSIONS, [f"{SESSIONS}/{s}" for s in view.sessions]
+    )
 
 
 def session(ident: str, user: str) -> Resource:
-    return {
-        "@odata.type": "#Session.v1_8_0.Session",
-        "Id": ident,
-        "Name": "User Session",
-        "Description": "Manager User Session",
-        "UserName": user,
-        "@odata.id": f"{ROOT}/SessionService/Sessions/{ident}",
-    }
+    path = f"{SESSIONS}/{ident}"
+    return resource(
+        "#Session.v1_8_0.Session",
+        ident,
+        "User Session",
+        path,
+        Description="Manager User Session",
+        UserName=user,
+    )
 
 
 # -- routing ----------------------------------------------------------------------------------
@@ -400,7 +403,7 @@ def _static_routes() -> dict[str, Callable[[View], Resource]]:
         f"{ROOT}/ThermalEquipment/CDUs": cdus,
         CDU: cdu,
         f"{ROOT}/SessionService": session_service,
-        f"{ROOT}/SessionService/Sessions": sessions,
+        SESSIONS: sessions,
     }
     for side in ("Primary", "Secondary"):
         routes[f"{CDU}/{side}CoolantConnectors"] = partial(cdu_connectors, side=side)
@@ -439,7 +442,7 @@ def get(path: str, view: View) -> Resource | None:
         ident = path.removeprefix(prefix)
         loop = next((loop for loop in view.loops if _connector_id(loop) == ident), None)
         return coolant_connector(view, loop) if loop else None
-    prefix = f"{ROOT}/SessionService/Sessions/"
+    prefix = f"{SESSIONS}/"
     if path.startswith(prefix) and path.removeprefix(prefix) in view.sessions:
         ident = path.removeprefix(prefix)
         return session(ident, view.sessions[ident])
