@@ -150,6 +150,19 @@ class FleetConfig:
             raise SimError(f"--subnet must be a loopback /24 such as 127.0.1, got {self.subnet!r}")
 
 
+class _UnderRoot:
+    """A path of the fleet's, read as an attribute (``fleet.ssh_dir``): ``parts`` under its root."""
+
+    def __init__(self, *parts: str) -> None:
+        self.parts = parts
+
+    def __get__(self, fleet: Fleet, owner: type[Fleet] | None = None) -> Path:
+        return fleet.root.joinpath(*self.parts)
+
+    def __set__(self, fleet: Fleet, value: Path) -> None:
+        raise AttributeError("a fleet's paths follow its root")
+
+
 class Fleet:
     def __init__(self, root: Path = DEFAULT_DIR) -> None:
         self.root = root
@@ -161,40 +174,17 @@ class Fleet:
         self.record: dict[str, Any] = {"nodes": {}}
 
     # -- layout -----------------------------------------------------------
-    @property
-    def inventory_path(self) -> Path:
-        return self.root / "inventory.yml"
-
-    @property
-    def ssh_dir(self) -> Path:
-        return self.root / "ssh"
-
-    @property
-    def client_key(self) -> Path:
-        return self.ssh_dir / "id_ed25519"
-
-    @property
-    def known_hosts(self) -> Path:
-        return self.ssh_dir / "known_hosts"
-
-    @property
-    def fleet_file(self) -> Path:
-        return self.root / "fleet.json"
-
-    @property
-    def bmc_dir(self) -> Path:
-        """The fleet's BMC CA (ca.pem, which clients verify against) and each BMC's certificate."""
-        return self.root / "bmc"
-
-    @property
-    def vault_password_file(self) -> Path:
-        """Decrypts the inventory's vaulted BMC passwords (ansible-playbook --vault-password-file)."""
-        return self.root / "vault-password"
-
-    @property
-    def leaf_dir(self) -> Path:
-        """The leaves' state files (<leaf>.json), their CA (ca.pem) and certificates."""
-        return self.root / "leaves"
+    inventory_path = _UnderRoot("inventory.yml")
+    ssh_dir = _UnderRoot("ssh")
+    client_key = _UnderRoot("ssh", "id_ed25519")
+    known_hosts = _UnderRoot("ssh", "known_hosts")
+    fleet_file = _UnderRoot("fleet.json")
+    # the fleet's BMC CA (ca.pem, which clients verify against) and each BMC's certificate
+    bmc_dir = _UnderRoot("bmc")
+    # decrypts the inventory's vaulted BMC passwords (ansible-playbook --vault-password-file)
+    vault_password_file = _UnderRoot("vault-password")
+    # the leaves' state files (<leaf>.json), their CA (ca.pem) and certificates
+    leaf_dir = _UnderRoot("leaves")
 
     def leaf_state(self, name: str) -> Path:
         path = nvue.state_file(self.leaf_dir, name)
@@ -317,19 +307,12 @@ class Fleet:
         processes.save(self.root, self.record)
 
     def _start_node(self, spec: node.NodeSpec) -> None:
-        with open(spec.directory / "sshd.log", "ab") as log:
-            proc = subprocess.Popen(
-                node.launch_argv(spec),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                preexec_fn=_node_dies_with_parent,
-            )
+        proc, started = _spawn(node.launch_argv(spec), spec.directory / "sshd.log", _node_dies_with_parent)
         self.processes[spec.name] = proc
         parts = self.record["nodes"].setdefault(spec.name, {"address": spec.address})
         for stale in ("sshd", "toolserver", "pidns", "down"):
             parts.pop(stale, None)
-        parts["unshare"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        parts["unshare"] = started
         self._save_record()
 
     def _record_inside(self, spec: node.NodeSpec) -> None:
@@ -348,18 +331,12 @@ class Fleet:
         self._save_record()
 
     def _start_bmc(self, spec: node.NodeSpec) -> None:
-        with open(spec.directory / "bmc.log", "ab") as log:
-            proc = subprocess.Popen(
-                launch.argv(self.bmc_dir, spec.name, spec.address, spec.directory),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                preexec_fn=_bmc_dies_with_parent,
-            )
+        argv = launch.argv(self.bmc_dir, spec.name, spec.address, spec.directory)
+        proc, started = _spawn(argv, spec.directory / "bmc.log", _bmc_dies_with_parent)
         self.bmcs[spec.name] = proc
         parts = self.record["nodes"].setdefault(spec.name, {"address": spec.address})
         parts.pop("bmc_down", None)
-        parts["bmc"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        parts["bmc"] = started
         self._save_record()
 
     def _wait_bmcs(self, specs: list[node.NodeSpec], wait: StartWait) -> None:
@@ -376,16 +353,10 @@ class Fleet:
         wait_for("BMCs", {s.name: partial(probe, s) for s in specs}, wait)
 
     def _start_leaf(self, leaf: LeafSpec) -> None:
-        with open(self.leaf_dir / f"{leaf.name}.log", "ab") as log:
-            proc = subprocess.Popen(
-                nvue.argv(self.leaf_dir, leaf.name, leaf.address),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                preexec_fn=_bmc_dies_with_parent,
-            )
+        argv = nvue.argv(self.leaf_dir, leaf.name, leaf.address)
+        proc, started = _spawn(argv, self.leaf_dir / f"{leaf.name}.log", _bmc_dies_with_parent)
         self.leaves[leaf.name] = proc
-        self.record["leaves"][leaf.name]["nvue"] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self.record["leaves"][leaf.name]["nvue"] = started
         self._save_record()
 
     def _wait_leaves(self, leaves: list[LeafSpec], wait: StartWait) -> None:
@@ -423,12 +394,9 @@ class Fleet:
 
     def _start_daemon(self, label: str, argv: list[str]) -> None:
         log_name = label.replace(" ", "-") + ".out"
-        with open(self.slurm.root / "log" / log_name, "ab") as log:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=_bmc_dies_with_parent
-            )
+        proc, started = _spawn(argv, self.slurm.root / "log" / log_name, _bmc_dies_with_parent)
         self.slurm_daemons[label] = proc
-        self.record["slurm"][label] = processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
+        self.record["slurm"][label] = started
         self._save_record()
 
     def _stop_daemons(self) -> None:
@@ -685,6 +653,18 @@ class Fleet:
         if link.is_symlink() or link.exists():
             link.unlink()
         link.symlink_to(GROUP_VARS, target_is_directory=True)
+
+
+def _spawn(
+    argv: list[str], log_path: Path, dies_with_parent: Callable[[], None]
+) -> tuple[subprocess.Popen[bytes], dict[str, int]]:
+    """Starts ``argv``, its output appended to ``log_path``, set to die with this process: the
+    process and what processes.json records of it."""
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, preexec_fn=dies_with_parent
+        )
+    return proc, processes.Proc(proc.pid, _start_time(proc.pid)).as_dict()
 
 
 def _start_time(pid: int) -> int:
