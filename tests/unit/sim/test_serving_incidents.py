@@ -18,16 +18,15 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_cou
 from gpufleet_sim import build, faults, faults_switch, nvue, roce_traffic, serving, state, sysfs, sysfs_rdma
 from gpufleet_sim.tools import nvidia_smi, vllm_engine, vllm_http
 
+from tests.unit.sim.test_vllm_standin import config
+
 QUERY = "uuid,enforced.power.limit,clocks_event_reasons.active,clocks_event_reasons_counters.sw_power_cap"
-CONFIG = vllm_engine.Config(
-    model="zai-org/GLM-5.2-NVFP4",
-    served_name="glm52",
-    tensor_parallel_size=8,
+# test_vllm_standin's engine with a short context and a smaller batch
+CONFIG = config(
     max_model_len=8192,
     max_num_seqs=256,
     max_num_batched_tokens=8192,
     gpu_memory_utilization=0.9,
-    prefix_caching=True,
     swap_space=4.0,
 )
 
