@@ -36,7 +36,17 @@ def test_check_reports_the_power_cap_and_writes_nothing(fleet: Fleet, tmp_path: 
         before = written(node_dir)
         uuids = [g["uuid"] for g in state.present_gpus(before["state"])]
         report_dir = tmp_path / "check"
-        code = cli.main(["check", "--inventory", str(fleet.inventory_path), "--report-dir", str(report_dir)])
+        code = cli.main(
+            [
+                "check",
+                "--inventory",
+                str(fleet.inventory_path),
+                "--vault-password-file",
+                str(fleet.vault_password_file),
+                "--report-dir",
+                str(report_dir),
+            ]
+        )
         assert written(node_dir) == before
     finally:
         control.fault(fleet, "node01", None, clear=True)
