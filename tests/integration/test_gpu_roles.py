@@ -30,7 +30,9 @@ def fleet(fleet_factory) -> Fleet:
 
 def provision(fleet: Fleet, report_dir: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     inventory = str(fleet.inventory_path)
-    argv = ["provision", "--inventory", inventory, "--tags", TAGS, "--report-dir", str(report_dir), *extra]
+    argv = ["provision", "--inventory", inventory, "--tags", TAGS, "--report-dir", str(report_dir)]
+    # the leaves' and BMCs' vaulted passwords (every provision reads the leaf switches)
+    argv += ["--vault-password-file", str(fleet.vault_password_file), *extra]
     code = cli.main(argv)
     return code, json.loads((report_dir / "report.json").read_text())
 
