@@ -237,24 +237,9 @@ def test_truncated_capture_is_a_parse_error(name: str) -> None:
 
 # ------------------------------------------------------------------ mlnx_qos, other layouts
 
-# att/netarbiter nvmf/OUTPUTSAMPLE.setup-nic-lossless-layer3.sh.md (commit 2c2682e6298c), lines 5-36:
-# no "default priority", no receive buffers, no buffer row, TSA vendor, firmware prio->tc map.
-QOS_NETARBITER = (
-    "DCBX mode: OS controlled\n"
-    "Priority trust state: dscp\n"
-    "dscp2prio mapping:\n"
-    "        prio:0 dscp:07,06,05,04,03,02,01,00,\n"
-    "        prio:1 dscp:15,14,13,12,11,10,09,08,\n"
-    "        prio:2 dscp:23,22,21,20,19,18,17,16,\n"
-    "        prio:3 dscp:31,30,29,28,27,26,25,24,\n"
-    "        prio:4 dscp:39,38,37,36,35,34,33,32,\n"
-    "        prio:5 dscp:47,46,45,44,43,42,41,40,\n"
-    "        prio:6 dscp:55,54,53,52,51,50,49,48,\n"
-    "        prio:7 dscp:63,62,61,60,59,58,57,56,\n"
-    "Cable len: 7\n"
-    "PFC configuration:\n"
-    "        priority    0   1   2   3   4   5   6   7\n"
-    "        enabled     0   0   0   1   0   0   0   0   \n"
+# The TC section the three captures below end with, the same in each: every TC "vendor" (no ETS), and
+# the firmware's default map (priority 1 in TC 0, priority 0 in TC 1, priority N in TC N for the rest).
+VENDOR_TCS = (
     "tc: 0 ratelimit: unlimited, tsa: vendor\n"
     "         priority:  1\n"
     "tc: 1 ratelimit: unlimited, tsa: vendor\n"
@@ -273,6 +258,26 @@ QOS_NETARBITER = (
     "         priority:  7\n"
 )
 
+# att/netarbiter nvmf/OUTPUTSAMPLE.setup-nic-lossless-layer3.sh.md (commit 2c2682e6298c), lines 5-36:
+# no "default priority", no receive buffers, no buffer row, TSA vendor, firmware prio->tc map.
+QOS_NETARBITER = (
+    "DCBX mode: OS controlled\n"
+    "Priority trust state: dscp\n"
+    "dscp2prio mapping:\n"
+    "        prio:0 dscp:07,06,05,04,03,02,01,00,\n"
+    "        prio:1 dscp:15,14,13,12,11,10,09,08,\n"
+    "        prio:2 dscp:23,22,21,20,19,18,17,16,\n"
+    "        prio:3 dscp:31,30,29,28,27,26,25,24,\n"
+    "        prio:4 dscp:39,38,37,36,35,34,33,32,\n"
+    "        prio:5 dscp:47,46,45,44,43,42,41,40,\n"
+    "        prio:6 dscp:55,54,53,52,51,50,49,48,\n"
+    "        prio:7 dscp:63,62,61,60,59,58,57,56,\n"
+    "Cable len: 7\n"
+    "PFC configuration:\n"
+    "        priority    0   1   2   3   4   5   6   7\n"
+    "        enabled     0   0   0   1   0   0   0   0   \n" + VENDOR_TCS
+)
+
 # Search-index id 41105564267 (RoCE notes, host centos12): trust pcp, so no dscp2prio block;
 # receive buffers without a total.
 QOS_PCP = (
@@ -283,23 +288,7 @@ QOS_PCP = (
     "PFC configuration:\n"
     "        priority    0   1   2   3   4   5   6   7\n"
     "        enabled     0   0   0   0   0   0   0   0   \n"
-    "        buffer      0   0   0   0   0   0   0   0   \n"
-    "tc: 0 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  1\n"
-    "tc: 1 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  0\n"
-    "tc: 2 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  2\n"
-    "tc: 3 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  3\n"
-    "tc: 4 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  4\n"
-    "tc: 5 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  5\n"
-    "tc: 6 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  6\n"
-    "tc: 7 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  7\n"
+    "        buffer      0   0   0   0   0   0   0   0   \n" + VENDOR_TCS
 )
 
 # Search-index id 41001320304: a DSCP moved between priorities splits a priority's list over
@@ -320,23 +309,7 @@ QOS_SPLIT_DSCP = (
     "PFC configuration:\n"
     "        priority    0   1   2   3   4   5   6   7\n"
     "        enabled     0   0   0   1   0   0   0   0   \n"
-    "        buffer      0   2   5   7   1   2   3   6   \n"
-    "tc: 0 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  1\n"
-    "tc: 1 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  0\n"
-    "tc: 2 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  2\n"
-    "tc: 3 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  3\n"
-    "tc: 4 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  4\n"
-    "tc: 5 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  5\n"
-    "tc: 6 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  6\n"
-    "tc: 7 ratelimit: unlimited, tsa: vendor\n"
-    "         priority:  7\n"
+    "        buffer      0   2   5   7   1   2   3   6   \n" + VENDOR_TCS
 )
 
 # Search-index id 310222282 (RoCE setup notes), from the buffer line on: ETS with several
@@ -604,9 +577,8 @@ def test_ibstatus_down_port() -> None:
 
 # ------------------------------------------------------------------ mlxconfig
 
-# Search-index id 30996631291 (RoCE notes, `mstconfig -d 4b:00.0 q` on a ConnectX-6 Dx, the
-# mstflint build of mlxconfig): its header and first ten rows, trailing padding as printed.
-MLXCONFIG_QUERY_CX6DX = (
+# The device block both mstconfig captures below begin with (the same card).
+CX6DX_DEVICE = (
     "\n"
     "Device #1:\n"
     "----------\n"
@@ -617,7 +589,12 @@ MLXCONFIG_QUERY_CX6DX = (
     "Dual-port SFP28; PCIe 3.0/4.0 x16\n"
     "Device:             4b:00.0             \n"
     "\n"
-    "Configurations:                                     Next Boot\n"
+)
+
+# Search-index id 30996631291 (RoCE notes, `mstconfig -d 4b:00.0 q` on a ConnectX-6 Dx, the
+# mstflint build of mlxconfig): its header and first ten rows, trailing padding as printed.
+MLXCONFIG_QUERY_CX6DX = (
+    CX6DX_DEVICE + "Configurations:                                     Next Boot\n"
     "        MEMIC_BAR_SIZE                              0                   \n"
     "        MEMIC_SIZE_LIMIT                            _256KB(1)           \n"
     "        HOST_CHAINING_MODE                          DISABLED(0)         \n"
@@ -632,17 +609,7 @@ MLXCONFIG_QUERY_CX6DX = (
 
 # Same source: `mstconfig -d 4b:00.0 set ROCE_CONTROL=ROCE_DISABLE`, answered y.
 MLXCONFIG_SET_CX6DX = (
-    "\n"
-    "Device #1:\n"
-    "----------\n"
-    "\n"
-    "Device type:        ConnectX6DX         \n"
-    "Name:               MCX623432AN-ADA_Ax  \n"
-    "Description:        ConnectX-6 Dx EN adapter card; 25GbE for OCP 3.0; with host management; "
-    "Dual-port SFP28; PCIe 3.0/4.0 x16\n"
-    "Device:             4b:00.0             \n"
-    "\n"
-    "Configurations:                                     Next Boot       New\n"
+    CX6DX_DEVICE + "Configurations:                                     Next Boot       New\n"
     "        ROCE_CONTROL                                ROCE_ENABLE(2)       ROCE_DISABLE(1)     \n"
     "\n"
     " Apply new Configuration? (y/n) [n] : y\n"
