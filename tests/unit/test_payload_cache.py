@@ -17,7 +17,11 @@ PLAYBOOK = """
   gather_facts: false
   tasks:
     - ansible.builtin.stat: {path: /}
-    - gpufleet.node.fleet_versions: {host: localhost, fleet: {localhost: null}}
+    # a gpufleet module that runs on the controller's own host (fleet_versions is an action plugin now)
+    - gpufleet.node.run_lock:
+        state: released
+        holder: {id: payload-cache-test}
+        path: "{{ playbook_dir }}/lock.json"
 """
 
 
@@ -51,7 +55,7 @@ def test_the_second_run_reuses_the_payloads_the_first_built(tmp_path: Path) -> N
     kept = sorted(p.name for p in store.iterdir())
     assert kept == [
         "ansible.modules.stat-ZIP_DEFLATED-none",
-        "ansible_collections.gpufleet.node.plugins.modules.fleet_versions-ZIP_DEFLATED-none",
+        "ansible_collections.gpufleet.node.plugins.modules.run_lock-ZIP_DEFLATED-none",
     ]
     assert oct(store.parent.stat().st_mode & 0o777) == "0o700"
     second = _run(tmp_path, local_tmp)
