@@ -335,6 +335,29 @@ GPUD_UUIDS = [
 ]
 MASKED = "GPU-00000000-0000-0000-0000-000000000000"
 H100_LIMITS = (700.0, 700.0, 700.0, 200.0, 700.0)
+# (bus id, name) of the one GPU of utku's H100 and H200 captures
+UTKU_H100 = ("00000000:00:09.0", "NVIDIA H100 80GB HBM3")
+UTKU_H200 = ("00000000:83:00.0", "NVIDIA H200")
+
+
+def _utku_text(gpu, draw, temps, reasons):
+    """One of utku's `nvidia-smi -q` captures: one H100 or H200 SXM on driver 590.48.01 (CUDA 13.1), its
+    UUID masked, persistence on, at the H100's power limits, no ECC error, no row remapped."""
+    return dict(
+        driver="590.48.01",
+        cuda="13.1",
+        attached=1,
+        uuids=[MASKED],
+        bus=gpu[0],
+        name=gpu[1],
+        persistence=True,
+        power=(draw, *H100_LIMITS),
+        temps=temps,
+        reasons=reasons,
+        ecc={"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
+        remapped={"pending": False, "failure": False},
+    )
+
 
 TEXT_CASES = {
     "nvidia-smi-text/gpud-8xH100-80GB-HBM3-535.161.08-q.txt": dict(
@@ -389,62 +412,18 @@ TEXT_CASES = {
         ecc={"volatile_uncorrected": None, "aggregate_uncorrected": None},
         remapped={"pending": False, "failure": False},
     ),
-    "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-idle-q.txt": dict(
-        driver="590.48.01",
-        cuda="13.1",
-        attached=1,
-        uuids=[MASKED],
-        bus="00000000:00:09.0",
-        name="NVIDIA H100 80GB HBM3",
-        persistence=True,
-        power=(69.85, *H100_LIMITS),
-        temps=(41, 48, 46),
-        reasons=[["gpu_idle"]],
-        ecc={"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-        remapped={"pending": False, "failure": False},
+    "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-idle-q.txt": _utku_text(
+        UTKU_H100, 69.85, (41, 48, 46), [["gpu_idle"]]
     ),
-    "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-load-q.txt": dict(
-        driver="590.48.01",
-        cuda="13.1",
-        attached=1,
-        uuids=[MASKED],
-        bus="00000000:00:09.0",
-        name="NVIDIA H100 80GB HBM3",
-        persistence=True,
-        power=(629.45, *H100_LIMITS),  # Average Power Draw, not the 588.39 W instant reading
-        temps=(59, 55, 26),  # T.Limit margin shrinks as the GPU heats
-        reasons=[[]],
-        ecc={"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-        remapped={"pending": False, "failure": False},
+    # 629.45 W is the Average Power Draw, not the 588.39 W instant reading; the T.Limit margin (26)
+    # shrinks as the GPU heats
+    "nvidia-smi-text/utku-h100-80gb-hbm3-590.48.01-load-q.txt": _utku_text(
+        UTKU_H100, 629.45, (59, 55, 26), [[]]
     ),
-    "nvidia-smi-text/utku-h200-590.48.01-idle-q.txt": dict(
-        driver="590.48.01",
-        cuda="13.1",
-        attached=1,
-        uuids=[MASKED],
-        bus="00000000:83:00.0",
-        name="NVIDIA H200",
-        persistence=True,
-        power=(77.67, *H100_LIMITS),
-        temps=(28, 32, 59),
-        reasons=[["gpu_idle"]],
-        ecc={"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-        remapped={"pending": False, "failure": False},
+    "nvidia-smi-text/utku-h200-590.48.01-idle-q.txt": _utku_text(
+        UTKU_H200, 77.67, (28, 32, 59), [["gpu_idle"]]
     ),
-    "nvidia-smi-text/utku-h200-590.48.01-load-q.txt": dict(
-        driver="590.48.01",
-        cuda="13.1",
-        attached=1,
-        uuids=[MASKED],
-        bus="00000000:83:00.0",
-        name="NVIDIA H200",
-        persistence=True,
-        power=(627.32, *H100_LIMITS),
-        temps=(52, 41, 35),
-        reasons=[[]],
-        ecc={"volatile_uncorrected": 0, "aggregate_uncorrected": 0},
-        remapped={"pending": False, "failure": False},
-    ),
+    "nvidia-smi-text/utku-h200-590.48.01-load-q.txt": _utku_text(UTKU_H200, 627.32, (52, 41, 35), [[]]),
 }
 
 
