@@ -28,6 +28,7 @@ import http.client
 import json
 import time
 from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
 
 from ansible.module_utils.urls import ConnectionError as UrlsConnectionError
 from ansible.module_utils.urls import open_url
@@ -59,6 +60,29 @@ def decode_json(raw, where, error):
         raise error("protocol", "%s with JSON nested too deeply to read" % where) from None
     except ValueError:
         raise error("protocol", "%s with something that is not JSON" % where) from None
+
+
+def split_address(address, refuse, check_port=False):
+    """A device's address ('host', 'host:port', 'http(s)://host[:port]'; https when it names no
+    scheme) -> its urlsplit parts. Each problem raises ``refuse(problem)``, the caller's error:
+    ``empty``, ``port`` (not a number; looked at only with check_port), ``scheme`` (not http(s), or
+    no host) or ``credentials`` (a user or password in it)."""
+    text = (address or "").strip()
+    if not text:
+        raise refuse("empty")
+    if "://" not in text:
+        text = "https://" + text
+    parts = urlsplit(text)
+    if check_port:
+        try:
+            parts.port  # noqa: B018 - reading it is the check: ValueError on a port that is not a number
+        except ValueError:
+            raise refuse("port") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise refuse("scheme")
+    if parts.username or parts.password:
+        raise refuse("credentials")
+    return parts
 
 
 class HttpsClient:

@@ -40,7 +40,10 @@ import time
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.https_transport import HttpsClient
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.https_transport import (
+    HttpsClient,
+    split_address,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.transport_security import seconds
 
 # NVUE's REST port on Cumulus Linux 5.x ("If you do not set a port, Cumulus Linux uses the default
@@ -89,28 +92,26 @@ class NvueError(Exception):
         self.revision_state = revision_state
 
 
+# What normalize_address says of each problem split_address finds ({0}: the address as given).
+_ADDRESS_PROBLEMS = {
+    "empty": "the switch address is empty; give its NVUE API address, e.g. leaf01 or 10.0.0.5",
+    "port": "switch address {0} has a port that is not a number",
+    "scheme": "switch address {0} is not an http(s) address",
+    "credentials": "the switch address must not carry credentials; use username and password",
+}
+
+
 def normalize_address(address):
     """'leaf01' / '10.0.0.5' / '10.0.0.5:8443' / 'https://leaf01' -> 'https://host:port' (8765 by default)."""
-    text = (address or "").strip()
-    if not text:
-        raise NvueError(
-            "usage", "the switch address is empty; give its NVUE API address, e.g. leaf01 or 10.0.0.5"
-        )
-    if "://" not in text:
-        text = "https://" + text
-    parts = urlsplit(text)
-    try:
-        port = parts.port
-    except ValueError:
-        raise NvueError("usage", "switch address %s has a port that is not a number" % address) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise NvueError("usage", "switch address %s is not an http(s) address" % address)
-    if parts.username or parts.password:
-        raise NvueError("usage", "the switch address must not carry credentials; use username and password")
+
+    def refuse(problem):
+        return NvueError("usage", _ADDRESS_PROBLEMS[problem].format(address))
+
+    parts = split_address(address, refuse, check_port=True)
     if parts.path not in ("", "/") or parts.query:
         raise NvueError("usage", "switch address %s must be scheme://host[:port] only" % address)
     host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
-    return urlunsplit((parts.scheme, "%s:%d" % (host, port or DEFAULT_PORT), "", "", ""))
+    return urlunsplit((parts.scheme, "%s:%d" % (host, parts.port or DEFAULT_PORT), "", "", ""))
 
 
 def api_path(path):

@@ -319,20 +319,19 @@ def _one_line(text):
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
+# What normalize_baseuri says of each problem split_address finds ({0}: the baseuri as given).
+_BASEURI_PROBLEMS = {
+    "empty": "baseuri is empty; give the BMC's address, e.g. 10.20.1.11 or https://bmc01",
+    "scheme": "baseuri {0} is not an http(s) address of a BMC",
+    "credentials": "baseuri must not carry credentials; use username and password",
+}
+
+
 def normalize_baseuri(baseuri):
     """'10.0.0.5' / '10.0.0.5:8443' / 'https://bmc01' -> 'https://10.0.0.5[:port]' (no path)."""
-    text = (baseuri or "").strip()
-    if not text:
-        raise RedfishError(
-            "usage", "baseuri is empty; give the BMC's address, e.g. 10.20.1.11 or https://bmc01"
-        )
-    if "://" not in text:
-        text = "https://" + text
-    parts = urlsplit(text)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise RedfishError("usage", "baseuri %s is not an http(s) address of a BMC" % baseuri)
-    if parts.username or parts.password:
-        raise RedfishError("usage", "baseuri must not carry credentials; use username and password")
+    parts = https_transport.split_address(
+        baseuri, lambda problem: RedfishError("usage", _BASEURI_PROBLEMS[problem].format(baseuri))
+    )
     return urlunsplit((parts.scheme, parts.netloc, "", "", ""))
 
 
