@@ -12,21 +12,17 @@ session token are masked in the result as the module's no_log masks them.
 from __future__ import annotations
 
 from ansible.module_utils.common.parameters import remove_values
-from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.coolant_read import ARGUMENT_SPEC, read
+from ansible_collections.gpufleet.node.plugins.plugin_utils.controller_action import ControllerAction
 
 
-class ActionModule(ActionBase):
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ControllerAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def work(self, args, result):
         warnings = []
         read_result, secrets = read(args, warnings.append)
         masked = {s for s in [args["password"], *secrets] if s}
         result.update(remove_values(read_result, masked))
         if warnings:
             result["warnings"] = remove_values(warnings, masked)
-        return result

@@ -12,9 +12,9 @@ runs the same where the action plugin is not used (ansible-test, a copy of the m
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refusal
 from ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions import judge, validate_known
+from ansible_collections.gpufleet.node.plugins.plugin_utils.controller_action import ControllerAction
 
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
@@ -23,17 +23,14 @@ ARGUMENT_SPEC = dict(
 )
 
 
-class ActionModule(ActionBase):
-    _supports_check_mode = True
-    _supports_async = False
+class ActionModule(ControllerAction):
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super().run(tmp, task_vars)
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def work(self, args, result):
         refused = refusal("compare the versions", validate_known(args["known"]))
         if refused:
             result.update(failed=True, msg=refused, input_error=True)
-            return result
+            return
         fleet = {h: (v if isinstance(v, dict) else None) for h, v in args["fleet"].items()}
         checks = judge(args["host"], fleet, args["known"])
         failed = [c for c in checks if not c["ok"]]
@@ -42,4 +39,3 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="; ".join(c["message"] for c in failed))
         else:
             result["msg"] = "; ".join(c["message"] for c in checks) or "no versions to compare"
-        return result
