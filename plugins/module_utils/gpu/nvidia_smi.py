@@ -191,6 +191,23 @@ def _order_reasons(names):
     return known + [n for n in names if n not in THROTTLE_REASONS]
 
 
+def _active_reasons(flags):
+    """Either reader's (reason name, raw flag) pairs -> the names whose flag reads active, ordered."""
+    return _order_reasons([name for name, raw in flags if _flag(raw) is True])
+
+
+def _uncorrected(block, double_bit, total, counters):
+    """Total uncorrected ECC errors in a volatile/aggregate block, across schemas, for either reader:
+    ``double_bit(block)`` is the pre-Ampere section (None where the block has none), ``total`` reads
+    its total, ``counters(block)`` gives the block's (lower-case name, raw reading) pairs."""
+    if block is None:
+        return None
+    section = double_bit(block)
+    if section is not None:
+        return total(section)
+    return _sum_known(_reading(raw) for name, raw in counters(block) if "uncorrectable" in name)
+
+
 # ---------------------------------------------------------------- nvidia-smi -q -x
 
 _XML_TOOL = "nvidia-smi -q -x"
@@ -299,24 +316,20 @@ def _xml_reasons(gpu):
         section = gpu.find("clocks_throttle_reasons")
     if section is None:
         return []
-    active = []
-    for child in section:
-        name = re.sub(r"^clocks_(?:event|throttle)_reason_", "", child.tag)
-        if _flag(child.text) is True:
-            active.append(name)
-    return _order_reasons(active)
+    return _active_reasons(
+        (re.sub(r"^clocks_(?:event|throttle)_reason_", "", c.tag), c.text) for c in section
+    )
 
 
 def _xml_uncorrected(block):
-    """Total uncorrected ECC errors in a volatile/aggregate block, across schemas."""
-    if block is None:
-        return None
-    double_bit = block.find("double_bit")
-    if double_bit is not None:
-        # Pre-Ampere schema: <double_bit><device_memory/>...<total/></double_bit>.
-        return _xnum(double_bit, "total")
-    # dram_uncorrectable + sram_uncorrectable (v11/v12) or sram_uncorrectable_parity/_secded (v13).
-    return _sum_known(_reading(c.text) for c in block if "uncorrectable" in c.tag)
+    """Pre-Ampere schema: <double_bit><device_memory/>...<total/></double_bit>; else
+    dram_uncorrectable + sram_uncorrectable (v11/v12) or sram_uncorrectable_parity/_secded (v13)."""
+    return _uncorrected(
+        block,
+        lambda b: b.find("double_bit"),
+        lambda d: _xnum(d, "total"),
+        lambda b: ((c.tag, c.text) for c in b),
+    )
 
 
 def _xml_ecc(gpu):
@@ -500,21 +513,21 @@ def _text_reasons(gpu):
     section = gpu.get("Clocks Event Reasons", "Clocks Throttle Reasons")
     if section is None:
         return []
-    active = []
-    for node in section.walk():  # HW Thermal/Power Brake Slowdown sit under HW Slowdown
-        if _flag(node.value) is True:
-            label = node.key.lower()
-            active.append(_TEXT_REASONS.get(label, re.sub(r"[^a-z0-9]+", "_", label).strip("_")))
-    return _order_reasons(active)
+    # HW Thermal/Power Brake Slowdown sit under HW Slowdown: walk() reaches them.
+    return _active_reasons((_text_reason(node.key.lower()), node.value) for node in section.walk())
+
+
+def _text_reason(label):
+    return _TEXT_REASONS.get(label, re.sub(r"[^a-z0-9]+", "_", label).strip("_"))
 
 
 def _text_uncorrected(block):
-    if block is None:
-        return None
-    double_bit = block.get("Double Bit")
-    if double_bit is not None:
-        return double_bit.num("Total")
-    return _sum_known(_reading(c.value) for c in block.children if "uncorrectable" in c.key.lower())
+    return _uncorrected(
+        block,
+        lambda b: b.get("Double Bit"),
+        lambda d: d.num("Total"),
+        lambda b: ((c.key.lower(), c.value) for c in b.children),
+    )
 
 
 def _text_gpu(index, section):
