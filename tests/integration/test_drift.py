@@ -61,8 +61,10 @@ DEAD = (
 )
 
 
-def run(argv: list[str], report_dir: Path) -> tuple[int, dict[str, Any]]:
-    code = cli.main([*argv, "--report-dir", str(report_dir)])
+def run(fleet: Fleet, argv: list[str], report_dir: Path) -> tuple[int, dict[str, Any]]:
+    # the fleet's vault secret: its leaves' and BMCs' passwords are vaulted
+    vault = ["--vault-password-file", str(fleet.vault_password_file)]
+    code = cli.main([*argv, *vault, "--report-dir", str(report_dir)])
     return code, json.loads((report_dir / "report.json").read_text())
 
 
@@ -90,14 +92,16 @@ def calls(fleet: Fleet, name: str) -> list[tuple[object, object]]:
 @pytest.fixture(scope="module")
 def provisioned(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> Path:
     report_dir = tmp_path_factory.mktemp("provision")
-    code, report = run(["provision", "--inventory", str(fleet.inventory_path)], report_dir)
+    code, report = run(fleet, ["provision", "--inventory", str(fleet.inventory_path)], report_dir)
     assert code == 0, report
     return inventory_dir(fleet, "inv-slurm", SLURM)
 
 
 def test_clean_fleet_and_an_unreachable_node(fleet: Fleet, provisioned: Path, tmp_path: Path) -> None:
     dead = inventory_dir(fleet, "inv-dead", DEAD)
-    code, report = run(["drift", "--inventory", str(dead), "--limit", ",".join([*NODES, "node99"])], tmp_path)
+    code, report = run(
+        fleet, ["drift", "--inventory", str(dead), "--limit", ",".join([*NODES, "node99"])], tmp_path
+    )
     assert code == 1
     statuses = {name: host["status"] for name, host in node_hosts(report).items()}
     assert statuses == {**dict.fromkeys(NODES, "ok"), "node99": "unreachable"}
@@ -129,7 +133,7 @@ def test_an_edited_boot_file_is_named_on_its_node_only(
     fleet: Fleet, edited_conf: tuple[bytes, bytes], tmp_path: Path
 ) -> None:
     written, edited = edited_conf
-    code, report = run(["drift", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path)
+    code, report = run(fleet, ["drift", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path)
     assert code == 1
     assert report["hosts"]["node04"]["status"] == "drifted"
     assert report["hosts"]["node04"]["changes"] == [
@@ -148,7 +152,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     control.fault(fleet, "node04", "ecn-off", clear=False)
     inventory = str(provisioned)
 
-    code, drift = run(["drift", "--inventory", inventory, *LIMIT], tmp_path / "drift")
+    code, drift = run(fleet, ["drift", "--inventory", inventory, *LIMIT], tmp_path / "drift")
     assert code == 1
     assert drift["hosts"]["node01"]["status"] == "ok"
     assert drift["hosts"]["node01"]["changes"] == []
@@ -178,6 +182,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     # The anchor: provision --check finds the same settings, from and to, on the same nodes (the
     # boot file too: its template task's change is in provision's report under drift's name).
     code, check = run(
+        fleet,
         ["provision", "--check", "--inventory", inventory, "--limit", "node02,node03,node04"],
         tmp_path / "check",
     )
@@ -187,7 +192,9 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
     for name in NODES:
         before = calls(fleet, name)
         assert before == [], (name, before)
-    code, fixed = run(["drift", "--fix", "--batch", "2", "--inventory", inventory, *LIMIT], tmp_path / "fix")
+    code, fixed = run(
+        fleet, ["drift", "--fix", "--batch", "2", "--inventory", inventory, *LIMIT], tmp_path / "fix"
+    )
     assert code == 0, fixed
     assert {n: fixed["hosts"][n]["status"] for n in NODES} == {
         "node01": "ok",
@@ -204,7 +211,7 @@ def test_drift_names_exactly_the_faulted_settings_and_fix_clears_them(
 
     assert (fleet.root / "nodes" / "node04" / "etc-upper" / CONF).read_bytes() == written
 
-    code, again = run(["drift", "--inventory", inventory, *LIMIT], tmp_path / "again")
+    code, again = run(fleet, ["drift", "--inventory", inventory, *LIMIT], tmp_path / "again")
     assert code == 0, again
     assert {n: again["hosts"][n]["status"] for n in NODES} == dict.fromkeys(NODES, "ok")
 
@@ -225,7 +232,7 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
         str(provisioned),
         *LIMIT,
     ]
-    code, report = run(argv, tmp_path)
+    code, report = run(fleet, argv, tmp_path)
     assert code == 1
     assert report["hosts"]["node01"]["status"] == "failed"
     assert "left drained" in report["hosts"]["node01"]["message"]
@@ -238,7 +245,7 @@ def test_a_failed_batch_stops_the_rollout(fleet: Fleet, provisioned: Path, tmp_p
     assert (slurm_node["State"], slurm_node.get("Reason")) == ("IDLE+DRAIN", "gpufleet drift --fix")
     assert len(calls(fleet, "node02")) == 2
     # the next run names the node it finds left drained (the drain role's record on the node)
-    code, again = run(["drift", "--inventory", str(provisioned), *LIMIT], tmp_path / "again")
+    code, again = run(fleet, ["drift", "--inventory", str(provisioned), *LIMIT], tmp_path / "again")
     assert code == 1
     left = {
         n: [c for c in h["checks"] if c["name"] == "drain.left_drained"] for n, h in again["hosts"].items()
@@ -267,7 +274,7 @@ def test_output_gpufleet_cannot_read_is_a_named_failure_in_every_command(
     limit = ["--limit", name]
     assert control.fault(fleet, name, "nvsmi-oversized-field", clear=False) == ["nvsmi-oversized-field"]
     try:
-        code, drift = run(["drift", "--inventory", str(provisioned), *limit], tmp_path / "drift")
+        code, drift = run(fleet, ["drift", "--inventory", str(provisioned), *limit], tmp_path / "drift")
         assert code == 1
         host = drift["hosts"][name]
         assert host["status"] == "failed" and REFUSED in host["message"]
@@ -276,13 +283,15 @@ def test_output_gpufleet_cannot_read_is_a_named_failure_in_every_command(
 
         # left out of the rollout, named: nothing drains a node whose nvidia-smi gpufleet cannot read
         before = calls(fleet, name)
-        code, fixed = run(["drift", "--fix", "--inventory", str(provisioned), *limit], tmp_path / "fix")
+        code, fixed = run(
+            fleet, ["drift", "--fix", "--inventory", str(provisioned), *limit], tmp_path / "fix"
+        )
         assert code == 1
         assert fixed["hosts"][name]["status"] == "failed" and REFUSED in fixed["hosts"][name]["message"]
         assert calls(fleet, name) == before
 
         # provision --check: the roles' read of the GPUs (gpu_facts) refuses it
-        code, check = run(["check", "--inventory", str(provisioned), *limit], tmp_path / "check")
+        code, check = run(fleet, ["check", "--inventory", str(provisioned), *limit], tmp_path / "check")
         assert code == 1
         assert check["hosts"][name]["status"] == "failed"
         assert "gpu_power : Gather GPU facts" in check["hosts"][name]["message"]
@@ -301,7 +310,7 @@ def test_output_gpufleet_cannot_read_is_a_named_failure_in_every_command(
         assert REFUSED in gated["hosts"][name]["message"]
     finally:
         control.fault(fleet, name, "nvsmi-oversized-field", clear=True)
-    code, again = run(["drift", "--inventory", str(provisioned), *limit], tmp_path / "again")
+    code, again = run(fleet, ["drift", "--inventory", str(provisioned), *limit], tmp_path / "again")
     assert (code, again["hosts"][name]["status"]) == (0, "ok"), again["hosts"][name]
 
 
@@ -317,7 +326,7 @@ def test_drift_names_the_odd_node_out_of_its_versions(
     try:
         capsys.readouterr()
         code, report = run(
-            ["drift", "--inventory", str(provisioned), "--limit", ",".join(PEERS)], tmp_path / "drift"
+            fleet, ["drift", "--inventory", str(provisioned), "--limit", ",".join(PEERS)], tmp_path / "drift"
         )
         console = {line.split()[0]: line.split()[1] for line in capsys.readouterr().err.splitlines()}
     finally:
@@ -365,7 +374,7 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
         control.fault(fleet, name, None, clear=True)
     # the earlier tests ran on node01..node04 only (--limit): the other nodes are as provisioned
     code, report = run(
-        ["provision", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path / "reprovision"
+        fleet, ["provision", "--inventory", str(fleet.inventory_path), *LIMIT], tmp_path / "reprovision"
     )
     assert code == 0, {n: h["message"] for n, h in report["hosts"].items() if h["status"] != "changed"}
     assert set(node_hosts(report)) == set(NODES)
@@ -377,13 +386,13 @@ def test_drift_and_check_name_the_same_changes_for_every_fault(
     conf.write_text("".join(x if x.startswith("#") else x.split()[0] + " 1100\n" for x in lines))
 
     capsys.readouterr()
-    code, drift = run(["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "drift")
+    code, drift = run(fleet, ["drift", "--inventory", str(fleet.inventory_path)], tmp_path / "drift")
     assert code == 1
     # without a terminal the run printed each host's result once: one line per host, in its status
     progress = [line.split() for line in capsys.readouterr().err.splitlines()]
     assert sorted(words[0] for words in progress) == sorted(drift["hosts"])
     assert {words[0]: words[1] for words in progress}["node05"] == "failed"
-    code, check = run(["check", "--inventory", str(fleet.inventory_path)], tmp_path / "check")
+    code, check = run(fleet, ["check", "--inventory", str(fleet.inventory_path)], tmp_path / "check")
     assert code == 1
     assert set(node_hosts(drift)) == set(node_hosts(check)) == set(ALL_NODES)
     mismatched = {
