@@ -11,6 +11,7 @@ import argparse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from gpufleet import events, progress, runner
 from gpufleet.progress import Display
@@ -48,6 +49,9 @@ class CommonOptions(runner.Target):
     break_lock: bool = False
 
 
+TargetT = TypeVar("TargetT", bound=runner.Target)
+
+
 @dataclass(frozen=True)
 class Run:
     """What the CLI gives a command to run: the inventory, --limit, --report-dir, the vault password
@@ -58,6 +62,12 @@ class Run:
     report_dir: Path
     vault_password_file: Path | None = None
     progress: Display | None = None
+
+    def target(self, kind: type[TargetT], **settings: Any) -> TargetT:
+        """The options ``kind`` (runner.Target or one that extends it) of a run against this run's
+        inventory, --limit, report folder and vault password file, with ``settings`` (kind's other
+        fields)."""
+        return kind(self.inventory, self.limit, self.report_dir, self.vault_password_file, **settings)
 
 
 class CanceledRun(runner.Canceled):

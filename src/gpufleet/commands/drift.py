@@ -17,14 +17,11 @@ def fix_status(host: events.HostResult) -> str:
 
 
 def _run(command: Command, args: argparse.Namespace, run: Run) -> Report:
-    options = drift_mod.DriftOptions(
-        run.inventory,
-        run.limit,
-        run.report_dir,
-        run.vault_password_file,
-        args.fix,
-        args.batch,
-        args.max_fail_percent,
+    options = run.target(
+        drift_mod.DriftOptions,
+        fix=args.fix,
+        batch=args.batch,
+        max_fail_percent=args.max_fail_percent,
         break_lock=args.break_lock,
     )
     return drift_mod.drift(options, run.progress)

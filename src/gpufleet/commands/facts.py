@@ -38,7 +38,7 @@ def facts(options: runner.Target, display: Display | None = None) -> Report:
 
 
 def _run(command: Command, args: argparse.Namespace, run: Run) -> Report:
-    target = runner.Target(run.inventory, run.limit, run.report_dir, run.vault_password_file)
+    target = run.target(runner.Target)
     return facts(target, run.progress)
 
 

@@ -140,13 +140,7 @@ def gate(
 
 
 def _run(command: Command, args: argparse.Namespace, run: Run) -> Report:
-    options = CommonOptions(
-        run.inventory,
-        run.limit,
-        run.report_dir,
-        vault_password_file=run.vault_password_file,
-        break_lock=args.break_lock,
-    )
+    options = run.target(CommonOptions, break_lock=args.break_lock)
     return gate(options, args.burn_in_seconds, run.progress)
 
 

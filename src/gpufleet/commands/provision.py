@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
+from typing import Any
 
 from gpufleet import runner
 from gpufleet.commands.base import (
@@ -57,14 +58,11 @@ def provision(options: CommonOptions, display: Display | None = None) -> Report:
 
 
 def options_of(args: argparse.Namespace, run: Run) -> CommonOptions:
-    return CommonOptions(
-        run.inventory,
-        run.limit,
-        run.report_dir,
+    return run.target(
+        CommonOptions,
         tags=args.tags,
         check=args.check,
         diff=args.diff,
-        vault_password_file=run.vault_password_file,
         break_lock=getattr(args, "break_lock", False),
     )
 
@@ -84,6 +82,16 @@ def _checking(args: argparse.Namespace) -> bool:
     return bool(args.check)
 
 
+# A command that applies roles (provision, switch): it changes nodes unless --check, a --check run is
+# reported as "<command> --check", and each host is judged as provision judges it.
+APPLIES_ROLES: dict[str, Any] = dict(
+    changes=lambda args: not args.check,
+    variant="--check",
+    variant_on=_checking,
+    judge=partial(provision_host, check_mode=False),
+    check_judge=partial(provision_host, check_mode=True),
+)
+
 COMMAND = Command(
     name="provision",
     summary="apply every role (playbooks/provision.yml) and report changes",
@@ -93,9 +101,5 @@ COMMAND = Command(
     add_arguments=_arguments,
     run=_run,
     playbook="provision.yml",
-    changes=lambda args: not args.check,
-    variant="--check",
-    variant_on=_checking,
-    judge=partial(provision_host, check_mode=False),
-    check_judge=partial(provision_host, check_mode=True),
+    **APPLIES_ROLES,
 )

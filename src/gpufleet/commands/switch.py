@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from functools import partial
 
 from gpufleet import runner
 from gpufleet.commands.base import CHECK_HELP, Command, CommonOptions, Run
-from gpufleet.commands.provision import apply, provision_host
+from gpufleet.commands.provision import APPLIES_ROLES, apply
 from gpufleet.progress import Display
 from gpufleet.report import Report
 
@@ -18,14 +17,7 @@ def switch(options: CommonOptions, display: Display | None = None) -> Report:
 
 
 def _run(command: Command, args: argparse.Namespace, run: Run) -> Report:
-    options = CommonOptions(
-        run.inventory,
-        run.limit,
-        run.report_dir,
-        check=args.check,
-        diff=True,
-        vault_password_file=run.vault_password_file,
-    )
+    options = run.target(CommonOptions, check=args.check, diff=True)
     return switch(options, run.progress)
 
 
@@ -40,10 +32,6 @@ def _validate(args: argparse.Namespace) -> None:
         args.limit = runner.SWITCH_GROUP
 
 
-def _checking(args: argparse.Namespace) -> bool:
-    return bool(args.check)
-
-
 COMMAND = Command(
     name="switch",
     summary="apply the lossless RoCE profile on the leaf switches (NVUE); --check: what would change",
@@ -53,10 +41,6 @@ COMMAND = Command(
     add_arguments=_arguments,
     run=_run,
     playbook="switch_qos.yml",
-    changes=lambda args: not args.check,
     validate=_validate,
-    variant="--check",
-    variant_on=_checking,
-    judge=partial(provision_host, check_mode=False),
-    check_judge=partial(provision_host, check_mode=True),
+    **APPLIES_ROLES,
 )

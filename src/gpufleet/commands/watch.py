@@ -10,9 +10,7 @@ from gpufleet.report import Report
 
 
 def _run(command: Command, args: argparse.Namespace, run: Run) -> Report:
-    options = watch_mod.WatchOptions(
-        run.inventory, run.limit, run.report_dir, run.vault_password_file, window_s=args.window
-    )
+    options = run.target(watch_mod.WatchOptions, window_s=args.window)
     return watch_mod.watch(options, run.progress)
 
 
