@@ -196,6 +196,17 @@ def _active_reasons(flags):
     return _order_reasons([name for name, raw in flags if _flag(raw) is True])
 
 
+def _add_power(record, find, read, names):
+    """The record's power and module_power, for either reader: ``names`` are the v11 schema's power
+    section, the later schemas' GPU power section and the module power section, ``find(name)`` gives
+    one (None where the GPU has none), ``read(section, v11)`` reads it. The v11 section wins where
+    the GPU has it."""
+    v11, gpu, module = names
+    legacy = find(v11)
+    record["power"] = read(legacy, v11=True) if legacy is not None else read(find(gpu), v11=False)
+    record["module_power"] = read(find(module), v11=False)
+
+
 def _uncorrected(block, double_bit, total, counters):
     """Total uncorrected ECC errors in a volatile/aggregate block, across schemas, for either reader:
     ``double_bit(block)`` is the pre-Ampere section (None where the block has none), ``total`` reads
@@ -369,11 +380,9 @@ def _xml_gpu(index, gpu):
         persistence_mode=_flag(_xtext(gpu, "persistence_mode")),
         mig_mode=_flag(_xtext(gpu, "mig_mode/current_mig")),
     )
-    if gpu.find("power_readings") is not None:
-        record["power"] = _xml_power(gpu.find("power_readings"), v11=True)
-    else:
-        record["power"] = _xml_power(gpu.find("gpu_power_readings"), v11=False)
-    record["module_power"] = _xml_power(gpu.find("module_power_readings"), v11=False)
+    _add_power(
+        record, gpu.find, _xml_power, ("power_readings", "gpu_power_readings", "module_power_readings")
+    )
     temperature = gpu.find("temperature")
     record["temperature"] = {
         "gpu_c": _xnum(temperature, "gpu_temp"),
@@ -541,11 +550,9 @@ def _text_gpu(index, section):
         persistence_mode=_flag(section.text("Persistence Mode")),
         mig_mode=_flag(section.text("MIG Mode", "Current")),
     )
-    if section.get("Power Readings") is not None:
-        record["power"] = _text_power(section.get("Power Readings"), v11=True)
-    else:
-        record["power"] = _text_power(section.get("GPU Power Readings"), v11=False)
-    record["module_power"] = _text_power(section.get("Module Power Readings"), v11=False)
+    _add_power(
+        record, section.get, _text_power, ("Power Readings", "GPU Power Readings", "Module Power Readings")
+    )
     temperature = section.get("Temperature")
     if temperature is not None:
         record["temperature"] = {
