@@ -389,6 +389,18 @@ def health_checks(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in result["checks"] if c["name"].startswith(("health.", "burn_in.health"))}
 
 
+def failed_health(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n: c for n, c in health_checks(result).items() if not c["ok"]}
+
+
+def run_with_fault_during_the_load(
+    node: HealthNode, vllm: FakeVllm, fault: Callable[[state.State, Path], None]
+) -> dict[str, Any]:
+    """The burn-in's result with ``fault`` applied before the third tool call, while the load runs."""
+    node.heat = during_the_load(fault, 3)
+    return run_health(node, vllm)
+
+
 def test_a_healthy_node_is_judged_again_when_the_load_ends(health_node: HealthNode, vllm: FakeVllm) -> None:
     result = run_health(health_node, vllm)
     assert "failed" not in result, result["msg"]
@@ -406,10 +418,9 @@ def test_a_gpu_that_falls_off_the_bus_during_the_load_fails_the_burn_in(
     health_node: HealthNode, vllm: FakeVllm, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(faults_gpu.sysfs, "remove_gpu", lambda *a: None)  # no sysfs in this node
-    health_node.heat = during_the_load(faults_health.xid_79, 3)
-    result = run_health(health_node, vllm)
+    result = run_with_fault_during_the_load(health_node, vllm, faults_health.xid_79)
     assert result["failed"] is True
-    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
+    failed = failed_health(result)
     assert (failed["health.gpu_count"]["value"], failed["health.gpu_count"]["limit"]) == (15, 16)
     (xid79,) = [c for n, c in failed.items() if n.startswith("health.xid[")]
     assert xid79["value"] == 79 and "during the burn-in" in xid79["message"]
@@ -420,11 +431,10 @@ def test_a_gpu_that_falls_off_the_bus_during_the_load_fails_the_burn_in(
 def test_an_uncorrectable_ecc_error_during_the_load_fails_the_burn_in(
     health_node: HealthNode, vllm: FakeVllm
 ) -> None:
-    health_node.heat = during_the_load(faults_health.ecc_uncorrectable, 3)
     uuid = node_uuid(health_node, faults_health.ECC_GPU)
-    result = run_health(health_node, vllm)
+    result = run_with_fault_during_the_load(health_node, vllm, faults_health.ecc_uncorrectable)
     assert result["failed"] is True
-    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
+    failed = failed_health(result)
     assert list(failed) == [f"health.ecc_uncorrectable[{uuid}]"]
     assert (
         failed[f"health.ecc_uncorrectable[{uuid}]"]["value"],
@@ -435,11 +445,9 @@ def test_an_uncorrectable_ecc_error_during_the_load_fails_the_burn_in(
 def test_xid_94_during_the_load_fails_it_on_the_error_it_counted(
     health_node: HealthNode, vllm: FakeVllm
 ) -> None:
-    health_node.heat = during_the_load(faults_health.xid_94, 3)
     uuid = node_uuid(health_node, faults_health.XID_94_GPU)
-    result = run_health(health_node, vllm)
-    failed = {n: c for n, c in health_checks(result).items() if not c["ok"]}
-    assert failed[f"health.ecc_uncorrectable[{uuid}]"]["value"] == 1
+    result = run_with_fault_during_the_load(health_node, vllm, faults_health.xid_94)
+    assert failed_health(result)[f"health.ecc_uncorrectable[{uuid}]"]["value"] == 1
     xids = [c for n, c in health_checks(result).items() if n.startswith("health.xid[")]
     assert [c["value"] for c in xids] == [94] and "during the burn-in" in xids[0]["message"]
 

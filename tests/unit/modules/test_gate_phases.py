@@ -66,6 +66,11 @@ def _instances(two: tuple[FakeVllm, FakeVllm]) -> list[dict[str, Any]]:
     ]
 
 
+def _args(two: tuple[FakeVllm, FakeVllm], **more: Any) -> dict[str, Any]:
+    """service_check's arguments for both instances on 127.0.0.1, units vllm-<name>.service; and ``more``."""
+    return {"instances": _instances(two), "host": "127.0.0.1", "unit_template": "vllm-{name}.service", **more}
+
+
 def _start(args: dict[str, Any], systemd: Systemd, check_mode: bool = False) -> dict[str, Any]:
     return harness.run_module(
         service_check.main, args, check_mode, run_command=systemd, get_bin_path=SYSTEMCTL
@@ -78,15 +83,7 @@ def test_the_start_phase_writes_the_marker_starts_each_unit_and_takes_every_base
     marker = tmp_path / "run" / "gpufleet" / "thermal-gate-passed"
     systemd = Systemd({"vllm-glm52.service": False, "vllm-kimik3.service": True})
     two[0].queries, two[0].hits = 1000.0, 900.0
-    args = {
-        "instances": _instances(two),
-        "host": "127.0.0.1",
-        "unit_template": "vllm-{name}.service",
-        "start": True,
-        "start_marker": str(marker),
-        "wait_timeout": 30,
-        "check_prefix_cache": False,
-    }
+    args = _args(two, start=True, start_marker=str(marker), wait_timeout=30, check_prefix_cache=False)
     result = _start(args, systemd)
     assert "failed" not in result and result["changed"] is True
     assert marker.read_text() == "thermal gate passed\n" and oct(marker.stat().st_mode & 0o777) == "0o644"
@@ -111,13 +108,7 @@ def test_the_wait_names_the_other_instances_unit_that_failed(two: tuple[FakeVllm
     """Each instance is waited for with its own unit first, then the others' (a GPU lost while starting)."""
     two[0].health = 503
     systemd = Systemd({"vllm-glm52.service": True})  # kimik3's unit is not installed
-    args = {
-        "instances": _instances(two),
-        "host": "127.0.0.1",
-        "unit_template": "vllm-{name}.service",
-        "wait_timeout": 600,
-        "check_prefix_cache": False,
-    }
+    args = _args(two, wait_timeout=600, check_prefix_cache=False)
     with mock.patch.object(service_check, "_sleep") as slept:
         result = _start(args, systemd)
     assert result["failed"] is True and slept.call_count == 0
@@ -129,8 +120,7 @@ def test_the_wait_names_the_other_instances_unit_that_failed(two: tuple[FakeVllm
 
 def test_a_unit_that_will_not_start_fails_the_phase(two: tuple[FakeVllm, FakeVllm], tmp_path: Path) -> None:
     systemd = Systemd({"vllm-glm52.service": False, "vllm-kimik3.service": False}, start_rc=1)
-    args = {"instances": _instances(two), "host": "127.0.0.1", "unit_template": "vllm-{name}.service"}
-    result = _start({**args, "start": True}, systemd)
+    result = _start(_args(two, start=True), systemd)
     assert result["failed"] is True and "systemctl start vllm-glm52.service failed" in result["msg"]
 
 
@@ -139,14 +129,7 @@ def test_check_mode_starts_nothing_and_waits_for_nothing(
 ) -> None:
     marker = tmp_path / "marker"
     systemd = Systemd({"vllm-glm52.service": False, "vllm-kimik3.service": False})
-    args = {
-        "instances": _instances(two),
-        "host": "127.0.0.1",
-        "unit_template": "vllm-{name}.service",
-        "start": True,
-        "start_marker": str(marker),
-    }
-    result = _start(args, systemd, check_mode=True)
+    result = _start(_args(two, start=True, start_marker=str(marker)), systemd, check_mode=True)
     assert result["changed"] is True and not marker.exists()
     assert [c for c in systemd.calls if c[1] == "start"] == [] and two[0].paths == []
 

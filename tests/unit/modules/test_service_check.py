@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -27,6 +27,18 @@ def run_module(args: dict[str, Any]) -> dict[str, Any]:
 def vllm() -> Iterator[FakeVllm]:
     with FakeVllm(model="GLM-5.2-NVFP4") as server:
         yield server
+
+
+def healthy_after(vllm: FakeVllm, waits: int, polls: list[float]) -> Callable[[float], None]:
+    """A stand-in for service_check._sleep: each wait appended to ``polls``; after the ``waits``-th
+    the instance answers /health with 200."""
+
+    def sleep(seconds: float) -> None:
+        polls.append(seconds)
+        if len(polls) == waits:
+            vllm.health = 200
+
+    return sleep
 
 
 def by_name(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -174,13 +186,7 @@ def test_instance_down_fails_every_check() -> None:
 def test_wait_timeout_polls_until_healthy(vllm: FakeVllm) -> None:
     vllm.health = 503
     polls: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        polls.append(seconds)
-        if len(polls) == 3:
-            vllm.health = 200
-
-    with mock.patch.object(service_check, "_sleep", side_effect=sleep):
+    with mock.patch.object(service_check, "_sleep", side_effect=healthy_after(vllm, 3, polls)):
         result = run_module({"url": vllm.url, "wait_timeout": 600, "check_prefix_cache": False})
     assert "failed" not in result and polls == [2.0, 2.0, 2.0]
     assert vllm.paths.count("/health") == 4
@@ -326,13 +332,7 @@ def test_starting_units_are_waited_for_until_healthy(vllm: FakeVllm) -> None:
     vllm.health = 503
     units = Units(STARTING.replace("glm52", "kimik3"))
     polls: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        polls.append(seconds)
-        if len(polls) == 4:
-            vllm.health = 200
-
-    with mock.patch.object(service_check, "_sleep", side_effect=sleep):
+    with mock.patch.object(service_check, "_sleep", side_effect=healthy_after(vllm, 4, polls)):
         result = harness.run_module(
             service_check.main,
             {
