@@ -214,8 +214,8 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import run_parsed
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
     ParseError,
-    ib_ports,
-    list_ib_devices,
+    first_port,
+    mlx5_devices,
     parse_cma_roce_mode,
     parse_ibdev2netdev,
     parse_mlnx_qos,
@@ -257,7 +257,7 @@ def _netdevs(module, ibdevs):
         mapping = {entry["ibdev"]: entry["netdev"] for entry in entries}
     for ibdev in ibdevs:
         if not mapping.get(ibdev):
-            mapping[ibdev] = read_ib_port(ibdev, (ib_ports(ibdev) or [1])[0])["netdev"]
+            mapping[ibdev] = read_ib_port(ibdev, first_port(ibdev))["netdev"]
     return {ibdev: mapping[ibdev] for ibdev in ibdevs}
 
 
@@ -314,8 +314,7 @@ def _mlxlink(module, ibdev, pci_bus_id):
 
 
 def _device(module, ibdev, netdev):
-    ports = ib_ports(ibdev)
-    port = ports[0] if ports else 1
+    port = first_port(ibdev)
     info = read_ib_device(ibdev)
     port_info = read_ib_port(ibdev, port)
     netdev = netdev or port_info["netdev"]
@@ -382,7 +381,7 @@ def main():
     devices = {}
     current = None
     try:
-        ibdevs = [name for name in list_ib_devices() if name.startswith("mlx5")]
+        ibdevs = mlx5_devices()
         if not ibdevs:
             module.warn(
                 "No mlx5 RDMA devices under /sys/class/infiniband; if this node has NVIDIA/Mellanox NICs, "

@@ -830,6 +830,16 @@ def ib_ports(ibdev: str, root: str | None = None) -> list[int]:
     return sorted(int(name) for name in os.listdir(directory) if name.isdigit())
 
 
+def mlx5_devices() -> list[str]:
+    """The RDMA devices of NVIDIA (Mellanox) mlx5 NICs, the ones gpufleet reads and sets, in device order."""
+    return [name for name in list_ib_devices() if name.startswith("mlx5")]
+
+
+def first_port(ibdev: str) -> int:
+    """The device's port gpufleet reads and sets: its first (1 where sysfs lists none)."""
+    return (ib_ports(ibdev) or [1])[0]
+
+
 def read_ib_device(ibdev: str, root: str | None = None) -> dict[str, Any]:
     """fw_version, node_guid, hca_type, and the PCI device behind it (bus ID, NUMA node)."""
     base = _path(root, "class", "infiniband", ibdev)

@@ -14,8 +14,8 @@ from typing import Any
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
     ParseError,
-    ib_ports,
-    list_ib_devices,
+    first_port,
+    mlx5_devices,
     parse_cma_roce_mode,
     parse_ethtool_pause,
     parse_mlnx_qos,
@@ -60,10 +60,8 @@ def port_names() -> dict[str, dict[str, Any]]:
     The netdev is the kernel's netdev of GID 0 (gid_attrs/ndevs/0), what ibdev2netdev prints.
     """
     names = {}
-    for ibdev in list_ib_devices():
-        if not ibdev.startswith("mlx5"):
-            continue
-        port = (ib_ports(ibdev) or [1])[0]
+    for ibdev in mlx5_devices():
+        port = first_port(ibdev)
         names[ibdev] = {"port": port, "netdev": read_ib_port(ibdev, port)["netdev"]}
     return names
 
