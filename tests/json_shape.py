@@ -6,7 +6,7 @@ and list indexes that reach it (``places``), and an edit that replaces the value
 Not a test file: tests/unit/sim/test_fake_lldpctl.py compares the fake lldpctl with a real capture,
 tests/conformance/test_lldpd_real.py with the real lldpd running; tests/unit/test_fact_shapes.py and
 tests/unit/test_from_events.py walk facts and events with ``places``; test_from_events.py and
-tests/unit/module_utils/test_lldp.py spoil events and neighbours with ``setter``.
+tests/unit/module_utils/fabric/test_lldp.py spoil events and neighbours with ``setter``.
 """
 
 from __future__ import annotations

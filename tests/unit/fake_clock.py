@@ -1,6 +1,6 @@
 """A clock no test waits for: reading it gives ``now``, sleeping on it only moves ``now``.
 
-Shared by the burn-in's loop (tests/unit/module_utils/test_burn_in.py and
+Shared by the burn-in's loop (tests/unit/module_utils/thermal/test_burn_in.py and
 tests/unit/sim/test_thermal_gate_outcomes.py pass ``clock=fake, sleep=fake.sleep``) and the fleet's
 start wait (tests/unit/sim/test_fleet_start_wait.py sets it as fleet.py's ``time``: ``monotonic``
 and ``sleep``).

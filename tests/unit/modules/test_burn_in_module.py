@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.node.plugins.modules import burn_in
 from gpufleet_sim import build, faults_gpu, faults_health, kernel_log, state
 from gpufleet_sim.tools import dmesg, nvidia_smi
 
-from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.module_utils.thermal.test_burn_in import FakeVllm
 from tests.unit.modules import harness, rocenode
 
 SMI = "/usr/bin/nvidia-smi"

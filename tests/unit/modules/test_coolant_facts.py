@@ -18,7 +18,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.gpufleet.node.plugins.modules import coolant_facts
 
-from tests.unit.module_utils.test_redfish_client import (
+from tests.unit.module_utils.mgmt.test_redfish_client import (
     PASSWORD,
     USER,
     FakeBmc,

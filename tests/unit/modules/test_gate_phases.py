@@ -14,7 +14,7 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import burn_in, gate_stop, service_check
 
-from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.module_utils.thermal.test_burn_in import FakeVllm
 from tests.unit.modules import harness
 from tests.unit.modules.test_burn_in_module import Node, fast
 

@@ -11,8 +11,8 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_service
 from ansible_collections.gpufleet.node.plugins.modules import service_check
 
-from tests.unit.module_utils.test_burn_in import FakeVllm
-from tests.unit.module_utils.test_vllm_metrics import standin_scrape
+from tests.unit.module_utils.thermal.test_burn_in import FakeVllm
+from tests.unit.module_utils.vllm.test_vllm_metrics import standin_scrape
 from tests.unit.modules import harness
 
 FOXHOP = "vllm-metrics/foxhop-4090-qwen3.6-27b-trimmed-cache-lines.prom"

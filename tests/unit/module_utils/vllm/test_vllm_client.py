@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient, model_ids
 from gpufleet_sim.ports import free_port
 
-from tests.unit.module_utils.test_burn_in import FakeVllm
+from tests.unit.module_utils.thermal.test_burn_in import FakeVllm
 
 
 def test_get_models_and_a_completion() -> None:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit import mutations
-from tests.unit.module_utils.test_redfish_client import load_tree
+from tests.unit.module_utils.mgmt.test_redfish_client import load_tree
 
 REDFISH = mutations.FIXTURES / "redfish"
 CAPTURES = sorted(p.relative_to(mutations.FIXTURES).as_posix() for p in REDFISH.rglob("*.json"))
