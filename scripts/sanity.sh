@@ -5,7 +5,7 @@
 # .gpufleet/collections resolves to the repository, which is not such a path), and it tests every
 # file under it. So this copies into a fresh temporary ansible_collections tree the files git knows
 # (tracked, and new ones not ignored: what ansible-test itself would list in a git checkout) that
-# `ansible-galaxy collection build` ships, i.e. without galaxy.yml's build_ignore paths: src/ (the
+# `ansible-galaxy collection build` ships, i.e. without galaxy.yml's build_ignore paths: src/ and sim/ (the
 # gpufleet command and the simulator), tests/, bench/, molecule/, scripts/. Those are not
 # collection content; ruff, mypy (strict) and pytest check them in `make lint`/`make unit`, and
 # ansible-test's pylint rules are for code that runs inside Ansible. tests/sanity/ (the ignore

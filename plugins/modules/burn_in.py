@@ -502,8 +502,9 @@ def _judge_instances(module, baselines):
             name,
             floor=p["min_prefix_cache_hit_rate"],
             baseline=counters,
-            monotonic=lambda: _monotonic(),
-            sleep=lambda s: _sleep(s),
+            # looked up at each call, so a test's patched _monotonic/_sleep is the one used
+            monotonic=lambda: _monotonic(),  # pylint: disable=unnecessary-lambda
+            sleep=lambda s: _sleep(s),  # pylint: disable=unnecessary-lambda
         )
         checks.extend(one["checks"])
     return checks
