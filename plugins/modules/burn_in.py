@@ -334,16 +334,18 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings import thermal_sampler
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
+    OPTIONS_SPEC as HEALTH_SPEC,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     AfterLoad,
     read_pcie,
     under_load_checks,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     ReadError as HealthReadError,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     input_errors as health_input_errors,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (

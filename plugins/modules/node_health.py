@@ -156,7 +156,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     OPTIONS_SPEC,
     ReadError,
     diag_input_errors,

@@ -174,11 +174,13 @@ import math
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import OPTIONS_SPEC as HEALTH_SPEC
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import (
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
+    OPTIONS_SPEC as HEALTH_SPEC,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     input_errors as health_input_errors,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.node_health import limits_from
+from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import limits_from
 from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
     DEFAULT_MAX_SAMPLE_GAP_S,
     DEFAULT_SAMPLE_INTERVAL_S,

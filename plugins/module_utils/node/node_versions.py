@@ -16,8 +16,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import PlanNode, RoleFailed
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health
-from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions
+from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions, node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 
 

@@ -11,8 +11,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings, node_health
-from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions, watch
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health, node_versions, watch
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
 from gpufleet_sim import faults

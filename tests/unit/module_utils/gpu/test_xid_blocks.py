@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import node_health, xid
-from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import xid
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health, watch
 
 from tests.unit.mutations import read_capture
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
-    gpu_health_readings,
-    node_health,
-    nvlink,
-    xid,
-)
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings, nvlink, xid
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 
 from tests.unit.mutations import read_capture
 

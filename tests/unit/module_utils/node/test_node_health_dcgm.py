@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import dcgm, node_health
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import dcgm
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 
 from tests.unit.mutations import read_capture
 
