@@ -124,8 +124,8 @@ nics:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as role
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 
 
 def main():
@@ -148,7 +148,7 @@ def main():
         reboot_required=False,
         differences=planned["differences"],
         path=path,
-        sha256=nccl_topo.digest(planned["text"]),
+        sha256=topology_xml.digest(planned["text"]),
         gpus=planned["gpus"],
         nics=planned["nics"],
     )

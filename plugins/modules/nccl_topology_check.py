@@ -83,7 +83,7 @@ differences:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 
 
 def _check(name, ok, value, limit, message):
@@ -97,14 +97,14 @@ def checks_for(path, text, parsed, bus_ids):
             {"kind": "unreadable", "busid": None, "message": "no topology file at %s" % path}
         ]
     try:
-        found = nccl_topo.parse(text)
-    except nccl_topo.TopologyError as exc:
+        found = topology_xml.parse(text)
+    except topology_xml.TopologyError as exc:
         message = "%s: %s" % (path, exc)
         return [_check("nccl_topology.file", False, None, path, message)], [
             {"kind": "unreadable", "busid": None, "message": message}
         ]
-    differences = nccl_topo.compare(found, parsed, bus_ids)
-    checks = [_check("nccl_topology.file", True, nccl_topo.digest(text), path, "an NCCL topology")]
+    differences = topology_xml.compare(found, parsed, bus_ids)
+    checks = [_check("nccl_topology.file", True, topology_xml.digest(text), path, "an NCCL topology")]
     for kind, label in (("gpu", "gpus"), ("nic", "nics")):
         wanted = sorted(b for b, d in parsed["devices"].items() if d["kind"] == kind)
         wrong = [d for d in differences if d["busid"] in wanted and d["kind"] in ("missing", "numa", "net")]
@@ -142,7 +142,7 @@ def main():
     )
     path = module.params["path"]
     smi = nvidia_smi(module, module.params["nvidia_smi_path"])
-    _system, _text, parsed, bus_ids, warnings = nccl_topo.node_topology(module, smi)
+    _system, _text, parsed, bus_ids, warnings = topology_xml.node_topology(module, smi)
     for warning in warnings:
         module.warn(warning)
     try:

@@ -30,7 +30,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     nvlink,
     xid,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests, nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests, topology_xml
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 from hypothesis import HealthCheck, given, settings
@@ -306,7 +306,12 @@ def _cases() -> list[Case]:
     )
     cases += _folder("topo-matrix", *topo)
     cases += _folder(
-        "nccl-topo", "nccl_topo.parse", nccl_topo.parse, nccl_topo.TopologyError, "NCCL topology", "xml"
+        "nccl-topo",
+        "topology_xml.parse",
+        topology_xml.parse,
+        topology_xml.TopologyError,
+        "NCCL topology",
+        "xml",
     )
     for path in sorted((FIXTURES / "mellanox").iterdir()):
         rel = "mellanox/" + path.name
@@ -540,23 +545,23 @@ def test_nccl_topology_nested_1500_pci_is_a_topology_error() -> None:
         "".join('<pci busid="0000:{:02x}:{:02x}.0">'.format(*divmod(i, 256)) for i in range(1500))
         + "</pci>" * 1500
     )
-    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: .*nested more than 64 deep"):
-        nccl_topo.parse(text[:at] + nested + text[at:])
+    with pytest.raises(topology_xml.TopologyError, match=r"^NCCL topology: .*nested more than 64 deep"):
+        topology_xml.parse(text[:at] + nested + text[at:])
 
 
 def test_nccl_topology_non_utf8_byte_is_a_topology_error() -> None:
     text = read_capture("nccl-topo/aws-ofi-nccl-p4d-24xl-topo.xml")
     damaged = text[:40] + b"\xe9".decode("utf-8", errors="surrogateescape") + text[40:]
-    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: the file is not UTF-8"):
-        nccl_topo.parse(damaged)
+    with pytest.raises(topology_xml.TopologyError, match=r"^NCCL topology: the file is not UTF-8"):
+        topology_xml.parse(damaged)
 
 
 @pytest.mark.parametrize("value", ["-1", "1e999", "9" * 400, "abc"])
 def test_nccl_topology_number_attribute_that_is_not_one_is_refused(value: str) -> None:
     text = read_capture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml")
     assert 'speed="200000"' in text
-    with pytest.raises(nccl_topo.TopologyError, match=r"^NCCL topology: net speed="):
-        nccl_topo.parse(text.replace('speed="200000"', f'speed="{value}"', 1))
+    with pytest.raises(topology_xml.TopologyError, match=r"^NCCL topology: net speed="):
+        topology_xml.parse(text.replace('speed="200000"', f'speed="{value}"', 1))
 
 
 def test_xml_non_utf8_byte_is_a_parse_error() -> None:

@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the tool output parsers (nvidia_smi, rdma, lldp, sonic_qos, roce_counters, nccl_topo,
+"""What the tool output parsers (nvidia_smi, rdma, lldp, sonic_qos, roce_counters, topology_xml,
 vllm_metrics) share: the guard that turns a slip on malformed output into the parser's own
 ParseError naming the tool, the check that every reading a parser returns is a number a tool can
 print (finite, within 64 bits, and not negative where the tool has no negative values), and the

@@ -3,8 +3,9 @@
 """The nccl_topology role's logic, once: its options, read + plan (:func:`plan`) and apply (:func:`apply`).
 
 The module gpufleet.node.nccl_topology runs plan then apply; node_facts (drift) runs plan only, on a
-module_utils.core.plan_node.PlanNode. The topology is rendered from the node (module_utils.nccl.nccl_topo) and
-validated before it may replace the file.
+module_utils.core.plan_node.PlanNode. The topology is read and rendered from the node
+(module_utils.nccl.topology_xml: the XML's reader, parser and renderer) and validated before it may
+replace the file.
 
 Runs on the managed node (Python 3.11, stdlib only).
 """
@@ -15,7 +16,7 @@ import os
 import tempfile
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 
 ARGUMENT_SPEC = dict(
     path=dict(type="path", default="/etc/nccl/topo.xml"),
@@ -44,12 +45,12 @@ def _old_differences(path, current, parsed, bus_ids):
     if current is None:
         return [], []
     try:
-        found = nccl_topo.parse(current)
-    except nccl_topo.TopologyError as exc:
+        found = topology_xml.parse(current)
+    except topology_xml.TopologyError as exc:
         return [{"kind": "unreadable", "busid": None, "message": str(exc)}], [
             "%s was not a usable NCCL topology: %s" % (path, exc)
         ]
-    differences = nccl_topo.compare(found, parsed, bus_ids)
+    differences = topology_xml.compare(found, parsed, bus_ids)
     return differences, ["%s was stale: %s" % (path, d["message"]) for d in differences]
 
 
@@ -60,9 +61,9 @@ def plan(node, params):
     """
     path = params["path"]
     smi = nvidia_smi(node, params["nvidia_smi_path"])
-    _system, text, parsed, bus_ids, warnings = nccl_topo.node_topology(node, smi, params["gdr"])
+    _system, text, parsed, bus_ids, warnings = topology_xml.node_topology(node, smi, params["gdr"])
     # Validate what would be written: it must read back as a topology that matches the node.
-    problems = nccl_topo.compare(nccl_topo.parse(text), parsed, bus_ids)
+    problems = topology_xml.compare(topology_xml.parse(text), parsed, bus_ids)
     gpus = sum(1 for d in parsed["devices"].values() if d["kind"] == "gpu")
     if problems or not gpus:
         node.fail_json(
@@ -71,7 +72,7 @@ def plan(node, params):
         )
     current = read_text(path)
     differences, hints = _old_differences(path, current, parsed, bus_ids)
-    change = nccl_topo.file_change(current, text)
+    change = topology_xml.file_change(current, text)
     # A port that is not ACTIVE has no speed: never rewrite the topology around a dead port (the
     # rdma_link role names the link; this role leaves the file as it is until the link is back).
     down = sorted(name for name, net in parsed["nets"].items() if net.get("speed") is None)

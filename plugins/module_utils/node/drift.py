@@ -26,7 +26,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node impor
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_pinning, gpu_power
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import ParseError as SmiParseError
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo, nccl_topology
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology, topology_xml
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link, rdma_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
@@ -69,7 +69,7 @@ def _compare_role(role, node, params):
         if exc.input_error:
             failed["input_error"] = True
         return failed
-    except (ParseError, SmiParseError, nccl_topo.TopologyError, OSError) as exc:
+    except (ParseError, SmiParseError, topology_xml.TopologyError, OSError) as exc:
         return {"changes": [], "checks": [], "error": "could not read the node: %s" % exc}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 from gpufleet_sim import build, state, sysfs
 from gpufleet_sim.tools import nvidia_smi
 from gpufleet_sim.tools import nvsmi_common as c
@@ -96,12 +96,12 @@ def run_module(main: Any, args: dict[str, Any], node: SimNode, check_mode: bool 
 
 @contextmanager
 def topology_node(tmp_path: Path) -> Iterator[SimNode]:
-    """A SimNode whose sysfs and /proc/cpuinfo (CPUINFO, one Intel CPU) nccl_topo reads."""
+    """A SimNode whose sysfs and /proc/cpuinfo (CPUINFO, one Intel CPU) topology_xml reads."""
     sim = SimNode(tmp_path / "node")
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(CPUINFO)
     with (
-        mock.patch.object(nccl_topo, "SYS_ROOT", str(sim.dir / "sys")),
-        mock.patch.object(nccl_topo, "CPUINFO", str(cpuinfo)),
+        mock.patch.object(topology_xml, "SYS_ROOT", str(sim.dir / "sys")),
+        mock.patch.object(topology_xml, "CPUINFO", str(cpuinfo)),
     ):
         yield sim

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, nccl_topology_check
 from gpufleet_sim import faults_gpu, faults_rdma, faults_topo
 
@@ -42,9 +42,9 @@ def test_writes_a_validated_topology_then_nothing(node: SimNode, tmp_path: Path)
     text = path.read_text()
     assert path.stat().st_mode & 0o777 == 0o644
     assert result["changes"] == [
-        {"setting": "nccl_topology.file", "from": None, "to": nccl_topo.digest(text)}
+        {"setting": "nccl_topology.file", "from": None, "to": topology_xml.digest(text)}
     ]
-    assert result["sha256"] == nccl_topo.digest(text) and (result["gpus"], result["nics"]) == (16, 8)
+    assert result["sha256"] == topology_xml.digest(text) and (result["gpus"], result["nics"]) == (16, 8)
     assert result["diff"]["before"] == "" and result["diff"]["after"] == text
     assert 'modelid="207"' in text and "<graphs" not in text
     again, _ = run_module(nccl_topology.main, {"path": str(path)}, node)
@@ -56,7 +56,7 @@ def test_a_stale_file_is_rewritten_and_what_differed_is_said(node: SimNode, tmp_
     stale = faults_topo.stale_text(node.state())
     path.write_text(stale)
     result, _ = run_module(nccl_topology.main, {"path": str(path)}, node)
-    assert result["changes"][0]["from"] == nccl_topo.digest(stale)
+    assert result["changes"][0]["from"] == topology_xml.digest(stale)
     assert [d["kind"] for d in result["differences"]] == [
         "numa",
         "missing",
@@ -123,7 +123,7 @@ def test_check_passes_on_the_written_file(node: SimNode, tmp_path: Path) -> None
     assert node.calls == [QUERY, TOPO]
     assert result["matches"] is True and result["differences"] == []
     assert [(c["name"], c["ok"], c["value"], c["limit"]) for c in result["checks"]] == [
-        ("nccl_topology.file", True, nccl_topo.digest(path.read_text()), str(path)),
+        ("nccl_topology.file", True, topology_xml.digest(path.read_text()), str(path)),
         ("nccl_topology.gpus", True, 16, 16),
         ("nccl_topology.nics", True, 8, 8),
         ("nccl_topology.unknown_devices", True, 0, 0),
@@ -182,7 +182,7 @@ def test_check_reads_every_real_file(node: SimNode, tmp_path: Path, read_fixture
     assert result["checks"][0] == {
         "name": "nccl_topology.file",
         "ok": True,
-        "value": nccl_topo.digest(read_fixture(relpath)),
+        "value": topology_xml.digest(read_fixture(relpath)),
         "limit": str(path),
         "unit": "",
         "message": "an NCCL topology",

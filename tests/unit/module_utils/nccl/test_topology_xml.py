@@ -1,4 +1,4 @@
-"""nccl_topo: NCCL topology XML parsed from every real file, built from a node's sysfs, compared."""
+"""topology_xml: NCCL topology XML parsed from every real file, built from a node's sysfs, compared."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topo
+from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 from gpufleet_sim import build, faults_gpu, faults_topo, state, sysfs
 from gpufleet_sim.tools import nvsmi_topo
 
@@ -33,7 +33,7 @@ def test_every_real_capture_in_the_fixtures_is_covered(fixtures_dir: Path) -> No
 
 @pytest.mark.parametrize(("relpath", "shape"), sorted(REAL.items()))
 def test_parses_every_real_topology(read_fixture, relpath: str, shape: dict[str, int]) -> None:
-    parsed = nccl_topo.parse(read_fixture(relpath))
+    parsed = topology_xml.parse(read_fixture(relpath))
     kinds = [d["kind"] for d in parsed["devices"].values()]
     assert len(parsed["cpus"]) == shape["cpus"]
     assert kinds.count("gpu") == shape["gpus"]
@@ -42,7 +42,7 @@ def test_parses_every_real_topology(read_fixture, relpath: str, shape: dict[str,
 
 
 def test_ibm_dump_details(read_fixture) -> None:
-    parsed = nccl_topo.parse(read_fixture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml"))
+    parsed = topology_xml.parse(read_fixture("nccl-topo/ibm-cloud-h100-vsi-gx3d-8xh100-topo.xml"))
     assert parsed["cpus"]["1"] == {
         "affinity": "ffffffff,ffffffff,ffff0000,00000000,00000000",
         "arch": "x86_64",
@@ -60,9 +60,9 @@ def test_ibm_dump_details(read_fixture) -> None:
 
 def test_the_dumps_guid_is_the_node_guid_byte_swapped() -> None:
     # mlx5_7 of the IBM dump: 0x34f4e30003e1a258 is node GUID 58a2:e103:00e3:f434 (Mellanox OUI 58a2e1)
-    assert nccl_topo.net_guid("58a2:e103:00e3:f434") == "0x34f4e30003e1a258"
-    assert nccl_topo.net_guid("58a2:e103:00e3:f804") == "0x4f8e30003e1a258"
-    assert nccl_topo.net_guid("not a guid") is None
+    assert topology_xml.net_guid("58a2:e103:00e3:f434") == "0x34f4e30003e1a258"
+    assert topology_xml.net_guid("58a2:e103:00e3:f804") == "0x4f8e30003e1a258"
+    assert topology_xml.net_guid("not a guid") is None
 
 
 @pytest.mark.parametrize(
@@ -83,8 +83,8 @@ def test_the_dumps_guid_is_the_node_guid_byte_swapped() -> None:
     ],
 )
 def test_refuses_what_is_not_a_topology(text: str, message: str) -> None:
-    with pytest.raises(nccl_topo.TopologyError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        nccl_topo.parse(text)
+    with pytest.raises(topology_xml.TopologyError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        topology_xml.parse(text)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_refuses_what_is_not_a_topology(text: str, message: str) -> None:
     ],
 )
 def test_bus_ids_are_written_as_nccl_does(given: str, expected: str) -> None:
-    assert nccl_topo.normalize_bus_id(given) == expected
+    assert topology_xml.normalize_bus_id(given) == expected
 
 
 @pytest.mark.parametrize(
@@ -110,26 +110,30 @@ def test_bus_ids_are_written_as_nccl_does(given: str, expected: str) -> None:
     ],
 )
 def test_cpumask_has_the_kernels_cpumap_format(cpulist: str, width: int, mask: str) -> None:
-    assert nccl_topo.cpumask(nccl_topo.parse_cpulist(cpulist), width) == mask
+    assert topology_xml.cpumask(topology_xml.parse_cpulist(cpulist), width) == mask
 
 
 def test_values() -> None:
-    assert nccl_topo.parse_cpuinfo(CPUINFO) == {"vendor": "GenuineIntel", "familyid": 6, "modelid": 207}
-    assert nccl_topo.rate_mbps("400 Gb/sec (4X NDR)") == 400000
-    assert nccl_topo.rate_mbps("") is None
-    assert nccl_topo.sm_from_compute_cap("10.3") == 103
-    assert [nccl_topo.nccl_arch(m) for m in ("x86_64", "aarch64", "ppc64le")] == ["x86_64", "arm64", "ppc64"]
-    with pytest.raises(nccl_topo.TopologyError):
-        nccl_topo.sm_from_compute_cap("N/A")
+    assert topology_xml.parse_cpuinfo(CPUINFO) == {"vendor": "GenuineIntel", "familyid": 6, "modelid": 207}
+    assert topology_xml.rate_mbps("400 Gb/sec (4X NDR)") == 400000
+    assert topology_xml.rate_mbps("") is None
+    assert topology_xml.sm_from_compute_cap("10.3") == 103
+    assert [topology_xml.nccl_arch(m) for m in ("x86_64", "aarch64", "ppc64le")] == [
+        "x86_64",
+        "arm64",
+        "ppc64",
+    ]
+    with pytest.raises(topology_xml.TopologyError):
+        topology_xml.sm_from_compute_cap("N/A")
 
 
 def test_nvlinks_switched_board_and_direct_pairs() -> None:
     gpus = {f"GPU{i}": {"busid": f"0000:0{i}:00.0", "sm": 90, "class": "0x030200"} for i in range(3)}
     switched = {a: {b: ("X" if a == b else "NV18") for b in gpus} for a in gpus}
-    edges = nccl_topo.nvlinks_from_matrix(switched, gpus)
+    edges = topology_xml.nvlinks_from_matrix(switched, gpus)
     assert edges["0000:00:00.0"] == [{"target": "fffffff:ffff:ff", "count": 18, "tclass": "0x068000"}]
     bridged = {"GPU0": {"GPU1": "NV4", "GPU2": "SYS"}, "GPU1": {"GPU0": "NV4"}, "GPU2": {"GPU0": "SYS"}}
-    edges = nccl_topo.nvlinks_from_matrix(bridged, gpus)
+    edges = topology_xml.nvlinks_from_matrix(bridged, gpus)
     assert edges["0000:00:00.0"] == [{"target": "0000:01:00.0", "count": 4, "tclass": "0x030200"}]
     assert edges["0000:02:00.0"] == []
 
@@ -149,17 +153,17 @@ def live(node_dir: Path) -> tuple[dict, str, dict, list[str]]:
         for i, g in enumerate(present)
     ]
     matrix = nvidia_smi.parse_topo_matrix(nvsmi_topo.render(node_state, present))["matrix"]
-    system, bus_ids, _ = nccl_topo.read_node(
+    system, bus_ids, _ = topology_xml.read_node(
         str(node_dir / "sys"), CPUINFO, platform.machine(), gpus, matrix, gdr=True
     )
-    text = nccl_topo.render(system)
-    return system, text, nccl_topo.parse(text), bus_ids
+    text = topology_xml.render(system)
+    return system, text, topology_xml.parse(text), bus_ids
 
 
 def test_a_sim_node_renders_as_nccl_would_dump_it(tmp_path: Path) -> None:
     node_dir, _ = sim_node(tmp_path)
     system, text, parsed, bus_ids = live(node_dir)
-    assert text.startswith(nccl_topo.HEADER + '\n<system version="1">\n  <cpu numaid="0" affinity="')
+    assert text.startswith(topology_xml.HEADER + '\n<system version="1">\n  <cpu numaid="0" affinity="')
     assert "host_hash" not in text and "graph" not in text.lower()
     kinds = [d["kind"] for d in parsed["devices"].values()]
     assert (kinds.count("gpu"), kinds.count("nic"), kinds.count("bridge")) == (16, 8, 8)
@@ -176,7 +180,7 @@ def test_a_sim_node_renders_as_nccl_would_dump_it(tmp_path: Path) -> None:
     )
     assert '<gpu dev="0" sm="103" rank="0" gdr="1">' in text
     assert text.count('<nvlink target="fffffff:ffff:ff" count="18" tclass="0x068000"/>') == 16
-    assert nccl_topo.compare(parsed, parsed, bus_ids) == []
+    assert topology_xml.compare(parsed, parsed, bus_ids) == []
     cpu0 = system["cpus"][0]
     assert (cpu0["vendor"], cpu0["familyid"], cpu0["modelid"]) == ("GenuineIntel", 6, 207)
 
@@ -194,8 +198,8 @@ def test_render_is_deterministic_and_survives_a_bus_order_swap(tmp_path: Path) -
 def test_a_stale_file_is_reported_with_what_differs(tmp_path: Path) -> None:
     node_dir, node_state = sim_node(tmp_path)
     _, _, parsed, bus_ids = live(node_dir)
-    stale = nccl_topo.parse(faults_topo.stale_text(node_state))
-    assert [(d["kind"], d["busid"]) for d in nccl_topo.compare(stale, parsed, bus_ids)] == [
+    stale = topology_xml.parse(faults_topo.stale_text(node_state))
+    assert [(d["kind"], d["busid"]) for d in topology_xml.compare(stale, parsed, bus_ids)] == [
         ("numa", "0000:15:00.0"),
         ("missing", "0000:c7:00.0"),
         ("missing", "0000:c8:00.0"),
@@ -212,7 +216,7 @@ def test_a_node_with_a_gpu_off_the_bus(tmp_path: Path) -> None:
         faults_gpu.gpu_missing(node, node_dir / "sys")
     _, _, parsed, bus_ids = live(node_dir)
     # the old file names a GPU the node no longer has
-    assert [d["message"] for d in nccl_topo.compare(full, parsed, bus_ids)] == [
+    assert [d["message"] for d in topology_xml.compare(full, parsed, bus_ids)] == [
         "GPU 0000:c7:00.0 in the file is not on this node"
     ]
 
@@ -221,7 +225,7 @@ def test_a_node_with_a_gpu_off_the_bus(tmp_path: Path) -> None:
 def test_real_files_compare_against_a_node_without_error(read_fixture, tmp_path: Path, relpath: str) -> None:
     node_dir, _ = sim_node(tmp_path, "h100-8")
     _, _, parsed, bus_ids = live(node_dir)
-    differences = nccl_topo.compare(nccl_topo.parse(read_fixture(relpath)), parsed, bus_ids)
+    differences = topology_xml.compare(topology_xml.parse(read_fixture(relpath)), parsed, bus_ids)
     # another machine entirely: most GPUs and NICs of this node are missing, theirs are extra
     assert sum(d["kind"] == "missing" for d in differences) >= 12
     assert any(d["kind"] == "extra" for d in differences)
@@ -236,8 +240,8 @@ def test_a_down_port_leaves_its_speed_to_nccl(tmp_path: Path) -> None:
     state.save(node_dir, node_state)
     present = state.present_gpus(node_state)
     gpus = [{"index": i, "pci_bus_id": g["pci_bus_id"], "compute_cap": "10.3"} for i, g in enumerate(present)]
-    system, _, warnings = nccl_topo.read_node(str(node_dir / "sys"), CPUINFO, "x86_64", gpus, None)
-    parsed = nccl_topo.parse(nccl_topo.render(system))
+    system, _, warnings = topology_xml.read_node(str(node_dir / "sys"), CPUINFO, "x86_64", gpus, None)
+    parsed = topology_xml.parse(topology_xml.render(system))
     assert parsed["nets"]["mlx5_0"]["speed"] is None
     assert warnings == [
         "RDMA device mlx5_0 port 1 is not ACTIVE; its speed is left out of the topology so NCCL probes it"
