@@ -4,4 +4,7 @@
 (results: check, change, hint), the parsers' guard (parsing), how a device tool is run
 (tool_runner), how a module refuses bad input (inputs), the read-only node the roles plan against
 (plan_node), their boot files, and the stop signals a module unwinds from (signals).
+
+Private to the collection (plugins/module_utils/README.md): not a public API, may change
+without notice.
 """

@@ -3,4 +3,7 @@
 """The fabric between a node and its leaf switch: LLDP cabling against the plan, the leaf's
 lossless RoCE settings (NVUE for Cumulus, SONiC's CONFIG_DB) and the verdicts on each link,
 the fabric role and the switch_qos role's logic.
+
+Private to the collection (plugins/module_utils/README.md): not a public API, may change
+without notice.
 """

@@ -4,4 +4,7 @@
 of the hardware faults: GPUs, PCIe, memory, NVLink, Xid, DCGM, NIC firmware), drift (every role's
 plan in one run), watch (a node in service, read over a window), the versions compared across
 nodes, the run lock and the drain record.
+
+Private to the collection (plugins/module_utils/README.md): not a public API, may change
+without notice.
 """
