@@ -186,11 +186,9 @@ extends_documentation_fragment:
   - gpufleet.node.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: partial
     details: Skipped in check mode (nothing sent, no checks); a burn-in has nothing to predict.
   diff_mode:
-    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
 notes:
   - Runs on the node, against instances listening there, with the same HTTP client as

@@ -104,9 +104,8 @@ options:
         that mirrors it).
     type: bool
     default: true
-extends_documentation_fragment:
-  - gpufleet.node.attributes.facts
-  - gpufleet.node.account
+extends_documentation_fragment: [gpufleet.node.attributes.facts, gpufleet.node.attributes,
+  gpufleet.node.account]
 attributes:
   check_mode:
     details: Only reads (a session is still opened and closed).

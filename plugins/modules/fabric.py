@@ -59,8 +59,7 @@ options:
         description: The host's RoCE netdev MTU.
         type: int
         required: true
-extends_documentation_fragment:
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 notes:
   - Needs lldpd running on the node (C(lldpctl)) when O(cabling) or O(switches) is given.
 seealso:

@@ -37,8 +37,7 @@ options:
       - Anything else is refused naming the entry, before any node is compared.
     type: dict
     default: {}
-extends_documentation_fragment:
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 seealso:
   - module: gpufleet.node.node_health
 author:

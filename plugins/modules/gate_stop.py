@@ -31,11 +31,8 @@ extends_documentation_fragment:
   - gpufleet.node.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details: Says which markers it would remove and which units it would stop; removes and stops nothing.
   diff_mode:
-    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
 seealso:
   - module: gpufleet.node.service_check

@@ -30,9 +30,8 @@ options:
       - Never fails the module; a failed check is in RV(checks).
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.facts
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.facts,
+  gpufleet.node.attributes]
 notes:
   - Needs a loaded NVIDIA driver.
   - C(temperature.tlimit_c) is the margin to the GPU's slowdown temperature (T.Limit), not a temperature;

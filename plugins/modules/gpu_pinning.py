@@ -57,9 +57,8 @@ options:
     description: The NCCL topology file the instances read (C(NCCL_TOPO_FILE)).
     type: path
     default: /etc/nccl/topo.xml
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.writes
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.writes,
+  gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Plans and compares; writes nothing.

@@ -64,9 +64,8 @@ options:
     type: list
     elements: str
     default: []
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.writes
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.writes,
+  gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Reads the GPUs and the daemon's unit, reports in RV(changes) exactly what a run would change.

@@ -52,10 +52,8 @@ options:
     description: Seconds the run may take before it is stopped (a hung collective fails, named).
     type: int
     default: 300
-extends_documentation_fragment:
-  - gpufleet.node.roce_window
-  - gpufleet.node.roce_window.judge
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.roce_window, gpufleet.node.roce_window.judge,
+  gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Not run in check mode (it loads the GPUs); the module returns skipped.

@@ -37,9 +37,8 @@ options:
         C(<gpu>) and C(<net>).
     type: bool
     default: true
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.writes
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.writes,
+  gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Discovers, renders and validates; writes nothing.

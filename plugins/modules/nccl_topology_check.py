@@ -22,9 +22,8 @@ options:
     description: The topology file.
     type: path
     default: /etc/nccl/topo.xml
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.read_only,
+  gpufleet.node.attributes]
 notes:
   - A failed check does not fail the task; gate on RV(matches) or the checks (the nccl_topology role fails
     on RV(matches) with the module's C(msg), which names every difference).

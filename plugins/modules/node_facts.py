@@ -103,8 +103,7 @@ options:
         stopping only for what no step fixes, a configuration error (input_error) or the fabric.
     type: bool
     default: true
-extends_documentation_fragment:
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Never writes, in or out of check mode.

@@ -73,9 +73,8 @@ options:
         above without their C([...]).
     type: dict
     default: {}
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.read_only,
+  gpufleet.node.attributes]
 attributes:
   check_mode:
     details:

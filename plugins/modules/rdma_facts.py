@@ -46,8 +46,7 @@ options:
       - Never fails the module; a failed check is in RV(checks).
     type: bool
     default: false
-extends_documentation_fragment:
-  - gpufleet.node.attributes.facts
+extends_documentation_fragment: [gpufleet.node.attributes.facts, gpufleet.node.attributes]
 attributes:
   check_mode:
     details:

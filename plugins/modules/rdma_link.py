@@ -67,9 +67,8 @@ options:
     description: Lowest acceptable link speed in Gb/s; V(0) only checks that each link is up.
     type: int
     default: 0
-extends_documentation_fragment:
-  - gpufleet.node.boot_unit
-  - gpufleet.node.attributes.writes
+extends_documentation_fragment: [gpufleet.node.boot_unit, gpufleet.node.attributes.writes,
+  gpufleet.node.attributes]
 attributes:
   check_mode:
     details:

@@ -91,9 +91,8 @@ options:
     type: list
     elements: str
     choices: [trust, pfc, ecn, cnp_dscp, global_pause]
-extends_documentation_fragment:
-  - gpufleet.node.boot_unit
-  - gpufleet.node.attributes.writes
+extends_documentation_fragment: [gpufleet.node.boot_unit, gpufleet.node.attributes.writes,
+  gpufleet.node.attributes]
 notes:
   - Needs C(mlnx_qos) (MLNX_OFED/DOCA-OFED or mlnx-tools) for O(trust) and O(pfc_priorities), the mlx5
     driver's C(ecn/) sysfs files for O(ecn_priorities) and O(cnp_dscp), and C(ethtool) for O(global_pause).

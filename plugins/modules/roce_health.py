@@ -51,8 +51,7 @@ options:
         live notification point leaves between two counter reads; a dead one leaves hundreds.
     type: dict
     default: {}
-extends_documentation_fragment:
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 notes:
   - Needs C(ethtool) and the mlx5 drivers' counter names (C(mlx5_core), C(mlx5_ib)); C(ethtool) runs with
     C(LC_ALL=C).

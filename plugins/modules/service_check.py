@@ -120,13 +120,10 @@ options:
     default: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
     details:
       - Without O(start) and O(start_marker), the same reads and checks in check mode.
       - With them, says what it would write and start, and neither starts nor waits for anything.
   diff_mode:
-    description: Will return details on what has changed (or would change in check_mode) in diff mode.
     support: none
 extends_documentation_fragment:
   - gpufleet.node.attributes

@@ -103,9 +103,8 @@ options:
     elements: str
     choices: [trust, dscp_map, pfc, ecn, mtu]
     default: [trust, dscp_map, pfc, ecn, mtu]
-extends_documentation_fragment:
-  - gpufleet.node.attributes.writes
-  - gpufleet.node.account
+extends_documentation_fragment: [gpufleet.node.attributes.writes, gpufleet.node.attributes,
+  gpufleet.node.account]
 attributes:
   check_mode:
     details: Reads the switch and returns the changes it would make; no revision is created.

@@ -111,10 +111,8 @@ options:
       - Why the gate is overridden (ticket, who, what was checked by hand). A non-blank reason lets a
         blocked node pass as C(overridden); the checks are still listed and the reason is recorded.
     type: str
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.clock_events
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.clock_events,
+  gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 seealso:
   - module: gpufleet.node.coolant_facts
   - module: gpufleet.node.burn_in

@@ -112,11 +112,8 @@ options:
         (see M(gpufleet.node.node_health)).
     type: dict
     default: {}
-extends_documentation_fragment:
-  - gpufleet.node.nvidia_smi
-  - gpufleet.node.clock_events
-  - gpufleet.node.roce_window.judge
-  - gpufleet.node.attributes.read_only
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.clock_events,
+  gpufleet.node.roce_window.judge, gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 notes:
   - The module sleeps O(window_s) seconds. Every tool runs with C(LC_ALL=C).
   - Clock event reason counters need driver R535 or later; without them only the samples are judged.
