@@ -139,3 +139,13 @@ def test_every_catalogued_check_has_a_producer() -> None:
     # a name the catalog writes without its device (health.ecc_uncorrectable) is either check
     missing = sorted(n for n in catalogued if n not in PRODUCERS and n + "[]" not in PRODUCERS)
     assert missing == []
+
+
+def test_the_doc_lists_every_check_with_its_producer() -> None:
+    """docs/health-checks.md's "Every check" table is PRODUCERS: a new check, or one that moved, is
+    written down with the function that judges it."""
+    section = CATALOG.read_text().split("## Every check", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| (.+) \|$", section, re.M)
+    listed = {name.replace("[…]", "[]"): where for name, where, _ in rows}
+    assert listed == PRODUCERS
+    assert all(meaning.strip() for _, _, meaning in rows)
