@@ -12,20 +12,12 @@ from typing import Any
 import ansible_runner
 import pytest
 import yaml
+from ansible_collections.gpufleet.node.plugins.module_utils.node import role_rules
 
 from gpufleet import events, runner
 
 REPO = Path(__file__).resolve().parents[2]
-ROLES = [
-    "drain",
-    "rdma_link",
-    "rdma_qos",
-    "nccl_topology",
-    "gpu_pinning",
-    "gpu_power",
-    "inference_service",
-    "thermal_gate",
-]
+ROLES = list(role_rules.ROLES)
 
 PLAY = f"""
 - name: Check every role's inputs before anything changes
