@@ -20,9 +20,14 @@ ROOTS = ("modules", "action", "callback")
 ONLY_TESTS_REACH = {f"{PACKAGE}.module_utils.fabric.sonic_qos"}
 
 
+def _below(name: str) -> list[str]:
+    """A plugins module's path below plugins/ (["module_utils", "core", "results"])."""
+    return name.split(".")[len(PACKAGE.split(".")) :]
+
+
 def reachable() -> tuple[set[str], dict[str, set[str]]]:
     edges = graph(PLUGINS, PACKAGE)
-    seen = {name for name in edges if name.split(".")[len(PACKAGE.split("."))] in ROOTS}
+    seen = {name for name in edges if _below(name)[:1] and _below(name)[0] in ROOTS}
     stack = list(seen)
     while stack:
         for target in edges.get(stack.pop(), set()):
@@ -43,8 +48,8 @@ def test_every_library_file_is_imported_by_a_plugin() -> None:
     libraries = {
         name
         for name in edges
-        if name.split(".")[len(PACKAGE.split("."))] in ("module_utils", "plugin_utils")
-        and not (PLUGINS / Path(*name.split(".")[len(PACKAGE.split(".")) :]) / "__init__.py").is_file()
+        if _below(name)[:1] in (["module_utils"], ["plugin_utils"])
+        and not (PLUGINS / Path(*_below(name)) / "__init__.py").is_file()
     }
     assert len(libraries) > 40  # the walk found the library files
     assert sorted(libraries - seen - ONLY_TESTS_REACH) == []
