@@ -8,7 +8,8 @@ RoCE port (every mlx5 Ethernet port, in device order), in one read of ``lldpctl 
 - ``fabric.neighbor[<ibdev>]`` when the cabling plan (``cabling``: ibdev -> ``leaf02:swp14``) names
   the port: LLDP's neighbour against it;
 - the link's leaf side (fabric_path.judge_switch_port) against the leaf's reading, taken once per
-  run on the controller by the switch_qos module (``switches``: name -> its reading), for the leaf
+  run on the controller by switch_qos (``switches``: name -> its reading; a SONiC leaf's ``port_qos``
+  holds the ports whose QoS differs from its ``qos``), for the leaf
   and port LLDP hears (or the plan's when LLDP hears nothing);
 - ``fabric.switch_read[<leaf>]`` when a leaf the links need was not read (down, refused, or left
   out of the run): fail closed, a link that cannot be seen is not a good link.
@@ -167,9 +168,9 @@ def plan(node, params):
             unread.setdefault(leaf, _unread(leaf, reading))
             continue
         interface = {"link": {"mtu": (reading.get("mtu") or {}).get(port)}}
-        checks.extend(
-            judge_switch_port(link_label(params["node"], ibdev, leaf, port), host, reading["qos"], interface)
-        )
+        # a SONiC leaf's ports may differ (module_utils/fabric/sonic_leaf.py: port_qos, the ones that do)
+        qos = (reading.get("port_qos") or {}).get(port, reading["qos"])
+        checks.extend(judge_switch_port(link_label(params["node"], ibdev, leaf, port), host, qos, interface))
     name_swapped_pairs([c for c in checks if c["name"].startswith("fabric.neighbor[")])
     checks.extend(unread[name] for name in sorted(unread))
     if unmanaged and switches:
