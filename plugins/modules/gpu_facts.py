@@ -230,7 +230,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import (
     persistence_check,
     power_check,
 )

@@ -211,14 +211,16 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import run_parsed
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import (
     ParseError,
-    first_port,
-    mlx5_devices,
     parse_cma_roce_mode,
     parse_ibdev2netdev,
     parse_mlnx_qos,
     parse_mlxlink,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import (
+    first_port,
+    mlx5_devices,
     read_ecn,
     read_ib_device,
     read_ib_port,

@@ -160,7 +160,7 @@ boot_commands:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 
 
 def _text(rows):

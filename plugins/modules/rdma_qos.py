@@ -196,11 +196,11 @@ went_back:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     QOS_SETTINGS,
     nvue_snippet,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 
 
 def _text(state):

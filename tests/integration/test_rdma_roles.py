@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from gpufleet_sim import control, state
 from gpufleet_sim.fleet import Fleet
 
@@ -93,10 +93,10 @@ def node_view(fleet: Fleet, name: str) -> dict[str, Any]:
     return {
         "trust": {n["trust"] for n in nics},
         "pfc": {tuple(n["pfc"]) for n in nics},
-        "ecn": [rdma.read_ecn(n, str(root)) for n in NETDEVS],
-        "roce_mode": {rdma.read_roce_mode(i, 1, str(root)) for i in IBDEVS},
-        "roce_tos": {rdma.read_roce_tos(i, 1, str(root)) for i in IBDEVS},
-        "mtu": {rdma.read_netdev(n, str(root))["mtu"] for n in NETDEVS},
+        "ecn": [rdma_read.read_ecn(n, str(root)) for n in NETDEVS],
+        "roce_mode": {rdma_read.read_roce_mode(i, 1, str(root)) for i in IBDEVS},
+        "roce_tos": {rdma_read.read_roce_tos(i, 1, str(root)) for i in IBDEVS},
+        "mtu": {rdma_read.read_netdev(n, str(root))["mtu"] for n in NETDEVS},
     }
 
 

@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     xid,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_tests, topology_xml
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, roce_counters
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -189,16 +189,16 @@ def _sample_text(capture: str, fields: tuple[str, ...]) -> str:
 
 
 _RDMA = {
-    "3fs-doc-ethtool-i": ("ethtool -i", rdma.parse_ethtool_info),
-    "3fs-doc-mlnx_qos": ("mlnx_qos", rdma.parse_mlnx_qos),
-    "azhpc-diag-ibstatus": ("ibstatus", rdma.parse_ibstatus),
-    "cnode3-011-ibdev2netdev": ("ibdev2netdev", rdma.parse_ibdev2netdev),
-    "csegpu1-mlxlink": ("mlxlink", rdma.parse_mlxlink),
-    "gce-bugreport-mlxlink": ("mlxlink", rdma.parse_mlxlink),
-    "gpud-ibstat.": ("ibstat", rdma.parse_ibstat),
-    "gpud-ibstatus.": ("ibstatus", rdma.parse_ibstatus),
-    "openshift-nvidiatools-show_gids": ("show_gids", rdma.parse_show_gids),
-    "rdma-notes-show_gids": ("show_gids", rdma.parse_show_gids),
+    "3fs-doc-ethtool-i": ("ethtool -i", rdma_parse.parse_ethtool_info),
+    "3fs-doc-mlnx_qos": ("mlnx_qos", rdma_parse.parse_mlnx_qos),
+    "azhpc-diag-ibstatus": ("ibstatus", rdma_parse.parse_ibstatus),
+    "cnode3-011-ibdev2netdev": ("ibdev2netdev", rdma_parse.parse_ibdev2netdev),
+    "csegpu1-mlxlink": ("mlxlink", rdma_parse.parse_mlxlink),
+    "gce-bugreport-mlxlink": ("mlxlink", rdma_parse.parse_mlxlink),
+    "gpud-ibstat.": ("ibstat", rdma_parse.parse_ibstat),
+    "gpud-ibstatus.": ("ibstatus", rdma_parse.parse_ibstatus),
+    "openshift-nvidiatools-show_gids": ("show_gids", rdma_parse.parse_show_gids),
+    "rdma-notes-show_gids": ("show_gids", rdma_parse.parse_show_gids),
 }
 
 
@@ -316,7 +316,7 @@ def _cases() -> list[Case]:
     for path in sorted((FIXTURES / "mellanox").iterdir()):
         rel = "mellanox/" + path.name
         tool, parse = next(v for k, v in _RDMA.items() if path.name.startswith(k))
-        cases.append(Case(rel, parse.__name__, parse, rdma.ParseError, tool, "text", finite_readings))
+        cases.append(Case(rel, parse.__name__, parse, rdma_parse.ParseError, tool, "text", finite_readings))
     cases += _folder(
         "vllm-metrics", "vllm_metrics", _vllm, vllm_metrics.MetricsError, "vLLM /metrics", "text", _vllm_check
     )

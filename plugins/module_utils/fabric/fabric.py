@@ -7,7 +7,7 @@ RoCE port (every mlx5 Ethernet port, in device order), in one read of ``lldpctl 
 
 - ``fabric.neighbor[<ibdev>]`` when the cabling plan (``cabling``: ibdev -> ``leaf02:swp14``) names
   the port: LLDP's neighbour against it;
-- the link's leaf side (fabric_path.judge_switch_port) against the leaf's reading, taken once per
+- the link's leaf side (fabric_judge.judge_switch_port) against the leaf's reading, taken once per
   run on the controller by switch_qos (``switches``: name -> its reading; a SONiC leaf's ``port_qos``
   holds the ports whose QoS differs from its ``qos``), for the leaf
   and port LLDP hears (or the plan's when LLDP hears nothing);
@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check, hint
-from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_path import (
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_judge import (
     judge_neighbor,
     judge_switch_port,
     link_label,
     name_swapped_pairs,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.lldp import TOOL, ParseError, parse_lldpctl
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import read_ib_port
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import port_names
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import read_ib_port
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_roles import port_names
 
 MODULE = "fabric"
 

@@ -137,7 +137,7 @@ def _front_panel(interfaces):
     )
 
 
-# The parts of the qos tree the nodes judge a link by (module_utils/fabric/fabric_path.py): the rest (traffic
+# The parts of the qos tree the nodes judge a link by (module_utils/fabric/fabric_judge.py): the rest (traffic
 # pools, the scheduler, NVUE's RoCE summary) stays on the controller, so each node's arguments stay small.
 _JUDGED = {
     "mapping": ("trust", "dscp"),

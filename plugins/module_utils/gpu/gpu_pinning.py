@@ -14,13 +14,13 @@ import os
 import tempfile
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_apply import pinning_gpus
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import (
     INSTANCE_NAME,
     PlanError,
     instance_change,
     pinning_plan,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_roles import pinning_gpus
 
 ARGUMENT_SPEC = dict(
     instances=dict(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_apply import GpuPower
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_roles import GpuPower
 
 __all__ = [
     "ARGUMENT_SPEC",

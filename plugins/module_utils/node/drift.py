@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi impor
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology, topology_xml
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link, rdma_qos
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import ParseError
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 
 # Each role, in provision's order, and its module_utils file (ARGUMENT_SPEC, validate, plan).
 ROLES = {

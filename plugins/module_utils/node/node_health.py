@@ -51,7 +51,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     nvlink,
     xid,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 
 RunCommand = Callable[..., tuple[int, str, str]]
 
@@ -129,7 +129,9 @@ def versions(xml_text: str, root: str | None = None) -> dict[str, Any]:
     devices). ``xml_text`` is a -q -x document already read well (parse_health_xml)."""
     doc = nvidia_smi._safe_xml_root(xml_text)
     gpus = doc.findall("gpu")
-    firmware = {rdma.read_ib_device(dev, root).get("fw_version") for dev in rdma.list_ib_devices(root)}
+    firmware = {
+        rdma_read.read_ib_device(dev, root).get("fw_version") for dev in rdma_read.list_ib_devices(root)
+    }
     return {
         "gpu_product": sorted({nvidia_smi._xtext(g, "product_name") or "" for g in gpus}),
         "gpu_count": len(gpus),

@@ -17,7 +17,7 @@ from typing import Any
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import PlanNode, RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.node import fleet_versions, node_health
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse
 
 
 def read(module: Any, smi_path: str | None = None) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
@@ -29,7 +29,7 @@ def read(module: Any, smi_path: str | None = None) -> tuple[dict[str, Any] | Non
     try:
         smi = tool_runner.nvidia_smi(PlanNode(module), smi_path)
         found = node_health.read(module.run_command, smi, None, False)["versions"]
-    except (RoleFailed, node_health.ReadError, rdma.ParseError, OSError) as exc:
+    except (RoleFailed, node_health.ReadError, rdma_parse.ParseError, OSError) as exc:
         return None, [
             fleet_versions.not_compared(
                 False,

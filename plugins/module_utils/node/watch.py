@@ -38,7 +38,7 @@ import time
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import power_check
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (

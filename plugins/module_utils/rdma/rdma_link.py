@@ -14,16 +14,16 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import (
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
+    ROCE_DOCS,
+    link_checks,
+    select_ports,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_roles import (
     ROCE_SETTINGS,
     LinkPort,
     plan_link_port,
     port_names,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (
-    ROCE_DOCS,
-    link_checks,
-    select_ports,
 )
 
 MODULE = "rdma_link"

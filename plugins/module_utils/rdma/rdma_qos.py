@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import read_ib_port
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_apply import (
-    QosInterface,
-    port_names,
-    qos_desired,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     DSCP_RANGE,
     PRIORITIES,
     ROCE_DOCS,
     bad_values,
     qos_changes,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import read_ib_port
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_roles import (
+    QosInterface,
+    port_names,
+    qos_desired,
 )
 
 MODULE = "rdma_qos"

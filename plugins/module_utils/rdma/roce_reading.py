@@ -33,7 +33,7 @@ from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, rdma_read
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
     DEFAULT_THRESHOLDS,
     ECN_LOOP_COUNTERS,
@@ -86,11 +86,11 @@ class ReadError(Exception):
 def roce_ports(root: str | None = None) -> list[Port]:
     """Every RDMA port with an Ethernet link layer and a netdev: ``[{ibdev, port, netdev}]``."""
     ports = []
-    for ibdev in rdma.list_ib_devices(root):
-        for port in rdma.ib_ports(ibdev, root):
+    for ibdev in rdma_read.list_ib_devices(root):
+        for port in rdma_read.ib_ports(ibdev, root):
             try:
-                info = rdma.read_ib_port(ibdev, port, root)
-            except rdma.ParseError as exc:
+                info = rdma_read.read_ib_port(ibdev, port, root)
+            except rdma_parse.ParseError as exc:
                 raise ReadError(str(exc)) from exc
             if info["link_layer"] == "Ethernet" and info["netdev"]:
                 ports.append({"ibdev": ibdev, "port": port, "netdev": info["netdev"]})
@@ -102,7 +102,9 @@ def roce_ports(root: str | None = None) -> list[Port]:
 
 def read_hw_counters(ibdev: str, port: int = 1, root: str | None = None) -> dict[str, int]:
     """The port's hw_counters files (empty when the driver exports none); each one unsigned integer."""
-    directory = rdma.sysfs_path("class", "infiniband", ibdev, "ports", str(port), "hw_counters", root=root)
+    directory = rdma_read.sysfs_path(
+        "class", "infiniband", ibdev, "ports", str(port), "hw_counters", root=root
+    )
     if not os.path.isdir(directory):
         return {}
     counters = {}
@@ -146,7 +148,7 @@ def read_ethtool(run_command: RunCommand, netdev: str, ethtool: str = "ethtool")
 
 def read_carrier_down(netdev: str, root: str | None = None) -> dict[str, int]:
     """``{carrier_down_count: n}`` from the netdev's sysfs (Linux 4.16+); empty where absent."""
-    path = rdma.sysfs_path("class", "net", netdev, "carrier_down_count", root=root)
+    path = rdma_read.sysfs_path("class", "net", netdev, "carrier_down_count", root=root)
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read().strip()
@@ -175,12 +177,12 @@ def read_port(
 
 
 def read_links(ports: list[Port], root: str | None = None) -> Links:
-    """Every port's link from sysfs: ``{ibdev: {state, phys_state, rate_gbps}}`` (rdma.read_ib_port)."""
+    """Every port's link from sysfs: ``{ibdev: {state, phys_state, rate_gbps}}`` (rdma_read.read_ib_port)."""
     links = {}
     for p in ports:
         try:
-            info = rdma.read_ib_port(p["ibdev"], p["port"], root)
-        except rdma.ParseError as exc:
+            info = rdma_read.read_ib_port(p["ibdev"], p["port"], root)
+        except rdma_parse.ParseError as exc:
             raise ReadError(str(exc)) from exc
         links[p["ibdev"]] = {k: info.get(k) for k in ("state", "phys_state", "rate_gbps")}
     return links

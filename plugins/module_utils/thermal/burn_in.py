@@ -23,7 +23,7 @@ import threading
 import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import power_check
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi import (
     THERMAL_FIELDS,
     ParseError,
@@ -418,7 +418,7 @@ def _readings(summary):
 
 
 def _power_reading(uuid, acc):
-    """gpu_desired.power_check's reading of one GPU over the burn-in: its lowest enforced limit against
+    """gpu_judge.power_check's reading of one GPU over the burn-in: its lowest enforced limit against
     the requested one, in how many of its samples."""
     return {
         "uuid": uuid,

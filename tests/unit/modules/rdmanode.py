@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 from ansible.module_utils import basic
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from gpufleet_sim import build, faults_rdma, state, sysfs_rdma
 
 BIN = "/usr/sbin"
@@ -87,9 +87,9 @@ def render(root: Path) -> None:
 
 
 def install(node: Node, monkeypatch: pytest.MonkeyPatch) -> Node:
-    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma.rdma."""
+    """Render the node under ``node.root`` and put it behind AnsibleModule and module_utils.rdma.rdma_read."""
     render(node.root)
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(node.root))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(node.root))
     monkeypatch.setattr(
         basic.AnsibleModule, "run_command", lambda self, args, **kw: node.run_command(args, **kw)
     )

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from gpufleet_sim import build, faults_rdma, nvue, nvue_state, state, sysfs, sysfs_rdma, thermal
 from gpufleet_sim.tools import ethtool
 
@@ -100,9 +100,9 @@ def switch_pfc_off(tree: dict[str, Any]) -> None:
 
 
 def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RoceNode:
-    """A RoceNode whose sysfs module_utils.rdma.rdma reads and whose fake ethtool runs on its clock."""
+    """A RoceNode whose sysfs module_utils.rdma.rdma_read reads and whose fake ethtool runs on its clock."""
     node = RoceNode(tmp_path)
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", node.root)
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", node.root)
     monkeypatch.setattr(ethtool, "time", SimpleNamespace(time=node.clock))
     return node
 

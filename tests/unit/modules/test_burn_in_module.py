@@ -16,7 +16,7 @@ from unittest import mock
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi as smi_queries
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import burn_in
 from gpufleet_sim import build, faults_gpu, faults_health, kernel_log, state
 from gpufleet_sim.tools import dmesg, nvidia_smi
@@ -59,7 +59,7 @@ class Node:
 def no_rdma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A node without RDMA devices (whatever the machine running the tests has): no RoCE port to watch.
     The RoCE tests below give the module a node with ports."""
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma"))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(tmp_path / "no-rdma"))
 
 
 @pytest.fixture
@@ -227,7 +227,7 @@ class RoceBurnIn(rocenode.RoceNode):
 @pytest.fixture
 def roce(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> RoceBurnIn:
     node = RoceBurnIn(tmp_path)
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", node.root)
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", node.root)
     node.now = time.time()
     node.load(4)  # what the instances' requests do to the node's GPUs (the fake vLLM's change_load)
     return node

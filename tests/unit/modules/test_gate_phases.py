@@ -11,7 +11,7 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import burn_in, gate_stop, service_check
 
 from tests.unit.module_utils.thermal.test_burn_in import FakeVllm
@@ -143,7 +143,7 @@ def test_instances_and_url_exclude_each_other() -> None:
 
 @pytest.fixture(autouse=True)
 def no_rdma(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma"))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(tmp_path / "no-rdma"))
 
 
 def _burn_in(args: dict[str, Any], node: Node) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as nccl_topology_role
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import nccl_topology, node_facts, rdma_link
 from gpufleet_sim import faults
 
@@ -26,7 +26,10 @@ TOPO = [SMI, "topo", "-m"]
 
 @pytest.fixture
 def node(tmp_path: Path):
-    with topology_node(tmp_path) as sim, mock.patch.object(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma")):
+    with (
+        topology_node(tmp_path) as sim,
+        mock.patch.object(rdma_read, "SYSFS_ROOT", str(tmp_path / "no-rdma")),
+    ):
         yield sim
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import node_facts
 
 from tests.unit.modules.simnode import SimNode, run_module, topology_node
@@ -17,7 +17,10 @@ KNOWN = {"NVIDIA B300 SXM6 AC": {"vbios": "97.10.4A.00.02", "cuda": "13.0"}}
 
 @pytest.fixture
 def node(tmp_path: Path):
-    with topology_node(tmp_path) as sim, mock.patch.object(rdma, "SYSFS_ROOT", str(tmp_path / "no-rdma")):
+    with (
+        topology_node(tmp_path) as sim,
+        mock.patch.object(rdma_read, "SYSFS_ROOT", str(tmp_path / "no-rdma")),
+    ):
         yield sim
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import rdma_qos
 from gpufleet_sim import state
 from gpufleet_sim.tools import ethtool, mlnx_qos
@@ -47,7 +47,7 @@ class Node(rdmanode.RdmaNode):
         return found
 
     def ecn(self, netdev: str = IF) -> dict[str, Any]:
-        return rdma.read_ecn(netdev, str(self.root))
+        return rdma_read.read_ecn(netdev, str(self.root))
 
 
 @pytest.fixture

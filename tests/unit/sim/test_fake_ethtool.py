@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse
 from gpufleet_sim import build, state
 from gpufleet_sim.tools import ethtool
 
@@ -20,7 +20,7 @@ def show(node: Path, capsys: pytest.CaptureFixture[str], netdev: str = "ens21np0
     assert ethtool.main(["-a", netdev], node) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"Pause parameters for {netdev}:\nAutonegotiate:\toff\nRX:\t\t")
-    pause: dict[str, bool] = rdma.parse_ethtool_pause(out)
+    pause: dict[str, bool] = rdma_parse.parse_ethtool_pause(out)
     return pause
 
 

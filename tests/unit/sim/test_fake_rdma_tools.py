@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, rdma_read
 from gpufleet_sim import faults_rdma, state, sysfs_rdma
 from gpufleet_sim.tools import cma_roce_mode, ibdev2netdev, mlnx_qos, mlxconfig, mlxlink
 
@@ -46,7 +46,7 @@ def nics(node_dir: Path) -> list[dict[str, Any]]:
 @pytest.fixture
 def root(node: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Point the module_utils sysfs readers at the node, as /sys is inside it."""
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(node))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(node))
     yield node
 
 
@@ -59,10 +59,10 @@ def inject(node_dir: Path, name: str, clear: bool = False) -> None:
 
 
 def test_rendered_tree_reads_as_tuned(root: Path) -> None:
-    assert rdma.list_ib_devices() == [f"mlx5_{i}" for i in range(8)]
+    assert rdma_read.list_ib_devices() == [f"mlx5_{i}" for i in range(8)]
     for nic in nics(root):
         ibdev, netdev = nic["ibdev"], nic["netdev"]
-        port = rdma.read_ib_port(ibdev, 1)
+        port = rdma_read.read_ib_port(ibdev, 1)
         assert (port["state"], port["phys_state"], port["rate_gbps"], port["link_layer"]) == (
             "ACTIVE",
             "LinkUp",
@@ -70,28 +70,28 @@ def test_rendered_tree_reads_as_tuned(root: Path) -> None:
             "Ethernet",
         )
         assert port["netdev"] == netdev
-        assert rdma.read_netdev(netdev) == {
+        assert rdma_read.read_netdev(netdev) == {
             "mtu": 4200,
             "operstate": "up",
             "speed_mbps": 400000,
             "carrier": True,
             "address": nic["mac"],
         }
-        assert rdma.read_ecn(netdev) == {
+        assert rdma_read.read_ecn(netdev) == {
             "np": [p == 3 for p in range(8)],
             "rp": [p == 3 for p in range(8)],
             "cnp_dscp": 48,
         }
         assert (
-            rdma.read_roce_mode(ibdev, 1),
-            rdma.read_roce_tos(ibdev, 1),
-            rdma.read_traffic_class(ibdev, 1),
+            rdma_read.read_roce_mode(ibdev, 1),
+            rdma_read.read_roce_tos(ibdev, 1),
+            rdma_read.read_traffic_class(ibdev, 1),
         ) == (
             "v2",
             106,
             106,
         )
-        device = rdma.read_ib_device(ibdev)
+        device = rdma_read.read_ib_device(ibdev)
         assert device == {
             "fw_version": nic["fw_version"],
             "node_guid": nic["node_guid"],
@@ -125,12 +125,12 @@ def test_gid_table_and_types(node: Path) -> None:
 def test_ibdev2netdev_round_trip(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(ibdev2netdev, [], node, capsys)
     assert code == 0
-    entries = rdma.parse_ibdev2netdev(out)
+    entries = rdma_parse.parse_ibdev2netdev(out)
     assert [(e["ibdev"], e["netdev"], e["up"]) for e in entries] == [
         (n["ibdev"], n["netdev"], True) for n in nics(node)
     ]
     code, out, _ = run(ibdev2netdev, ["-v"], node, capsys)
-    verbose = rdma.parse_ibdev2netdev(out)
+    verbose = rdma_parse.parse_ibdev2netdev(out)
     assert [(e["pci_bus_id"], e["hca_type"], e["port_state"]) for e in verbose] == [
         (n["pci_bus_id"], "MT4131", "ACTIVE") for n in nics(node)
     ]
@@ -154,7 +154,7 @@ def test_mlnx_qos_show_round_trip(node: Path, capsys: pytest.CaptureFixture[str]
     netdev = nics(node)[0]["netdev"]
     code, out, _ = run(mlnx_qos, ["-i", netdev], node, capsys)
     assert code == 0
-    qos = rdma.parse_mlnx_qos(out)
+    qos = rdma_parse.parse_mlnx_qos(out)
     assert (qos["trust"], qos["pfc"], qos["dcbx_mode"]) == ("dscp", TUNED_PFC, "OS controlled")
     assert qos["dscp2prio"][26] == 3 and len(qos["dscp2prio"]) == 64
     assert qos["prio_tc"] == {0: 1, 1: 0, 2: 2, 3: 3, 4: 4, 5: 5, 6: 6, 7: 7}
@@ -177,12 +177,12 @@ def test_mlnx_qos_sets_pfc_and_trust(node: Path, capsys: pytest.CaptureFixture[s
     netdev = nics(node)[2]["netdev"]
     code, out, _ = run(mlnx_qos, ["-i", netdev, "--pfc", "0,0,0,0,0,0,0,0", "--trust", "pcp"], node, capsys)
     assert code == 0
-    qos = rdma.parse_mlnx_qos(out)
+    qos = rdma_parse.parse_mlnx_qos(out)
     assert (qos["pfc"], qos["trust"], qos["dscp2prio"]) == ([0] * 8, "pcp", {})
     assert (nics(node)[2]["pfc"], nics(node)[2]["trust"]) == ([0] * 8, "pcp")
     assert nics(node)[1]["pfc"] == TUNED_PFC  # only that interface
     run(mlnx_qos, ["-i", netdev, "--pfc=0,0,0,1,0,0,0,0", "--trust=dscp"], node, capsys)
-    qos = rdma.parse_mlnx_qos(run(mlnx_qos, ["-i", netdev], node, capsys)[1])
+    qos = rdma_parse.parse_mlnx_qos(run(mlnx_qos, ["-i", netdev], node, capsys)[1])
     assert (qos["pfc"], qos["trust"]) == (TUNED_PFC, "dscp")
 
 
@@ -205,8 +205,8 @@ def test_mlnx_qos_errors(
     code, out, _ = run(mlnx_qos, [a.format(netdev=netdev) for a in argv], node, capsys)
     assert (code, out.splitlines()[0]) == (1, first_line)
     assert nics(node)[0]["pfc"] == TUNED_PFC and nics(node)[0]["trust"] == "dscp"
-    with pytest.raises(rdma.ParseError):
-        rdma.parse_mlnx_qos(out)
+    with pytest.raises(rdma_parse.ParseError):
+        rdma_parse.parse_mlnx_qos(out)
 
 
 def test_mlnx_qos_unknown_interface_prints_what_each_step_prints(
@@ -233,7 +233,7 @@ def test_mlnx_qos_bad_option_is_optparse_error(node: Path, capsys: pytest.Captur
 def test_mlxlink_round_trip(node: Path, capsys: pytest.CaptureFixture[str], device: str) -> None:
     code, out, _ = run(mlxlink, ["-d", device], node, capsys)
     assert code == 0
-    link = rdma.parse_mlxlink(out)
+    link = rdma_parse.parse_mlxlink(out)
     assert (link["state"], link["physical_state"], link["speed"], link["speed_gbps"], link["lanes"]) == (
         "Active",
         "LinkUp",
@@ -250,7 +250,7 @@ def test_mlxlink_round_trip(node: Path, capsys: pytest.CaptureFixture[str], devi
 
 def test_mlxlink_show_module_and_layout(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = run(mlxlink, ["-d", "mlx5_1", "-p", "1", "--show_module"], node, capsys)[1]
-    link = rdma.parse_mlxlink(out)
+    link = rdma_parse.parse_mlxlink(out)
     assert link["module"]["Identifier"] == "OSFP"
     real = (FIXTURES / "mellanox" / "gce-bugreport-mlxlink-gpu-nvlink-XDR-netir.txt").read_text().splitlines()
     # same key column as the real tool: "State" padded to 35 columns, then ": "
@@ -263,7 +263,7 @@ def test_mlxlink_show_module_and_layout(node: Path, capsys: pytest.CaptureFixtur
 
 def test_mlxlink_down_link(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inject(node, "link-down")
-    link = rdma.parse_mlxlink(run(mlxlink, ["-d", "mlx5_7"], node, capsys)[1])
+    link = rdma_parse.parse_mlxlink(run(mlxlink, ["-d", "mlx5_7"], node, capsys)[1])
     assert (link["state"], link["speed"], link["speed_gbps"], link["width"]) == ("Disable", None, None, None)
     assert (link["status_opcode"], link["group_opcode"], link["recommendation"]) == (
         1024,
@@ -271,7 +271,7 @@ def test_mlxlink_down_link(node: Path, capsys: pytest.CaptureFixture[str]) -> No
         "Cable is unplugged",
     )
     assert link["supported_cable_speed"] is None
-    assert rdma.parse_mlxlink(run(mlxlink, ["-d", "mlx5_6"], node, capsys)[1])["state"] == "Active"
+    assert rdma_parse.parse_mlxlink(run(mlxlink, ["-d", "mlx5_6"], node, capsys)[1])["state"] == "Active"
 
 
 def test_mlxlink_unknown_device(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -286,14 +286,14 @@ def test_mlxlink_unknown_device(node: Path, capsys: pytest.CaptureFixture[str]) 
 def test_mlxconfig_query_round_trip(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(mlxconfig, ["-d", "0000:15:00.0", "q"], node, capsys)
     assert code == 0
-    (device,) = rdma.parse_mlxconfig_query(out)
+    (device,) = rdma_parse.parse_mlxconfig_query(out)
     assert (device["device_type"], device["device"], device["columns"]) == (
         "ConnectX8",
         "0000:15:00.0",
         ["next_boot"],
     )
     assert device["params"]["LINK_TYPE_P1"] == {"next_boot": "ETH(2)"}
-    assert rdma.mlxconfig_value(device["params"]["CNP_DSCP_P1"]["next_boot"]) == ("48", 48)
+    assert rdma_parse.mlxconfig_value(device["params"]["CNP_DSCP_P1"]["next_boot"]) == ("48", 48)
     # the real layout: 8-space indent, names padded to 44, values to 20
     assert "        LINK_TYPE_P1                                ETH(2)              " in out.splitlines()
     assert "Device type:        ConnectX8           " in out.splitlines()
@@ -304,16 +304,16 @@ def test_mlxconfig_set_link_type_is_pending_until_reset(
 ) -> None:
     code, out, _ = run(mlxconfig, ["-y", "-d", "mlx5_0", "set", "LINK_TYPE_P1=IB"], node, capsys)
     assert code == 0
-    result = rdma.parse_mlxconfig_set(out)
+    result = rdma_parse.parse_mlxconfig_set(out)
     assert (result["answer"], result["applied"], result["reboot_required"]) == ("y", True, True)
     assert result["devices"][0]["params"] == {"LINK_TYPE_P1": {"next_boot": "ETH(2)", "new": "IB(1)"}}
     nic = nics(node)[0]
     assert (nic["link_type"], nic["pending_link_type"]) == ("eth", "ib")
-    (device,) = rdma.parse_mlxconfig_query(
+    (device,) = rdma_parse.parse_mlxconfig_query(
         run(mlxconfig, ["-d", "mlx5_0", "q", "LINK_TYPE_P1"], node, capsys)[1]
     )
     assert device["params"] == {"LINK_TYPE_P1": {"next_boot": "IB(1)"}}
-    (device,) = rdma.parse_mlxconfig_query(
+    (device,) = rdma_parse.parse_mlxconfig_query(
         run(mlxconfig, ["-e", "-d", "mlx5_0", "q", "LINK_TYPE_P1"], node, capsys)[1]
     )
     assert device["params"]["LINK_TYPE_P1"] == {
@@ -327,7 +327,7 @@ def test_mlxconfig_set_link_type_is_pending_until_reset(
 
 
 def test_mlxconfig_all_devices_without_d(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    devices = rdma.parse_mlxconfig_query(run(mlxconfig, ["q"], node, capsys)[1])
+    devices = rdma_parse.parse_mlxconfig_query(run(mlxconfig, ["q"], node, capsys)[1])
     assert [d["device"] for d in devices] == [n["pci_bus_id"] for n in nics(node)]
     assert [d["index"] for d in devices] == list(range(1, 9))
 
@@ -349,8 +349,8 @@ def test_mlxconfig_errors(
 ) -> None:
     code, out, _ = run(mlxconfig, argv, node, capsys)
     assert code == 1 and out.splitlines()[-1] == message
-    with pytest.raises(rdma.ParseError):
-        rdma.parse_mlxconfig_query(out)
+    with pytest.raises(rdma_parse.ParseError):
+        rdma_parse.parse_mlxconfig_query(out)
     assert nics(node)[0]["pending_link_type"] is None
 
 
@@ -359,9 +359,9 @@ def test_mlxconfig_errors(
 
 def test_cma_roce_mode_show_and_set(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(cma_roce_mode, ["-d", "mlx5_3", "-p", "1"], root, capsys)
-    assert (code, out, rdma.parse_cma_roce_mode(out)) == (0, "RoCE v2\n", "v2")
+    assert (code, out, rdma_parse.parse_cma_roce_mode(out)) == (0, "RoCE v2\n", "v2")
     out = run(cma_roce_mode, ["-d", "mlx5_3", "-p", "1", "-m", "1"], root, capsys)[1]
-    assert (out, rdma.read_roce_mode("mlx5_3", 1), rdma.read_roce_mode("mlx5_2", 1)) == (
+    assert (out, rdma_read.read_roce_mode("mlx5_3", 1), rdma_read.read_roce_mode("mlx5_2", 1)) == (
         "IB/RoCE v1\n",
         "v1",
         "v2",
@@ -369,7 +369,7 @@ def test_cma_roce_mode_show_and_set(root: Path, capsys: pytest.CaptureFixture[st
     assert (
         run(cma_roce_mode, ["-d", "mlx5_3", "-m", "2"], root, capsys)[1] == "RoCE v2\n"
     )  # port defaults to 1
-    assert rdma.read_roce_mode("mlx5_3", 1) == "v2"
+    assert rdma_read.read_roce_mode("mlx5_3", 1) == "v2"
 
 
 def test_cma_roce_mode_defaults_and_errors(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -392,7 +392,7 @@ def test_cma_roce_mode_recreates_a_removed_group(root: Path, capsys: pytest.Capt
         path.rmdir() if path.is_dir() else path.unlink()
     group.rmdir()
     assert run(cma_roce_mode, ["-d", "mlx5_4"], root, capsys)[:2] == (0, "RoCE v2\n")
-    assert rdma.read_roce_tos("mlx5_4", 1) == 0  # the kernel's default ToS in a new group
+    assert rdma_read.read_roce_tos("mlx5_4", 1) == 0  # the kernel's default ToS in a new group
 
 
 # ------------------------------------------------------------------ faults
@@ -401,7 +401,10 @@ def test_cma_roce_mode_recreates_a_removed_group(root: Path, capsys: pytest.Capt
 def test_pfc_off_and_clear(node: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inject(node, "pfc-off")
     for nic in nics(node):
-        assert rdma.parse_mlnx_qos(run(mlnx_qos, ["-i", nic["netdev"]], node, capsys)[1])["pfc_enabled"] == []
+        assert (
+            rdma_parse.parse_mlnx_qos(run(mlnx_qos, ["-i", nic["netdev"]], node, capsys)[1])["pfc_enabled"]
+            == []
+        )
     inject(node, "pfc-off", clear=True)
     assert {tuple(n["pfc"]) for n in nics(node)} == {tuple(TUNED_PFC)}
 
@@ -409,33 +412,35 @@ def test_pfc_off_and_clear(node: Path, capsys: pytest.CaptureFixture[str]) -> No
 def test_ecn_off_and_clear(root: Path) -> None:
     inject(root, "ecn-off")
     for nic in nics(root):
-        ecn = rdma.read_ecn(nic["netdev"])
+        ecn = rdma_read.read_ecn(nic["netdev"])
         assert (ecn["np"], ecn["rp"], ecn["cnp_dscp"]) == ([False] * 8, [False] * 8, 48)
     inject(root, "ecn-off", clear=True)
-    assert {tuple(rdma.read_ecn(n["netdev"])["np"]) for n in nics(root)} == {tuple(p == 3 for p in range(8))}
+    assert {tuple(rdma_read.read_ecn(n["netdev"])["np"]) for n in nics(root)} == {
+        tuple(p == 3 for p in range(8))
+    }
 
 
 def test_roce_v1_and_clear(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inject(root, "roce-v1")
-    assert {rdma.read_roce_mode(n["ibdev"], 1) for n in nics(root)} == {"v1"}
+    assert {rdma_read.read_roce_mode(n["ibdev"], 1) for n in nics(root)} == {"v1"}
     assert run(cma_roce_mode, ["-d", "mlx5_5"], root, capsys)[1] == "IB/RoCE v1\n"
     inject(root, "roce-v1", clear=True)
-    assert {rdma.read_roce_mode(n["ibdev"], 1) for n in nics(root)} == {"v2"}
+    assert {rdma_read.read_roce_mode(n["ibdev"], 1) for n in nics(root)} == {"v2"}
 
 
 def test_link_down_and_clear(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     inject(root, "link-down")
     last = nics(root)[-1]
     assert (last["ibdev"], last["link_up"]) == ("mlx5_7", False)
-    entries = rdma.parse_ibdev2netdev(run(ibdev2netdev, [], root, capsys)[1])
+    entries = rdma_parse.parse_ibdev2netdev(run(ibdev2netdev, [], root, capsys)[1])
     assert [e["ibdev"] for e in entries if not e["up"]] == ["mlx5_7"]
-    port = rdma.read_ib_port("mlx5_7", 1)
+    port = rdma_read.read_ib_port("mlx5_7", 1)
     assert (port["state"], port["phys_state"], port["rate"]) == ("DOWN", "Disabled", "40 Gb/sec (4X QDR)")
-    net = rdma.read_netdev(last["netdev"])
+    net = rdma_read.read_netdev(last["netdev"])
     assert (net["operstate"], net["carrier"], net["speed_mbps"]) == ("down", False, None)
     inject(root, "link-down", clear=True)
-    assert rdma.read_ib_port("mlx5_7", 1)["state"] == "ACTIVE"
-    assert all(e["up"] for e in rdma.parse_ibdev2netdev(run(ibdev2netdev, [], root, capsys)[1]))
+    assert rdma_read.read_ib_port("mlx5_7", 1)["state"] == "ACTIVE"
+    assert all(e["up"] for e in rdma_parse.parse_ibdev2netdev(run(ibdev2netdev, [], root, capsys)[1]))
 
 
 def test_fault_names_are_the_contract() -> None:

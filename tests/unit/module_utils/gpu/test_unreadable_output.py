@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health, node_versions, watch
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.modules import gpu_facts
 from gpufleet_sim import faults
 
@@ -32,7 +32,7 @@ REFUSAL = (
 def node(tmp_path: Path):
     sim = SimNode(tmp_path / "node")
     faults.inject(sim.dir, "nvsmi-oversized-field")
-    with mock.patch.object(rdma, "SYSFS_ROOT", str(sim.dir)):
+    with mock.patch.object(rdma_read, "SYSFS_ROOT", str(sim.dir)):
         yield sim
 
 

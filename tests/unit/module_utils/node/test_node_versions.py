@@ -9,7 +9,7 @@ from unittest import mock
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_versions
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from gpufleet_sim import faults_health
 
 from tests.unit.modules.simnode import SMI, SimNode
@@ -33,7 +33,7 @@ class Module:
 @pytest.fixture
 def node(tmp_path: Path):
     sim = SimNode(tmp_path / "node")
-    with mock.patch.object(rdma, "SYSFS_ROOT", str(sim.dir)):
+    with mock.patch.object(rdma_read, "SYSFS_ROOT", str(sim.dir)):
         yield sim
 
 

@@ -10,7 +10,7 @@ import io
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_desired, nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_judge, nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import LOAD_LIMITS
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
@@ -65,7 +65,7 @@ def summarize(*texts: str) -> dict[str, Any]:
 
 def test_a_cap_in_waves_is_seen_in_the_middle_sample_and_named_with_its_cause() -> None:
     gpu = summarize(sample(), sample(1100.0, "0x4", 1_000_000), sample(1400.0, "0x0", 2_600_000))
-    check = gpu_desired.power_check(gpu, 5.2)
+    check = gpu_judge.power_check(gpu, 5.2)
     assert check["name"] == f"gpu_power.enforced_limit_w[{UUID}]"
     assert (check["ok"], check["value"], check["limit"], check["unit"]) == (False, 1100.0, 1400.0, "W")
     assert "in 1 of 3 samples over 5.2 s; power-capped 2.6 s of 5.2 s" in check["message"]
@@ -77,7 +77,7 @@ def test_a_cap_in_waves_is_seen_in_the_middle_sample_and_named_with_its_cause() 
 
 
 def test_the_requested_limit_enforced_all_window_passes() -> None:
-    check = gpu_desired.power_check(summarize(sample(), sample(), sample()), 5.0)
+    check = gpu_judge.power_check(summarize(sample(), sample(), sample()), 5.0)
     assert check["ok"] and check["message"] == f"{UUID} enforces its requested 1400 W"
 
 
@@ -97,7 +97,7 @@ def test_the_hottest_sample_is_judged() -> None:
 
 def test_unreported_limits_fail_closed() -> None:
     text = sample().replace("1400.00, 1400.00", "[N/A], [N/A]")
-    check = gpu_desired.power_check(summarize(text, text), 5.0)
+    check = gpu_judge.power_check(summarize(text, text), 5.0)
     assert not check["ok"] and "fail closed" in check["message"]
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_bandwidth
 from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma, roce_counters, roce_reading
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read, roce_counters, roce_reading
 from gpufleet_sim import sysfs_rdma
 
 from tests.unit.modules import rocenode
@@ -431,7 +431,7 @@ def test_window_for_refuses_options_out_of_range(
 
 
 def test_a_node_without_roce_ports_has_no_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(tmp_path))
     assert roce_reading.window_for(lambda *a, **k: (0, "", ""), OPTIONS, lambda: ETHTOOL, "n", "d") is None
 
 

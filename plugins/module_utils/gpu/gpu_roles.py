@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner imp
     nvidia_smi,
     run,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import (
     POWER_BUDGET_CAUSE,
     PlanError,
     capped,

@@ -1,13 +1,13 @@
-"""rdma_desired: the comparisons and plans behind rdma_link and rdma_qos, table-driven; and the
-`ethtool -a` parser they read global pause with (module_utils.rdma.rdma)."""
+"""rdma_judge: the comparisons and plans behind rdma_link and rdma_qos, table-driven; and the
+`ethtool -a` parser they read global pause with (module_utils.rdma.rdma_parse)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_desired as rd
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_judge as rd
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, rdma_read
 from gpufleet_sim.tools import ethtool
 
 ON3 = [1 if p == 3 else 0 for p in range(8)]
@@ -241,7 +241,7 @@ PAUSE_NETLINK = (
     ],
 )
 def test_parse_ethtool_pause(text: str, pause: dict[str, bool]) -> None:
-    assert rdma.parse_ethtool_pause(text) == pause
+    assert rdma_parse.parse_ethtool_pause(text) == pause
 
 
 @pytest.mark.parametrize(
@@ -255,12 +255,12 @@ def test_parse_ethtool_pause(text: str, pause: dict[str, bool]) -> None:
     ],
 )
 def test_parse_ethtool_pause_refuses_what_it_cannot_read(text: str) -> None:
-    with pytest.raises(rdma.ParseError) as excinfo:
-        rdma.parse_ethtool_pause(text)
+    with pytest.raises(rdma_parse.ParseError) as excinfo:
+        rdma_parse.parse_ethtool_pause(text)
     assert str(excinfo.value).startswith("ethtool -a")
 
 
 def test_sysfs_path_follows_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert rdma.sysfs_path("class", "net", "eth0", "mtu", root="/") == "/sys/class/net/eth0/mtu"
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", "/tmp/node")
-    assert rdma.sysfs_path("class", "net") == "/tmp/node/sys/class/net"
+    assert rdma_read.sysfs_path("class", "net", "eth0", "mtu", root="/") == "/sys/class/net/eth0/mtu"
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", "/tmp/node")
+    assert rdma_read.sysfs_path("class", "net") == "/tmp/node/sys/class/net"

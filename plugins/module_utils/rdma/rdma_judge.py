@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What an mlx5 RoCE port must be, compared with what it is: pure functions, data in, data out.
 
-The rdma_link and rdma_qos modules read a port (module_utils.rdma.rdma), ask these functions what
+The rdma_link and rdma_qos modules read a port (module_utils.rdma.rdma_parse), ask these functions what
 differs, what to run, what to check and what a boot script must re-apply, and then act. Nothing
 here runs a command or touches a file, so plain pytest covers every decision.
 

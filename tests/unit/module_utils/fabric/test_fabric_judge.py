@@ -1,4 +1,4 @@
-"""The verdicts on a RoCE link end to end (module_utils/fabric/fabric_path.py): cabling from LLDP (the real
+"""The verdicts on a RoCE link end to end (module_utils/fabric/fabric_judge.py): cabling from LLDP (the real
 lldpctl capture first), then the switch side of lossless RoCE on the simulated leaf's NVUE trees, with
 each switch fault the simulator will inject: PFC off, ECN off, a lossy DSCP map, a low MTU."""
 
@@ -7,16 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric_path, lldp
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric_judge, lldp
 from gpufleet_sim import nvue_state
 
 LLDP_CAPTURE = "lldp/unifabric-5nic-sonic-leaves-lldpctl-json0.json"
 HOST = {"roce_dscp": 26, "cnp_dscp": 48, "priority": 3, "mtu": 4200}
-LABEL = fabric_path.link_label("node01", "mlx5_3", "leaf02", "swp14")
+LABEL = fabric_judge.link_label("node01", "mlx5_3", "leaf02", "swp14")
 
 
 def judged(qos: dict[str, Any], interface: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    checks = fabric_path.judge_switch_port(LABEL, HOST, qos, interface or nvue_state.default_interface())
+    checks = fabric_judge.judge_switch_port(LABEL, HOST, qos, interface or nvue_state.default_interface())
     return {c["name"].split("[")[0]: c for c in checks}
 
 
@@ -28,21 +28,21 @@ def test_the_real_capture_cabling_is_judged_against_the_plan(read_fixture) -> No
     found = lldp.parse_lldpctl(read_fixture(LLDP_CAPTURE))
     first = next(iter(found))
     neighbour = lldp.neighbour_of(found, first)
-    ok = fabric_path.judge_neighbor("mlx5_0", "StorageSW:Ethernet120", neighbour)
+    ok = fabric_judge.judge_neighbor("mlx5_0", "StorageSW:Ethernet120", neighbour)
     assert (ok["ok"], ok["value"]) == (True, "StorageSW:Ethernet120")
-    swapped = fabric_path.judge_neighbor("mlx5_0", "StorageSW:Ethernet121", neighbour)
+    swapped = fabric_judge.judge_neighbor("mlx5_0", "StorageSW:Ethernet121", neighbour)
     assert not swapped["ok"] and swapped["limit"] == "StorageSW:Ethernet121"
     assert "cabled to StorageSW:Ethernet120, the plan says StorageSW:Ethernet121" in swapped["message"]
-    missing = fabric_path.judge_neighbor("mlx5_0", "leaf02:swp14", None)
+    missing = fabric_judge.judge_neighbor("mlx5_0", "leaf02:swp14", None)
     assert not missing["ok"] and missing["value"] is None and "no LLDP neighbour" in missing["message"]
 
 
 def test_a_crossed_pair_is_named_as_one_and_a_lone_misplaced_cable_is_not() -> None:
     def heard(ibdev: str, found: str, planned: str) -> dict[str, Any]:
         leaf, port = found.split(":")
-        return fabric_path.judge_neighbor(ibdev, planned, {"chassis_name": leaf, "port_id": port})
+        return fabric_judge.judge_neighbor(ibdev, planned, {"chassis_name": leaf, "port_id": port})
 
-    checks = fabric_path.name_swapped_pairs(
+    checks = fabric_judge.name_swapped_pairs(
         [
             heard("mlx5_6", "leaf02:swp8", "leaf02:swp7"),
             heard("mlx5_7", "leaf02:swp7", "leaf02:swp8"),
@@ -62,7 +62,7 @@ def test_a_crossed_pair_is_named_as_one_and_a_lone_misplaced_cable_is_not() -> N
     assert messages[2].endswith("(a swapped or misplaced cable)")
     assert messages[3] == "mlx5_9 is cabled to leaf02:swp10 as planned"
     # three cables rotated are no pair: each is named on its own
-    rotated = fabric_path.name_swapped_pairs(
+    rotated = fabric_judge.name_swapped_pairs(
         [heard("a", "l:2", "l:1"), heard("b", "l:3", "l:2"), heard("c", "l:1", "l:3")]
     )
     assert all(c["message"].endswith("(a swapped or misplaced cable)") for c in rotated)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, rdma_read
 
 from tests.unit.mutations import FIXTURES
 
@@ -187,17 +187,17 @@ def _gids_bond(gids: list[dict[str, Any]]) -> None:
 
 
 CAPTURES: dict[str, tuple[Callable[[str], Any], Callable[[Any], None]]] = {
-    "3fs-doc-ethtool-i-ens4np0-cx7.txt": (rdma.parse_ethtool_info, _ethtool),
-    "3fs-doc-mlnx_qos-ens4np0-cx7-ofed23.10.txt": (rdma.parse_mlnx_qos, _qos_3fs),
-    "azhpc-diag-ibstatus-ndv4.txt": (rdma.parse_ibstatus, _ibstatus_azhpc),
-    "cnode3-011-ibdev2netdev-h100-cluster.txt": (rdma.parse_ibdev2netdev, _ibdev2netdev_cnode3),
-    "csegpu1-mlxlink-show_module-cx7-mt4129-IB-NDR-osfp.txt": (rdma.parse_mlxlink, _mlxlink_csegpu1),
-    "gce-bugreport-mlxlink-gpu-nvlink-XDR-netir.txt": (rdma.parse_mlxlink, _mlxlink_gce),
-    "gpud-ibstat.47.0.a100.all.active.0.txt": (rdma.parse_ibstat, _ibstat_a100),
-    "gpud-ibstat.47.0.h100.all.active.0.txt": (rdma.parse_ibstat, _ibstat_h100),
-    "gpud-ibstatus.39.0.a100.all.active.0.txt": (rdma.parse_ibstatus, _ibstatus_gpud),
-    "openshift-nvidiatools-show_gids-mlx5_3-net1.txt": (rdma.parse_show_gids, _gids_openshift),
-    "rdma-notes-show_gids-mlx5_bond_0.txt": (rdma.parse_show_gids, _gids_bond),
+    "3fs-doc-ethtool-i-ens4np0-cx7.txt": (rdma_parse.parse_ethtool_info, _ethtool),
+    "3fs-doc-mlnx_qos-ens4np0-cx7-ofed23.10.txt": (rdma_parse.parse_mlnx_qos, _qos_3fs),
+    "azhpc-diag-ibstatus-ndv4.txt": (rdma_parse.parse_ibstatus, _ibstatus_azhpc),
+    "cnode3-011-ibdev2netdev-h100-cluster.txt": (rdma_parse.parse_ibdev2netdev, _ibdev2netdev_cnode3),
+    "csegpu1-mlxlink-show_module-cx7-mt4129-IB-NDR-osfp.txt": (rdma_parse.parse_mlxlink, _mlxlink_csegpu1),
+    "gce-bugreport-mlxlink-gpu-nvlink-XDR-netir.txt": (rdma_parse.parse_mlxlink, _mlxlink_gce),
+    "gpud-ibstat.47.0.a100.all.active.0.txt": (rdma_parse.parse_ibstat, _ibstat_a100),
+    "gpud-ibstat.47.0.h100.all.active.0.txt": (rdma_parse.parse_ibstat, _ibstat_h100),
+    "gpud-ibstatus.39.0.a100.all.active.0.txt": (rdma_parse.parse_ibstatus, _ibstatus_gpud),
+    "openshift-nvidiatools-show_gids-mlx5_3-net1.txt": (rdma_parse.parse_show_gids, _gids_openshift),
+    "rdma-notes-show_gids-mlx5_bond_0.txt": (rdma_parse.parse_show_gids, _gids_bond),
 }
 
 
@@ -231,7 +231,7 @@ def test_truncated_capture_is_a_parse_error(name: str) -> None:
         "rdma-notes-show_gids-mlx5_bond_0.txt": ("0a60:531a", 4),
     }[name]
     cut = text[: text.index(marker) + offset]
-    with pytest.raises(rdma.ParseError):
+    with pytest.raises(rdma_parse.ParseError):
         parser(cut)
 
 
@@ -355,7 +355,7 @@ QOS_UP_SKPRIO = (
 
 
 def test_mlnx_qos_older_layout_netarbiter() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_NETARBITER)
+    qos = rdma_parse.parse_mlnx_qos(QOS_NETARBITER)
     assert (qos["trust"], qos["pfc"], qos["pfc_enabled"]) == ("dscp", [0, 0, 0, 1, 0, 0, 0, 0], [3])
     assert (qos["receive_buffer_size"], qos["prio2buffer"], qos["default_priority"]) == (None, None, None)
     assert qos["dscp2prio"] == {d: d // 8 for d in range(64)}
@@ -364,13 +364,13 @@ def test_mlnx_qos_older_layout_netarbiter() -> None:
 
 
 def test_mlnx_qos_pcp_trust() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_PCP)
+    qos = rdma_parse.parse_mlnx_qos(QOS_PCP)
     assert (qos["trust"], qos["dscp2prio"], qos["pfc_enabled"]) == ("pcp", {}, [])
     assert (qos["receive_buffer_size"], qos["receive_buffer_total"]) == ([524160, 0, 0, 0, 0, 0, 0, 0], None)
 
 
 def test_mlnx_qos_split_dscp_lines() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_SPLIT_DSCP)
+    qos = rdma_parse.parse_mlnx_qos(QOS_SPLIT_DSCP)
     assert (qos["dscp2prio"][30], qos["dscp2prio"][48], qos["dscp2prio"][26]) == (6, 6, 3)
     assert len(qos["dscp2prio"]) == 64
     assert qos["prio2buffer"] == [0, 2, 5, 7, 1, 2, 3, 6]
@@ -378,7 +378,7 @@ def test_mlnx_qos_split_dscp_lines() -> None:
 
 
 def test_mlnx_qos_ets_groups() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_ETS_GROUPS)
+    qos = rdma_parse.parse_mlnx_qos(QOS_ETS_GROUPS)
     assert qos["tc"][0] == {
         "ratelimit_gbps": None,
         "tsa": "ets",
@@ -390,7 +390,7 @@ def test_mlnx_qos_ets_groups() -> None:
 
 
 def test_mlnx_qos_oldest_layout() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_OLDEST)
+    qos = rdma_parse.parse_mlnx_qos(QOS_OLDEST)
     assert (qos["trust"], qos["dcbx_mode"], qos["pfc"], qos["tc"]) == (
         None,
         None,
@@ -400,7 +400,7 @@ def test_mlnx_qos_oldest_layout() -> None:
 
 
 def test_mlnx_qos_up_and_skprio_lines() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_UP_SKPRIO)
+    qos = rdma_parse.parse_mlnx_qos(QOS_UP_SKPRIO)
     assert qos["pfc_enabled"] == [4]
     assert qos["tc"][0]["priorities"] == [0, 4]
     assert qos["warnings"] == [
@@ -409,7 +409,7 @@ def test_mlnx_qos_up_and_skprio_lines() -> None:
 
 
 def test_mlnx_qos_ratelimit() -> None:
-    qos = rdma.parse_mlnx_qos(QOS_OLDEST + "tc: 0 ratelimit: 100.0 Gbps, tsa: vendor\n")
+    qos = rdma_parse.parse_mlnx_qos(QOS_OLDEST + "tc: 0 ratelimit: 100.0 Gbps, tsa: vendor\n")
     assert qos["tc"][0]["ratelimit_gbps"] == 100
 
 
@@ -532,7 +532,7 @@ IBSTATUS_DOWN = (
 
 
 def test_mlxlink_ethernet() -> None:
-    link = rdma.parse_mlxlink(MLXLINK_ETH_100G)
+    link = rdma_parse.parse_mlxlink(MLXLINK_ETH_100G)
     assert (link["speed"], link["speed_gbps"], link["fec"]) == ("100G", 100, "Standard RS-FEC - RS(528,514)")
     assert link["enabled_link_speed"] == {"mask": 0x200, "speeds": ["100G_4X"]}
     assert link["supported_cable_speed"]["speeds"] == ["100G_4X", "50G_2X", "40G", "25G", "10G", "1G"]
@@ -540,7 +540,7 @@ def test_mlxlink_ethernet() -> None:
 
 
 def test_mlxlink_troubleshooting_opcode() -> None:
-    link = rdma.parse_mlxlink(MLXLINK_OPCODE_25)
+    link = rdma_parse.parse_mlxlink(MLXLINK_OPCODE_25)
     assert (link["status_opcode"], link["group_opcode"], link["recommendation"]) == (
         25,
         "PHY FW",
@@ -550,7 +550,7 @@ def test_mlxlink_troubleshooting_opcode() -> None:
 
 
 def test_mlxlink_mft_4_22_layout() -> None:
-    link = rdma.parse_mlxlink(MLXLINK_MFT_4_22)
+    link = rdma_parse.parse_mlxlink(MLXLINK_MFT_4_22)
     assert (link["physical_state"], link["speed_gbps"], link["mft_version"]) == (
         "ETH_AN_FSM_ENABLE",
         100,
@@ -561,11 +561,11 @@ def test_mlxlink_mft_4_22_layout() -> None:
 
 def test_mlxlink_ansi_colours_are_dropped() -> None:
     coloured = MLXLINK_OPCODE_25.replace("Cable speed not enabled", "\x1b[31mCable speed not enabled\x1b[0m")
-    assert rdma.parse_mlxlink(coloured)["recommendation"] == "Cable speed not enabled"
+    assert rdma_parse.parse_mlxlink(coloured)["recommendation"] == "Cable speed not enabled"
 
 
 def test_ibstatus_down_port() -> None:
-    down, up = rdma.parse_ibstatus(IBSTATUS_DOWN)
+    down, up = rdma_parse.parse_ibstatus(IBSTATUS_DOWN)
     assert (down["state"], down["state_code"], down["phys_state"], down["rate_gbps"]) == (
         "DOWN",
         1,
@@ -681,7 +681,7 @@ MLXCONFIG_UNSUPPORTED = (
 
 
 def test_mlxconfig_query_cx6dx() -> None:
-    (device,) = rdma.parse_mlxconfig_query(MLXCONFIG_QUERY_CX6DX)
+    (device,) = rdma_parse.parse_mlxconfig_query(MLXCONFIG_QUERY_CX6DX)
     assert (device["index"], device["device_type"], device["name"], device["device"]) == (
         1,
         "ConnectX6DX",
@@ -692,47 +692,47 @@ def test_mlxconfig_query_cx6dx() -> None:
     assert device["columns"] == ["next_boot"]
     assert len(device["params"]) == 10
     assert device["params"]["MEMIC_SIZE_LIMIT"] == {"next_boot": "_256KB(1)"}
-    assert rdma.mlxconfig_value(device["params"]["ROCE_NEXT_PROTOCOL"]["next_boot"]) == ("254", 254)
-    assert rdma.mlxconfig_value(device["params"]["HOST_CHAINING_DESCRIPTORS"]["next_boot"]) == (
+    assert rdma_parse.mlxconfig_value(device["params"]["ROCE_NEXT_PROTOCOL"]["next_boot"]) == ("254", 254)
+    assert rdma_parse.mlxconfig_value(device["params"]["HOST_CHAINING_DESCRIPTORS"]["next_boot"]) == (
         "Array[0..7]",
         None,
     )
 
 
 def test_mlxconfig_query_older_layouts() -> None:
-    (cx3,) = rdma.parse_mlxconfig_query(MLXCONFIG_QUERY_CX3)
+    (cx3,) = rdma_parse.parse_mlxconfig_query(MLXCONFIG_QUERY_CX3)
     assert (cx3["device_type"], cx3["name"], cx3["device"]) == (
         "ConnectX3Pro",
         None,
         "/dev/mst/mt4103_pci_cr0",
     )
-    assert rdma.mlxconfig_value(cx3["params"]["LINK_TYPE_P1"]["next_boot"]) == ("ETH", 2)
-    (cx4,) = rdma.parse_mlxconfig_query(MLXCONFIG_QUERY_NO_COLUMNS)
+    assert rdma_parse.mlxconfig_value(cx3["params"]["LINK_TYPE_P1"]["next_boot"]) == ("ETH", 2)
+    (cx4,) = rdma_parse.parse_mlxconfig_query(MLXCONFIG_QUERY_NO_COLUMNS)
     assert cx4["columns"] == ["next_boot"]
     assert cx4["params"]["NUM_OF_VFS"] == {"next_boot": "8"}
 
 
 def test_mlxconfig_set() -> None:
-    result = rdma.parse_mlxconfig_set(MLXCONFIG_SET_CX6DX)
+    result = rdma_parse.parse_mlxconfig_set(MLXCONFIG_SET_CX6DX)
     assert (result["answer"], result["applied"], result["reboot_required"]) == ("y", True, True)
     assert result["devices"][0]["params"] == {
         "ROCE_CONTROL": {"next_boot": "ROCE_ENABLE(2)", "new": "ROCE_DISABLE(1)"}
     }
-    link = rdma.parse_mlxconfig_set(MLXCONFIG_SET_LINK_TYPE)
+    link = rdma_parse.parse_mlxconfig_set(MLXCONFIG_SET_LINK_TYPE)
     assert link["devices"][0]["params"]["LINK_TYPE_P1"] == {"next_boot": "ETH(2)", "new": "IB(1)"}
     assert link["devices"][0]["device_type"] == "ConnectX5"
 
 
 def test_mlxconfig_error_line_is_a_parse_error() -> None:
-    with pytest.raises(rdma.ParseError, match="doesn't support INTERNAL_CPU_OFFLOAD_ENGINE"):
-        rdma.parse_mlxconfig_query(MLXCONFIG_UNSUPPORTED)
+    with pytest.raises(rdma_parse.ParseError, match="doesn't support INTERNAL_CPU_OFFLOAD_ENGINE"):
+        rdma_parse.parse_mlxconfig_query(MLXCONFIG_UNSUPPORTED)
 
 
 def test_mlxconfig_query_is_not_a_set() -> None:
-    with pytest.raises(rdma.ParseError, match="New"):
-        rdma.parse_mlxconfig_set(MLXCONFIG_QUERY_CX6DX)
+    with pytest.raises(rdma_parse.ParseError, match="New"):
+        rdma_parse.parse_mlxconfig_set(MLXCONFIG_QUERY_CX6DX)
     # a set's table reads as a query with both columns
-    assert rdma.parse_mlxconfig_query(MLXCONFIG_SET_CX6DX)[0]["columns"] == ["next_boot", "new"]
+    assert rdma_parse.parse_mlxconfig_query(MLXCONFIG_SET_CX6DX)[0]["columns"] == ["next_boot", "new"]
 
 
 # ------------------------------------------------------------------ small formats
@@ -740,7 +740,7 @@ def test_mlxconfig_query_is_not_a_set() -> None:
 
 def test_ibdev2netdev_verbose_and_empty() -> None:
     line = "0000:15:00.0 mlx5_0 (MT4131 - NA)  fw 40.44.1036 port 1 (DOWN  ) ==> ens21np0 (Down)"
-    (entry,) = rdma.parse_ibdev2netdev(line + "\n")
+    (entry,) = rdma_parse.parse_ibdev2netdev(line + "\n")
     assert entry == {
         "ibdev": "mlx5_0",
         "port": 1,
@@ -753,7 +753,7 @@ def test_ibdev2netdev_verbose_and_empty() -> None:
         "port_state": "DOWN",
         "up": False,
     }
-    assert rdma.parse_ibdev2netdev("") == []  # no Mellanox netdevs: the tool prints nothing
+    assert rdma_parse.parse_ibdev2netdev("") == []  # no Mellanox netdevs: the tool prints nothing
 
 
 @pytest.mark.parametrize(
@@ -767,13 +767,13 @@ def test_ibdev2netdev_verbose_and_empty() -> None:
     ],
 )
 def test_ib_rate(text: str, expected: dict[str, Any]) -> None:
-    assert rdma.parse_ib_rate(text) == expected
+    assert rdma_parse.parse_ib_rate(text) == expected
 
 
 def test_cma_roce_mode_and_kernel_mode_names() -> None:
-    assert rdma.parse_cma_roce_mode("RoCE v2\n") == "v2"
-    assert rdma.parse_cma_roce_mode("IB/RoCE v1\n") == "v1"
-    assert (rdma.roce_mode_name("RoCE v2\n"), rdma.roce_mode_name("IB/RoCE v1")) == ("v2", "v1")
+    assert rdma_parse.parse_cma_roce_mode("RoCE v2\n") == "v2"
+    assert rdma_parse.parse_cma_roce_mode("IB/RoCE v1\n") == "v1"
+    assert (rdma_parse.roce_mode_name("RoCE v2\n"), rdma_parse.roce_mode_name("IB/RoCE v1")) == ("v2", "v1")
 
 
 # ------------------------------------------------------------------ malformed input
@@ -782,62 +782,70 @@ def test_cma_roce_mode_and_kernel_mode_names() -> None:
 @pytest.mark.parametrize(
     ("parser", "text", "tool"),
     [
-        (rdma.parse_ibdev2netdev, "mlx5_0 port 1 ==> ens21np0 (U", "ibdev2netdev"),
-        (rdma.parse_ibdev2netdev, "mlx5_0 port one ==> ens21np0 (Up)\n", "ibdev2netdev"),
-        (rdma.parse_mlnx_qos, "", "mlnx_qos"),
+        (rdma_parse.parse_ibdev2netdev, "mlx5_0 port 1 ==> ens21np0 (U", "ibdev2netdev"),
+        (rdma_parse.parse_ibdev2netdev, "mlx5_0 port one ==> ens21np0 (Up)\n", "ibdev2netdev"),
+        (rdma_parse.parse_mlnx_qos, "", "mlnx_qos"),
         (
-            rdma.parse_mlnx_qos,
+            rdma_parse.parse_mlnx_qos,
             "Interface name is required\nUsage: mlnx_qos -i <interface> [options]\n",
             "mlnx_qos",
         ),
-        (rdma.parse_mlnx_qos, "Priority trust state is not supported on your system\n", "mlnx_qos"),
+        (rdma_parse.parse_mlnx_qos, "Priority trust state is not supported on your system\n", "mlnx_qos"),
         (
-            rdma.parse_mlnx_qos,
+            rdma_parse.parse_mlnx_qos,
             "PFC configuration:\n\tpriority    0   1   2   3   4   5   6   7\n",
             "mlnx_qos",
         ),
-        (rdma.parse_mlnx_qos, QOS_OLDEST.replace("0 0 0 1 0 0 0 0", "0 0 0 1 0 0 0"), "mlnx_qos"),
-        (rdma.parse_mlnx_qos, QOS_OLDEST.replace("0 0 0 1 0 0 0 0", "0 0 0 2 0 0 0 0"), "mlnx_qos"),
-        (rdma.parse_mlnx_qos, QOS_OLDEST + "tc: 0 ratelimit: unlimited, tsa: foo\n", "mlnx_qos"),
-        (rdma.parse_mlnx_qos, QOS_NETARBITER.replace("prio:7 dscp:63", "prio:7 dscp:07"), "mlnx_qos"),
-        (rdma.parse_mlxlink, "\n", "mlxlink"),
-        (rdma.parse_mlxlink, '-E- Failed to open device: "mlx5_9", No such file or directory\n', "mlxlink"),
-        (rdma.parse_mlxlink, MLXLINK_ETH_100G.replace("Operational Info", "Operational"), "mlxlink"),
-        (rdma.parse_mlxlink, MLXLINK_ETH_100G.replace("0x00000200 (100G_4X)", "0x00000200"), "mlxlink"),
-        (rdma.parse_mlxconfig_query, "-E- Failed to open the device\n", "mlxconfig"),
+        (rdma_parse.parse_mlnx_qos, QOS_OLDEST.replace("0 0 0 1 0 0 0 0", "0 0 0 1 0 0 0"), "mlnx_qos"),
+        (rdma_parse.parse_mlnx_qos, QOS_OLDEST.replace("0 0 0 1 0 0 0 0", "0 0 0 2 0 0 0 0"), "mlnx_qos"),
+        (rdma_parse.parse_mlnx_qos, QOS_OLDEST + "tc: 0 ratelimit: unlimited, tsa: foo\n", "mlnx_qos"),
+        (rdma_parse.parse_mlnx_qos, QOS_NETARBITER.replace("prio:7 dscp:63", "prio:7 dscp:07"), "mlnx_qos"),
+        (rdma_parse.parse_mlxlink, "\n", "mlxlink"),
         (
-            rdma.parse_mlxconfig_query,
+            rdma_parse.parse_mlxlink,
+            '-E- Failed to open device: "mlx5_9", No such file or directory\n',
+            "mlxlink",
+        ),
+        (rdma_parse.parse_mlxlink, MLXLINK_ETH_100G.replace("Operational Info", "Operational"), "mlxlink"),
+        (rdma_parse.parse_mlxlink, MLXLINK_ETH_100G.replace("0x00000200 (100G_4X)", "0x00000200"), "mlxlink"),
+        (rdma_parse.parse_mlxconfig_query, "-E- Failed to open the device\n", "mlxconfig"),
+        (
+            rdma_parse.parse_mlxconfig_query,
             "        ROCE_CONTROL                                ROCE_ENABLE(2)\n",
             "mlxconfig",
         ),
-        (rdma.parse_mlxconfig_query, MLXCONFIG_QUERY_CX6DX.split("Configurations")[0], "mlxconfig"),
-        (rdma.parse_mlxconfig_query, MLXCONFIG_QUERY_CX6DX[:-30], "mlxconfig"),
-        (rdma.parse_mlxconfig_set, MLXCONFIG_SET_CX6DX.replace("ROCE_DISABLE(1)     ", ""), "mlxconfig"),
-        (rdma.parse_ibstat, "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n", "ibstat"),
-        (rdma.parse_ibstat, "ibstat: command not found\n", "ibstat"),
+        (rdma_parse.parse_mlxconfig_query, MLXCONFIG_QUERY_CX6DX.split("Configurations")[0], "mlxconfig"),
+        (rdma_parse.parse_mlxconfig_query, MLXCONFIG_QUERY_CX6DX[:-30], "mlxconfig"),
         (
-            rdma.parse_ibstatus,
+            rdma_parse.parse_mlxconfig_set,
+            MLXCONFIG_SET_CX6DX.replace("ROCE_DISABLE(1)     ", ""),
+            "mlxconfig",
+        ),
+        (rdma_parse.parse_ibstat, "CA 'mlx5_0'\n\tCA type: MT4129\n\tNumber of ports: 1\n", "ibstat"),
+        (rdma_parse.parse_ibstat, "ibstat: command not found\n", "ibstat"),
+        (
+            rdma_parse.parse_ibstatus,
             IBSTATUS_DOWN.replace("rate:            40 Gb/sec (4X QDR)", "rate: 40"),
             "ibstatus",
         ),
-        (rdma.parse_ibstatus, "Infiniband device 'mlx5_0' port 1 status:\n", "ibstatus"),
-        (rdma.parse_show_gids, "n_gids_found=0\n", "show_gids"),
-        (rdma.parse_ethtool_info, "Cannot get driver information: No such device\n", "ethtool -i"),
-        (rdma.parse_ethtool_info, "version: 23.10\n", "ethtool -i"),
+        (rdma_parse.parse_ibstatus, "Infiniband device 'mlx5_0' port 1 status:\n", "ibstatus"),
+        (rdma_parse.parse_show_gids, "n_gids_found=0\n", "show_gids"),
+        (rdma_parse.parse_ethtool_info, "Cannot get driver information: No such device\n", "ethtool -i"),
+        (rdma_parse.parse_ethtool_info, "version: 23.10\n", "ethtool -i"),
         (
-            rdma.parse_cma_roce_mode,
+            rdma_parse.parse_cma_roce_mode,
             "Module rdma_cm is not loaded or does not support configfs\n",
             "cma_roce_mode",
         ),
-        (rdma.parse_cma_roce_mode, "", "cma_roce_mode"),
-        (rdma.parse_ib_rate, "400 Gbps", "ib rate"),
-        (rdma.roce_mode_name, "RoCE v3", "roce mode"),
+        (rdma_parse.parse_cma_roce_mode, "", "cma_roce_mode"),
+        (rdma_parse.parse_ib_rate, "400 Gbps", "ib rate"),
+        (rdma_parse.roce_mode_name, "RoCE v3", "roce mode"),
     ],
 )
 def test_malformed_input_is_a_parse_error_naming_the_tool(
     parser: Callable[[str], Any], text: str, tool: str
 ) -> None:
-    with pytest.raises(rdma.ParseError) as excinfo:
+    with pytest.raises(rdma_parse.ParseError) as excinfo:
         parser(text)
     assert str(excinfo.value).startswith(tool)
 
@@ -845,22 +853,22 @@ def test_malformed_input_is_a_parse_error_naming_the_tool(
 @pytest.mark.parametrize(
     "parser",
     [
-        rdma.parse_ibdev2netdev,
-        rdma.parse_mlnx_qos,
-        rdma.parse_mlxlink,
-        rdma.parse_mlxconfig_query,
-        rdma.parse_ibstat,
+        rdma_parse.parse_ibdev2netdev,
+        rdma_parse.parse_mlnx_qos,
+        rdma_parse.parse_mlxlink,
+        rdma_parse.parse_mlxconfig_query,
+        rdma_parse.parse_ibstat,
     ],
 )
 def test_non_text_is_a_parse_error(parser: Callable[[Any], Any]) -> None:
-    with pytest.raises(rdma.ParseError):
+    with pytest.raises(rdma_parse.ParseError):
         parser(None)
 
 
 def test_show_gids_count_mismatch() -> None:
     text = _read("openshift-nvidiatools-show_gids-mlx5_3-net1.txt")
-    with pytest.raises(rdma.ParseError, match="n_gids_found=5"):
-        rdma.parse_show_gids(text.replace("n_gids_found=4", "n_gids_found=5"))
+    with pytest.raises(rdma_parse.ParseError, match="n_gids_found=5"):
+        rdma_parse.parse_show_gids(text.replace("n_gids_found=4", "n_gids_found=5"))
 
 
 # ------------------------------------------------------------------ sysfs readers
@@ -913,20 +921,20 @@ def sysroot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         path.symlink_to(os.path.relpath(tmp_path / target, path.parent))
     for name in ("mlx5_10", "mlx5_2", "mlx5_1"):
         (tmp_path / "sys/class/infiniband" / name).mkdir()
-    monkeypatch.setattr(rdma, "SYSFS_ROOT", str(tmp_path))
+    monkeypatch.setattr(rdma_read, "SYSFS_ROOT", str(tmp_path))
     return tmp_path
 
 
 def test_read_ecn(sysroot: Path) -> None:
-    ecn = rdma.read_ecn("ens21np0")
+    ecn = rdma_read.read_ecn("ens21np0")
     assert ecn["np"] == [p == 3 for p in range(8)]
     assert ecn["rp"] == [p in (3, 5) for p in range(8)]
     assert ecn["cnp_dscp"] == 48
-    assert rdma.read_ecn("eth9") == {"np": None, "rp": None, "cnp_dscp": None}
+    assert rdma_read.read_ecn("eth9") == {"np": None, "rp": None, "cnp_dscp": None}
 
 
 def test_read_ib_port_and_device(sysroot: Path) -> None:
-    port = rdma.read_ib_port("mlx5_0", 1)
+    port = rdma_read.read_ib_port("mlx5_0", 1)
     assert (port["state"], port["state_code"], port["phys_state"], port["phys_state_code"]) == (
         "ACTIVE",
         4,
@@ -940,7 +948,7 @@ def test_read_ib_port_and_device(sysroot: Path) -> None:
         "NDR",
     )
     assert (port["link_layer"], port["netdev"]) == ("Ethernet", "ens21np0")
-    device = rdma.read_ib_device("mlx5_0")
+    device = rdma_read.read_ib_device("mlx5_0")
     assert device == {
         "fw_version": "40.44.1036",
         "node_guid": "b83f:d203:00a1:b2c4",
@@ -948,11 +956,11 @@ def test_read_ib_port_and_device(sysroot: Path) -> None:
         "pci_bus_id": "0000:15:00.0",
         "numa_node": 1,
     }
-    assert rdma.ib_ports("mlx5_0") == [1]
+    assert rdma_read.ib_ports("mlx5_0") == [1]
 
 
 def test_read_netdev_up_and_down(sysroot: Path) -> None:
-    assert rdma.read_netdev("ens21np0") == {
+    assert rdma_read.read_netdev("ens21np0") == {
         "mtu": 4200,
         "operstate": "up",
         "speed_mbps": 400000,
@@ -962,45 +970,48 @@ def test_read_netdev_up_and_down(sysroot: Path) -> None:
     net = "sys/class/net/ens21np0"
     _put(sysroot, f"{net}/speed", "-1")  # SPEED_UNKNOWN while there is no carrier
     _put(sysroot, f"{net}/carrier", "0")
-    assert (rdma.read_netdev("ens21np0")["speed_mbps"], rdma.read_netdev("ens21np0")["carrier"]) == (
+    assert (
+        rdma_read.read_netdev("ens21np0")["speed_mbps"],
+        rdma_read.read_netdev("ens21np0")["carrier"],
+    ) == (
         None,
         False,
     )
 
 
 def test_read_rdma_cm_defaults_and_traffic_class(sysroot: Path) -> None:
-    assert (rdma.read_roce_mode("mlx5_0", 1), rdma.read_roce_tos("mlx5_0", 1)) == ("v2", 106)
-    assert rdma.read_traffic_class("mlx5_0", 1) == 106
+    assert (rdma_read.read_roce_mode("mlx5_0", 1), rdma_read.read_roce_tos("mlx5_0", 1)) == ("v2", 106)
+    assert rdma_read.read_traffic_class("mlx5_0", 1) == 106
     cm = "sys/kernel/config/rdma_cm/mlx5_0/ports/1"
     _put(sysroot, f"{cm}/default_roce_mode", "IB/RoCE v1")
-    assert rdma.read_roce_mode("mlx5_0", 1) == "v1"
-    assert rdma.read_roce_mode("mlx5_9", 1) is None  # no configfs group made for that device
+    assert rdma_read.read_roce_mode("mlx5_0", 1) == "v1"
+    assert rdma_read.read_roce_mode("mlx5_9", 1) is None  # no configfs group made for that device
     _put(sysroot, "sys/class/infiniband/mlx5_0/tc/1/traffic_class", "")
-    assert rdma.read_traffic_class("mlx5_0", 1) is None  # MLNX_OFED prints nothing until one is set
+    assert rdma_read.read_traffic_class("mlx5_0", 1) is None  # MLNX_OFED prints nothing until one is set
 
 
 def test_list_ib_devices_in_ls_order(sysroot: Path, tmp_path: Path) -> None:
-    assert rdma.list_ib_devices() == ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_2"]
-    assert rdma.list_ib_devices(str(tmp_path / "elsewhere")) == []
+    assert rdma_read.list_ib_devices() == ["mlx5_0", "mlx5_1", "mlx5_10", "mlx5_2"]
+    assert rdma_read.list_ib_devices(str(tmp_path / "elsewhere")) == []
 
 
 @pytest.mark.parametrize(
     ("relative", "value", "reader"),
     [
-        ("sys/class/net/ens21np0/ecn/roce_np/enable/3", "on", lambda: rdma.read_ecn("ens21np0")),
-        ("sys/class/net/ens21np0/ecn/roce_rp/enable/7", "2", lambda: rdma.read_ecn("ens21np0")),
-        ("sys/class/net/ens21np0/mtu", "big", lambda: rdma.read_netdev("ens21np0")),
-        ("sys/class/infiniband/mlx5_0/ports/1/state", "ACTIVE", lambda: rdma.read_ib_port("mlx5_0", 1)),
-        ("sys/class/infiniband/mlx5_0/ports/1/rate", "400", lambda: rdma.read_ib_port("mlx5_0", 1)),
+        ("sys/class/net/ens21np0/ecn/roce_np/enable/3", "on", lambda: rdma_read.read_ecn("ens21np0")),
+        ("sys/class/net/ens21np0/ecn/roce_rp/enable/7", "2", lambda: rdma_read.read_ecn("ens21np0")),
+        ("sys/class/net/ens21np0/mtu", "big", lambda: rdma_read.read_netdev("ens21np0")),
+        ("sys/class/infiniband/mlx5_0/ports/1/state", "ACTIVE", lambda: rdma_read.read_ib_port("mlx5_0", 1)),
+        ("sys/class/infiniband/mlx5_0/ports/1/rate", "400", lambda: rdma_read.read_ib_port("mlx5_0", 1)),
         (
             "sys/class/infiniband/mlx5_0/tc/1/traffic_class",
             "tclass 106",
-            lambda: rdma.read_traffic_class("mlx5_0", 1),
+            lambda: rdma_read.read_traffic_class("mlx5_0", 1),
         ),
         (
             "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode",
             "v2",
-            lambda: rdma.read_roce_mode("mlx5_0", 1),
+            lambda: rdma_read.read_roce_mode("mlx5_0", 1),
         ),
     ],
 )
@@ -1008,7 +1019,7 @@ def test_sysfs_file_not_in_kernel_format(
     sysroot: Path, relative: str, value: str, reader: Callable[[], Any]
 ) -> None:
     _put(sysroot, relative, value)
-    with pytest.raises(rdma.ParseError):
+    with pytest.raises(rdma_parse.ParseError):
         reader()
 
 
@@ -1019,8 +1030,8 @@ def test_a_2_mib_ibdev2netdev_line_is_refused_at_once_quoting_little() -> None:
     """The -v regex backtracked over every split of a long word (a 2 MiB line ran for minutes)."""
     for text in ("x" * (2 << 20), ("y" * 1000 + "\n") * 2000, "a (b - c) " * 100 + "\n"):
         started = time.monotonic()
-        with pytest.raises(rdma.ParseError, match=r"^ibdev2netdev: ") as caught:
-            rdma.parse_ibdev2netdev(text)
+        with pytest.raises(rdma_parse.ParseError, match=r"^ibdev2netdev: ") as caught:
+            rdma_parse.parse_ibdev2netdev(text)
         assert time.monotonic() - started < 1.0
         assert len(str(caught.value)) < 300
 
@@ -1032,11 +1043,19 @@ VERBOSE = "0000:15:00.0 mlx5_0 (MT4131 - NA)  fw 40.44.1036 port 1 (DOWN  ) ==> 
     ("parse", "text", "message"),
     [
         # the capture cut inside its last value: 'Ethernet' read as 'Ether'
-        (rdma.parse_ibstat, "gpud-ibstat.47.0.a100.all.active.0.txt", "link layer 'Ether' is not one of"),
-        (rdma.parse_ibstatus, "gpud-ibstatus.39.0.a100.all.active.0.txt", "link layer 'Infini' is not"),
-        (rdma.parse_ibstat, "gpud-ibstat.47.0.a100.all.active.0.txt", "firmware version '2' is not"),
-        (rdma.parse_ethtool_info, "3fs-doc-ethtool-i-ens4np0-cx7.txt", "firmware version '28.39' is not"),
-        (rdma.parse_ibdev2netdev, VERBOSE, "firmware version '4' is not"),
+        (
+            rdma_parse.parse_ibstat,
+            "gpud-ibstat.47.0.a100.all.active.0.txt",
+            "link layer 'Ether' is not one of",
+        ),
+        (rdma_parse.parse_ibstatus, "gpud-ibstatus.39.0.a100.all.active.0.txt", "link layer 'Infini' is not"),
+        (rdma_parse.parse_ibstat, "gpud-ibstat.47.0.a100.all.active.0.txt", "firmware version '2' is not"),
+        (
+            rdma_parse.parse_ethtool_info,
+            "3fs-doc-ethtool-i-ens4np0-cx7.txt",
+            "firmware version '28.39' is not",
+        ),
+        (rdma_parse.parse_ibdev2netdev, VERBOSE, "firmware version '4' is not"),
     ],
 )
 def test_values_cut_short_are_refused(parse: Callable[[str], Any], text: str, message: str) -> None:
@@ -1052,7 +1071,7 @@ def test_values_cut_short_are_refused(parse: Callable[[str], Any], text: str, me
         "firmware version '4'": lambda t: t.replace("fw 40.44.1036", "fw 4", 1),
     }[message.split(" is")[0]](original)
     assert cut != original
-    with pytest.raises(rdma.ParseError, match=message):
+    with pytest.raises(rdma_parse.ParseError, match=message):
         parse(cut)
 
 
@@ -1076,7 +1095,7 @@ def test_output_cut_inside_a_value_is_refused(name: str, end: str, message: str)
     text = _read(name)
     parser, _ = CAPTURES[name]
     cut = text[: text.index(end) + len(end)]
-    with pytest.raises(rdma.ParseError, match=message):
+    with pytest.raises(rdma_parse.ParseError, match=message):
         parser(cut)
 
 
@@ -1093,7 +1112,7 @@ def test_a_value_cut_on_its_own_line_is_refused(name: str, whole: str, cut: str,
     text = _read(name)
     parser, _ = CAPTURES[name]
     assert whole in text
-    with pytest.raises(rdma.ParseError, match=message):
+    with pytest.raises(rdma_parse.ParseError, match=message):
         parser(text.replace(whole, cut, 1))
 
 
@@ -1135,7 +1154,7 @@ def test_a_number_no_tool_prints_is_refused_not_read_as_another(
     text = _read(name)
     parser, _ = CAPTURES[name]
     assert number in text
-    with pytest.raises(rdma.ParseError, match=message) as caught:
+    with pytest.raises(rdma_parse.ParseError, match=message) as caught:
         parser(text.replace(number, damaged, 1))
     assert str(caught.value).startswith(TOOLS[name])
 
@@ -1152,7 +1171,7 @@ TOOLS = {
 
 def test_a_sysfs_number_with_an_underscore_is_refused(sysroot: Path) -> None:
     _put(sysroot, "sys/class/net/ens21np0/mtu", "9_000")
-    with pytest.raises(rdma.ParseError, match=r"holds '9_000', not a number"):
-        rdma.read_netdev("ens21np0")
+    with pytest.raises(rdma_parse.ParseError, match=r"holds '9_000', not a number"):
+        rdma_read.read_netdev("ens21np0")
     _put(sysroot, "sys/class/net/ens21np0/mtu", "9000")
-    assert rdma.read_netdev("ens21np0")["mtu"] == 9000
+    assert rdma_read.read_netdev("ens21np0")["mtu"] == 9000

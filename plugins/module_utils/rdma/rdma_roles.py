@@ -12,25 +12,7 @@ import os
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma import (
-    ParseError,
-    first_port,
-    mlx5_devices,
-    parse_cma_roce_mode,
-    parse_ethtool_pause,
-    parse_mlnx_qos,
-    parse_mlxconfig_query,
-    parse_mlxconfig_set,
-    parse_mlxlink,
-    read_ecn,
-    read_ib_device,
-    read_ib_port,
-    read_netdev,
-    read_roce_mode,
-    read_roce_tos,
-    sysfs_path,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired import (
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     LINK_TYPES,
     QOS_SETTINGS,
     boot_line,
@@ -42,6 +24,26 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_desired im
     mlnx_qos_args,
     mlxconfig_link_param,
     write_line,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import (
+    ParseError,
+    parse_cma_roce_mode,
+    parse_ethtool_pause,
+    parse_mlnx_qos,
+    parse_mlxconfig_query,
+    parse_mlxconfig_set,
+    parse_mlxlink,
+)
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import (
+    first_port,
+    mlx5_devices,
+    read_ecn,
+    read_ib_device,
+    read_ib_port,
+    read_netdev,
+    read_roce_mode,
+    read_roce_tos,
+    sysfs_path,
 )
 
 
