@@ -159,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         hosts, reached = _preflight(args, inventory, vault)
         # the console says of each host what its command's report will (the registry's judges)
         console = registry.console(verbose=args.verbose, total=reached)
-        run = base.Run(inventory, args.limit, args.report_dir, vault, console)
-        with interrupt.installed() as asked, _held(command.holds_as(args), hosts):
+        asked = interrupt.Interrupt()
+        run = base.Run(inventory, args.limit, args.report_dir, vault, console, asked)
+        with interrupt.installed(asked), _held(command.holds_as(args), hosts):
             try:
                 report = command.started(args, run)
             except base.CanceledRun as stopped:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from gpufleet import catalog, checks, interrupt, runner
+from gpufleet import catalog, checks, runner
 from gpufleet.report import HostReport, Report, now
 
 # Forks sized to the fleet: Ansible never starts more workers than hosts, so this is a ceiling.
@@ -299,11 +299,10 @@ def fix(
     size = batch_size(options.batch, len(targets))
     plan = batches(targets, size)
     for number, batch in enumerate(plan, start=1):
-        if interrupt.STATE.requested:
+        asked = options.interrupt
+        if asked is not None and asked.requested:
             # Stopped between batches: every node is whole (fixed, or still drifted and in service).
-            _not_started(
-                report, plan[number - 1 :], f"gpufleet was interrupted ({interrupt.STATE.signal_name})"
-            )
+            _not_started(report, plan[number - 1 :], f"gpufleet was interrupted ({asked.signal_name})")
             break
         if progress:
             progress(f"drift --fix: batch {number}/{len(plan)}: {', '.join(batch)}")

@@ -61,22 +61,16 @@ class Interrupt:
         )
 
 
-# The run's interrupt state; :func:`installed` gives each command a fresh one.
-STATE = Interrupt()
-
-
 @contextlib.contextmanager
-def installed() -> Iterator[Interrupt]:
-    """SIGINT and SIGTERM go to a fresh :data:`STATE` while the block runs; the previous handlers and
-    state after (a run made after a signal, the gate's stop, leaves the command's own state as it was:
-    its report still says what was asked)."""
-    global STATE
-    outer = STATE
-    STATE = Interrupt()
-    previous = {s: signal.signal(s, STATE.handle) for s in SIGNALS}
+def installed(asked: Interrupt | None = None) -> Iterator[Interrupt]:
+    """SIGINT and SIGTERM go to ``asked`` (a fresh Interrupt when None) while the block runs; the
+    previous handlers after. Nothing is kept in this module: the Interrupt travels with the run's
+    options (runner.RunOptions.interrupt), so a run made after a signal (the gate's stop, a lock's
+    release) gets a fresh one and the command's own still says what was asked."""
+    asked = asked if asked is not None else Interrupt()
+    previous = {s: signal.signal(s, asked.handle) for s in SIGNALS}
     try:
-        yield STATE
+        yield asked
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        STATE = outer

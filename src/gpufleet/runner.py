@@ -20,6 +20,7 @@ import ansible_runner
 from gpufleet import catalog, events, interrupt, procs, runlock, workdir
 from gpufleet.events import INPUTS_PLAY as INPUTS_PLAY
 from gpufleet.events import HostResult as HostResult
+from gpufleet.interrupt import Interrupt
 from gpufleet.progress import Display
 
 REPO_DIR = Path(__file__).resolve().parents[2]
@@ -77,11 +78,14 @@ class Target:
     limit: str | None
     report_dir: Path
     vault_password_file: Path | None = None
+    # what the operator asked by signal during the command (None: no handler, nothing asked)
+    interrupt: Interrupt | None = field(default=None, compare=False, kw_only=True)
 
     def run_options(self, playbook: str, **settings: Any) -> RunOptions:
         """RunOptions for ``playbook`` against this target: its inventory, its vault password file
         and its --limit unless ``settings`` (RunOptions' other fields) name another."""
         settings.setdefault("limit", self.limit)
+        settings.setdefault("interrupt", self.interrupt)
         return RunOptions(
             playbook=playbook,
             inventory=self.inventory,
@@ -103,6 +107,8 @@ class RunOptions:
     vault_password_file: Path | None = None
     # take the node's run lock even from another run's record (that run is gone): --break-lock
     break_lock: bool = False
+    # the signals of this run (interrupt.installed): its cancel callback; None: never canceled
+    interrupt: Interrupt | None = field(default=None, compare=False, kw_only=True)
 
 
 @dataclass
@@ -238,8 +244,8 @@ def run_playbook(options: RunOptions, progress: Progress | None = None) -> RunRe
         result = _run(options, progress)
     except Canceled as exc:
         # a fresh signal state: the second signal that stopped the run must not stop this one too
-        with interrupt.installed():
-            _release(options, still_held(exc.hosts), progress)
+        with interrupt.installed() as fresh:
+            _release(replace(options, interrupt=fresh), still_held(exc.hosts), progress)
         raise
     _release(options, still_held(result.hosts), progress)
     return result
@@ -261,6 +267,15 @@ def _release(options: RunOptions, names: list[str], progress: Progress | None) -
     kept = [n for n, h in result.hosts.items() if h.failed or h.unreachable]
     if kept and progress is not None:
         progress(f"the run lock of {', '.join(kept)} remains (release failed): the next run names it")
+
+
+def _never() -> bool:
+    """The cancel callback of a run no signal handler watches: it is never canceled by gpufleet."""
+    return False
+
+
+def _signal_of(asked: Interrupt | None) -> str:
+    return (asked.signal_name if asked is not None else None) or "a signal"
 
 
 def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
@@ -290,6 +305,7 @@ def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
             on_start=lambda: workdir.forget_environment(private),
             read_only=options.check or options.playbook in READ_ONLY,
         )
+        asked = options.interrupt
         # RUN_MARKER marks the run's processes: a canceled run's workers are found by it (procs.stop_marked)
         envvars = {**environment(options.forks), RUN_MARKER: str(private)}
         result = ansible_runner.run(
@@ -304,7 +320,7 @@ def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
             envvars=envvars,
             event_handler=handler,
             # Our own: ansible-runner's default handler kills the playbook at the first signal.
-            cancel_callback=interrupt.STATE.stop_now,
+            cancel_callback=asked.stop_now if asked is not None else _never,
             quiet=True,
             json_mode=True,
             rotate_artifacts=1,
@@ -319,7 +335,7 @@ def _run(options: RunOptions, progress: Progress | None = None) -> RunResult:
                 # their own, so they would go on (blocked on a pipe) without their playbook
                 procs.stop_marked(f"{RUN_MARKER}={private}")
                 raise Canceled(
-                    f"{options.playbook} was stopped by {interrupt.STATE.signal_name} before it ended",
+                    f"{options.playbook} was stopped by {_signal_of(asked)} before it ended",
                     collected.hosts,
                 )
             tail = _stdout_tail(result)

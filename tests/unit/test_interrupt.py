@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gpufleet import cli, interrupt, runner
+from gpufleet import cli, runner
 
 
 def _drifted(name: str) -> runner.HostResult:
@@ -52,7 +52,7 @@ def _fake_runs(monkeypatch: pytest.MonkeyPatch, during_batch: list[int], signals
         if len(batches) in during_batch:
             for _ in range(signals):
                 os.kill(os.getpid(), signal.SIGINT)
-        if interrupt.STATE.stop_now():
+        if options.interrupt is not None and options.interrupt.stop_now():
             raise runner.Canceled("drift_fix.yml was stopped by SIGINT before it ended")
         names = str(options.limit).split(",")
         return runner.RunResult(rc=0, status="successful", hosts={n: _fixed(n) for n in names})
@@ -106,3 +106,23 @@ def test_a_second_signal_stops_the_batch_and_says_its_nodes_may_be_drained(
     for name in ("node03", "node04"):
         assert hosts[name]["status"] == "interrupted"
         assert hosts[name]["message"].startswith("not started: gpufleet was stopped during batch 1")
+
+
+def test_no_module_keeps_the_runs_interrupt_state(
+    fleet: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Interrupt travels with the run's options (issue 37: no module-level state the CLI sets):
+    after a signalled run no gpufleet module holds one."""
+    import importlib
+    import pkgutil
+
+    import gpufleet
+    from gpufleet.interrupt import Interrupt
+
+    _fake_runs(monkeypatch, during_batch=[1])
+    _fix(fleet, tmp_path / "report")
+    held = []
+    for info in pkgutil.walk_packages(gpufleet.__path__, "gpufleet."):
+        module = importlib.import_module(info.name)
+        held += [f"{info.name}.{n}" for n, v in vars(module).items() if isinstance(v, Interrupt)]
+    assert held == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gpufleet import events, progress, runner
+from gpufleet.interrupt import Interrupt
 from gpufleet.progress import Display
 from gpufleet.report import HostReport, Report, now
 
@@ -62,11 +63,14 @@ class Run:
     report_dir: Path
     vault_password_file: Path | None = None
     progress: Display | None = None
+    # the signals the operator sends during the command (interrupt.installed in the CLI)
+    interrupt: Interrupt | None = None
 
     def target(self, kind: type[TargetT], **settings: Any) -> TargetT:
         """The options ``kind`` (runner.Target or one that extends it) of a run against this run's
         inventory, --limit, report folder and vault password file, with ``settings`` (kind's other
         fields)."""
+        settings.setdefault("interrupt", self.interrupt)
         return kind(self.inventory, self.limit, self.report_dir, self.vault_password_file, **settings)
 
 

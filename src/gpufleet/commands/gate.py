@@ -95,10 +95,10 @@ def _stop_unfinished(
         return {}
     if display is not None:
         display(f"gate: stopping the instances and withdrawing the markers of {', '.join(names)}")
-    with interrupt.installed():
+    with interrupt.installed() as fresh:
         try:
             result = runner.run_playbook(
-                options.run_options("gate_stop.yml", limit=",".join(names)),
+                options.run_options("gate_stop.yml", limit=",".join(names), interrupt=fresh),
                 progress=display,
             )
         except runner.RunnerError as exc:
