@@ -1,6 +1,7 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpufleet.node.switch_qos with its arguments on a pipe, never in a file.
+"""gpufleet.node.switch_qos: a Cumulus leaf through the module with its arguments on a pipe, never in a
+file; a SONiC leaf read here, over its own connection, and never changed.
 
 Without pipelining, ansible writes a module with its arguments (here a leaf's NVUE password) to
 ``~/.ansible/tmp/ansible-tmp-*/AnsiballZ_switch_qos.py`` and removes it when the task ends; a run
@@ -9,11 +10,22 @@ The module runs on the controller (connection local), whose connection can pipel
 its arguments go to the interpreter's stdin, and no file of them is written. Where pipelining cannot
 be had (ANSIBLE_KEEP_REMOTE_FILES, a become method that refuses it) the task fails before anything is
 sent, naming why, rather than write the password to disk.
+
+A leaf with ``os: sonic`` (inventory ``gpufleet_switch_os: sonic``) is read with ``sonic-cfggen -d
+--print-data`` over the leaf's Ansible connection (SSH, as SONiC's own sonic-mgmt reads a switch's
+CONFIG_DB): no module is copied to the switch, no password is sent, nothing is written there. The
+text becomes the reading and the drift in the controller (module_utils/fabric/sonic_leaf.py), judged
+on the nodes exactly as an NVUE leaf's. A run that would change a SONiC leaf (``gpufleet switch``
+with a difference) fails naming what differs: gpufleet never changes one.
 """
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import hint
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
 
 
 class ActionModule(ActionBase):
@@ -22,6 +34,8 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
+        if self._task.args.get("os") == "sonic":
+            return self._sonic(result, task_vars or {})
         self._connection.set_option("pipelining", True)
         if not self._is_pipelining_enabled("new"):
             result.update(
@@ -35,3 +49,64 @@ class ActionModule(ActionBase):
             return result
         result.update(self._execute_module(task_vars=task_vars))
         return result
+
+    def _sonic(self, result, task_vars):
+        _validation, args = self.validate_argument_spec(argument_spec=role.ARGUMENT_SPEC)
+        name = args["name"] or task_vars.get("inventory_hostname") or self._play_context.remote_addr
+        errors = role.validate(args)
+        if self._connection.transport == "local":
+            errors.append(
+                f"{name} runs SONiC ({sonic_leaf.OS_SETTING}: sonic) and is read over SSH, but its "
+                "connection is local: give it ansible_connection: ssh, ansible_host and ansible_user (the "
+                "leaf_switches group's local connection is for Cumulus leaves)"
+            )
+        if errors:
+            result.update(failed=True, input_error=True, msg="; ".join(errors))
+            return result
+        planned = self._read_sonic(args, name)
+        result.update(
+            changed=bool(planned["changes"]),
+            changes=planned["changes"],
+            checks=planned["checks"],
+            reading=planned["reading"],
+            revision=None,
+            hints=[hint(f"{name} runs SONiC: read only, gpufleet never changes it")],
+        )
+        if planned["errors"]:
+            result.update(failed=True, input_error=True, msg="; ".join(planned["errors"]))
+        elif self._task.check_mode:
+            pass
+        elif not planned["reading"]["read"]:
+            result.update(failed=True, msg=planned["reading"]["error"])
+        elif planned["changes"]:
+            result.update(failed=True, changed=False, msg=sonic_leaf.refusal(name, planned["changes"]))
+        return result
+
+    def _read_sonic(self, args, name):
+        """``sonic-cfggen -d --print-data`` on the leaf (under ``timeout`` seconds), planned."""
+        command = f"timeout {args['timeout']:d} {sonic_leaf.COMMAND}"
+        try:
+            out = self._low_level_execute_command(command)
+        except AnsibleConnectionFailure as exc:
+            reading = sonic_leaf.unread(name, f"{name}: SSH to the leaf failed: {exc}", "connection")
+            return {
+                "reading": reading,
+                "changes": [],
+                "errors": [],
+                "checks": [sonic_leaf.reading_check(reading)],
+            }
+        if out["rc"] != 0:
+            said = (out.get("stderr") or out.get("stdout") or "").strip()[-300:]
+            why = (
+                f"did not answer within {args['timeout']:d} s (timeout)"
+                if out["rc"] == 124
+                else f"exited {out['rc']:d}: {said or 'no output'}"
+            )
+            reading = sonic_leaf.unread(name, f"{name}: {sonic_leaf.COMMAND} {why}", "command")
+            return {
+                "reading": reading,
+                "changes": [],
+                "errors": [],
+                "checks": [sonic_leaf.reading_check(reading)],
+            }
+        return sonic_leaf.plan(out["stdout"], args, name)

@@ -1,14 +1,15 @@
 #!/usr/bin/python
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Apply (or, in check mode, compare) the lossless RoCE profile on a Cumulus Linux leaf over NVUE."""
+"""Apply (or, in check mode, compare) the lossless RoCE profile on a Cumulus Linux leaf over NVUE; read a
+SONiC leaf (the action plugin), never change it."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: switch_qos
-short_description: The lossless RoCE profile of a Cumulus Linux leaf switch, through the NVUE REST API
+short_description: The lossless RoCE profile of a leaf switch (Cumulus Linux over NVUE; SONiC read only)
 version_added: "0.1.0"
 description:
   - Compares the leaf's applied configuration with the profile the hosts' RoCE traffic needs and, unless
@@ -34,6 +35,15 @@ description:
     a file under C(~/.ansible/tmp).
   - A port in O(ports) that the switch does not have is an input error, found in the plan's read,
     before a revision is made.
+  - "B(SONiC leaves, read only.) With O(os=sonic) the action plugin runs C(sonic-cfggen -d --print-data)
+    over the leaf's own Ansible connection (SSH: C(ansible_connection=ssh), C(ansible_host),
+    C(ansible_user); no module is copied to the switch, no password sent) and reads its CONFIG_DB on the
+    controller. The reading has the Cumulus leaves' shape (each port's DSCP_TO_TC_MAP, C(pfc_enable),
+    TC_TO_QUEUE_MAP, its RoCE queue's WRED ECN mode and MTU in NVUE's terms, per port where ports differ),
+    so the nodes judge it with the same checks. C(changes) are the CONFIG_DB settings that differ from the
+    profile (C(PORT_QOS_MAP|Ethernet0 pfc_enable)); a run that is not check mode fails naming them when
+    there are any (gpufleet never changes a SONiC leaf) and passes when there are none. A leaf that cannot
+    be read gives a failed C(switch.sonic[<name>]) check and C(reading.read=false), as an NVUE one does."
   - A switch that cannot be read is not a module failure in check mode (drift, the gate's read); the
     result has a failed C(switch.nvue[<name>]) check and C(reading.read=false), so every node cabled to
     the switch names it. When applying, it fails the task.
@@ -41,14 +51,24 @@ options:
   name:
     description: How checks and readings name the switch (its inventory name); the address's host by default.
     type: str
+  os:
+    description:
+      - The leaf's network OS (the inventory's C(gpufleet_switch_os)), one of C(cumulus) (read and configured
+        through NVUE's REST API) or C(sonic) (read over SSH with C(sonic-cfggen -d --print-data), never
+        changed). Another value is an input error naming C(gpufleet_switch_os) and the allowed values.
+    type: str
+    default: cumulus
   address:
     description: The switch's NVUE API, C(host), C(host:port) or C(https://host[:port]) (default port 8765).
+      Required with O(os=cumulus); unused with O(os=sonic) (the leaf's Ansible connection is used).
     type: str
-    required: true
   username:
-    description: NVUE account (one of the C(nvapply) role to apply; read-only to compare).
+    description: NVUE account (one of the C(nvapply) role to apply; read-only to compare). Required with
+      O(os=cumulus).
     type: str
-    required: true
+  password:
+    description: Password of O(username). Keep it in a vault. Required with O(os=cumulus).
+    type: str
   ca_path:
     description: PEM file of the CA that signed the switches' certificates, in addition to the system's.
     type: path
@@ -103,8 +123,7 @@ options:
     elements: str
     choices: [trust, dscp_map, pfc, ecn, mtu]
     default: [trust, dscp_map, pfc, ecn, mtu]
-extends_documentation_fragment: [gpufleet.node.attributes.writes, gpufleet.node.attributes,
-  gpufleet.node.account]
+extends_documentation_fragment: [gpufleet.node.attributes.writes, gpufleet.node.attributes]
 attributes:
   check_mode:
     details: Reads the switch and returns the changes it would make; no revision is created.
@@ -140,9 +159,11 @@ changes:
   type: list
   elements: dict
 checks:
-  description: C(switch.nvue[<name>]), whether the switch's NVUE API was read.
+  description: C(switch.nvue[<name>]), whether the switch's NVUE API was read; C(switch.sonic[<name>]) for a
+    SONiC leaf, whether its CONFIG_DB was read.
 reading:
-  description: C({name, read, error, qos, mtu}) the operational QoS tree and each front-panel port's MTU.
+  description: C({name, read, error, qos, mtu}) the operational QoS tree and each front-panel port's MTU; a
+    SONiC leaf's also has C(os=sonic) and C(port_qos), the ports whose QoS differs from C(qos).
   returned: always
   type: dict
 revision:
@@ -188,6 +209,13 @@ def _diff(changes, name):
 def main():
     module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
     refuse_bad_input(module, "read or change the switch", role.validate(module.params))
+    if module.params["os"] == "sonic":
+        # the action plugin reads a SONiC leaf itself; the module runs only for Cumulus ones
+        module.fail_json(
+            msg="%s: a SONiC leaf is read by the gpufleet.node.switch_qos action plugin over its own "
+            "connection, not by this module" % (module.params["name"] or "this leaf"),
+            input_error=True,
+        )
     try:
         nvue = role.client(module.params, module.params["name"])
     except NvueError as exc:

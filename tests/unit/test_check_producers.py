@@ -91,6 +91,7 @@ PRODUCERS = {
     "service.models[]": "plugins/module_utils/vllm/vllm_instance.py:models_check",
     "service.prefix_cache_hit_rate[]": "plugins/module_utils/vllm/vllm_service.py:prefix_cache_check",
     "switch.nvue[]": "plugins/module_utils/fabric/switch_qos.py:reading_check",
+    "switch.sonic[]": "plugins/module_utils/fabric/sonic_leaf.py:reading_check",
     "thermal.clocks_event_reasons[]": "plugins/module_utils/thermal/thermal_verdict.py:gpu_checks",
     "thermal.gpu_temp_c[]": "plugins/module_utils/thermal/thermal_verdict.py:gpu_checks",
     "thermal.gpus": "plugins/module_utils/thermal/thermal_verdict.py:gpu_checks",

@@ -13,11 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGINS = REPO / "plugins"
 PACKAGE = "ansible_collections.gpufleet.node.plugins"
 ROOTS = ("modules", "action", "callback")
-# Reached only from tests, kept for a reason the code cannot show. sonic_qos: the project's rule is
-# that its parsers read every real capture (tests/fixtures/real/sonic/ holds three SONiC QoS ones),
-# while gpufleet reads its leaves through NVUE only: deleting it or reading SONiC leaves in
-# production is an open decision (issue 37).
-ONLY_TESTS_REACH = {f"{PACKAGE}.module_utils.fabric.sonic_qos"}
+# Reached only from tests, kept for a reason the code cannot show: none. (sonic_qos was, until SONiC leaves
+# were read in production: the switch_qos action plugin reads them through fabric/sonic_leaf.py.)
+ONLY_TESTS_REACH: set[str] = set()
 
 
 def _below(name: str) -> list[str]:

@@ -22,12 +22,17 @@ judges each link against (the operational ``qos`` tree and each port's MTU), so 
 once per run however many host ports are cabled to it. ``apply`` sends the patches through one
 NVUE revision (create, patch, apply) and reads the switch again.
 
+A leaf whose inventory says ``gpufleet_switch_os: sonic`` is read, never changed, by
+module_utils/fabric/sonic_leaf.py (the action plugin reads its CONFIG_DB over SSH); ``os`` and its
+check are here so that both kinds of leaf are refused the same way.
+
 Runs on the controller (the switches' management network); stdlib and ansible.module_utils only.
 """
 
 from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric.sonic_leaf import os_errors
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError, client_for
 
 PROFILE = "default-global"
@@ -35,9 +40,10 @@ SETTINGS = ("trust", "dscp_map", "pfc", "ecn", "mtu")
 
 ARGUMENT_SPEC = dict(
     name=dict(type="str"),
-    address=dict(type="str", required=True),
-    username=dict(type="str", required=True),
-    password=dict(type="str", required=True, no_log=True),
+    os=dict(type="str", default="cumulus"),
+    address=dict(type="str"),
+    username=dict(type="str"),
+    password=dict(type="str", no_log=True),
     ca_path=dict(type="path"),
     validate_certs=dict(type="bool", default=True),
     insecure_http_reason=dict(type="str"),
@@ -68,7 +74,13 @@ _RANGES = {
 
 def validate(params):
     """The errors of ``params`` (each naming the option and the allowed range); [] when good."""
-    errors = []
+    errors = os_errors(params["os"])
+    if params["os"] == "cumulus":
+        errors.extend(
+            "%s (gpufleet_switch_%s) is required for a Cumulus leaf (NVUE's REST API)" % (key, key)
+            for key in ("address", "username", "password")
+            if not params[key]
+        )
     for name, (allowed, what) in _RANGES.items():
         if params[name] not in allowed:
             errors.append("%s is %s; %s is %s..%s" % (name, params[name], what, allowed[0], allowed[-1]))
