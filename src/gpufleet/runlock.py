@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 
 class Busy(Exception):
     """Another changing run holds some of these hosts."""
@@ -46,13 +48,12 @@ def state_dir() -> Path:
 
 
 def process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat), or None when
-    there is no such process; a reused pid has another start time."""
+    """The process's start time (psutil, in hundredths of a second since the epoch), or None when there is no
+    such process; a reused pid has another start time."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return str(round(psutil.Process(pid).create_time() * 100))
+    except (psutil.Error, ValueError):
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def _alive(record: dict[str, Any]) -> bool:
