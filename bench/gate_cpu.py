@@ -13,6 +13,11 @@ costs the controller a worker fork).
 
     .venv/bin/python bench/gate_cpu.py [--baseline /tmp/gate-base] [--nodes 4] [--rounds 2]
 
+With --commands (e.g. provision,check,drift,watch,gate) each round runs each of those gpufleet commands
+with each tree, counted and measured the same way (issue 40's table: tasks per node and controller CPU per
+node of each command, before and after); the order of the trees and commands is reversed every other round.
+A command's exit status is printed with it (drift, check and watch exit 1 for what they find).
+
 The baseline is a checkout with its collection link (`git archive <commit> | tar -x -C DIR`, then
 `make .gpufleet/collections/ansible_collections/gpufleet/node` in it); this checkout's venv runs both.
 """
@@ -53,7 +58,26 @@ def _callbacks(tree: Path) -> str:
 def gate(tree: Path, burn_in: int, counts: Path, ctx: run.Context, control_dir: Path) -> None:
     """One gate over every node with the code and playbooks of ``tree``; it must admit them all. Its task
     results per host and play are added to ``counts``."""
-    report_dir = ctx.work / f"gate-{tree.name}"
+    command(tree, "gate", burn_in, counts, {}, ctx, control_dir)
+
+
+# The exit statuses a command may end with on a serving fleet without faults: the gate must admit every node
+# and provision must succeed; drift, check and watch report what they find (1), which the bench prints.
+ACCEPTED = {"gate": (0,), "provision": (0,), "check": (0, 1), "drift": (0, 1), "watch": (0, 1)}
+
+
+def command(
+    tree: Path,
+    name: str,
+    burn_in: int,
+    counts: Path,
+    codes: dict[str, list[int]],
+    ctx: run.Context,
+    control_dir: Path,
+) -> None:
+    """One ``gpufleet <name>`` over every node with the code and playbooks of ``tree``; its task results per
+    host and play are added to ``counts``, its exit status to ``codes[name]``."""
+    report_dir = ctx.work / f"{name}-{tree.name}"
     shutil.rmtree(report_dir, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir)}
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
@@ -62,12 +86,15 @@ def gate(tree: Path, burn_in: int, counts: Path, ctx: run.Context, control_dir: 
         ANSIBLE_CALLBACKS_ENABLED=_callbacks(tree),
         GPUFLEET_BENCH_TASKS=str(counts),
     )
-    argv = [str(BIN / "gpufleet"), "gate", "--inventory", str(ctx.inventory)]
+    argv = [str(BIN / "gpufleet"), name, "--inventory", str(ctx.inventory)]
     argv += ["--vault-password-file", str(ctx.fleet.vault_password_file), "--report-dir", str(report_dir)]
-    argv += ["--burn-in-seconds", str(burn_in)]
+    if name == "gate":
+        argv += ["--burn-in-seconds", str(burn_in)]
     proc = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, timeout=1800, check=False)
-    if proc.returncode != 0:
-        raise run.BenchError(f"gate ({tree}): rc {proc.returncode}: {proc.stdout[-800:]}{proc.stderr[-800:]}")
+    codes.setdefault(name, []).append(proc.returncode)
+    if proc.returncode not in ACCEPTED.get(name, (0,)):
+        tail = f"{proc.stdout[-800:]}{proc.stderr[-800:]}"
+        raise run.BenchError(f"{name} ({tree}): rc {proc.returncode}: {tail}")
 
 
 def provision(ctx: run.Context) -> None:
@@ -99,7 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burn-in-seconds", type=int, default=5, help="each gate's burn-in (default 5)")
     parser.add_argument("--subnet", default="127.0.91", help="loopback /24 for the fleet")
     parser.add_argument("--json", type=Path, help="also write every sample here")
+    parser.add_argument(
+        "--commands",
+        default="",
+        help="also measure these gpufleet commands with each tree (comma-separated: provision, check, "
+        "drift, watch, gate): tasks and controller CPU per node of each",
+    )
     args = parser.parse_args(argv)
+    commands = [c for c in args.commands.split(",") if c]
+    unknown = [c for c in commands if c not in ACCEPTED]
+    if unknown:
+        print(
+            f"bench: --commands: unknown {', '.join(unknown)}; known: {', '.join(ACCEPTED)}", file=sys.stderr
+        )
+        return 2
     trees = {"this": REPO}
     if args.baseline is not None:
         trees["baseline"] = args.baseline.resolve()
@@ -110,13 +150,18 @@ def main(argv: list[str] | None = None) -> int:
         print("bench: simulated nodes need namespaces: run as root", file=sys.stderr)
         return 2
     procs.become_subreaper()
-    methods = ["ping", *trees]
+    # "this", "baseline": each tree's gate (the issue's figure); "this provision", ...: --commands
+    runs = {name: (tree, "gate") for name, tree in trees.items()}
+    if commands:
+        runs = {f"{name} {c}": (tree, c) for c in commands for name, tree in trees.items()}
+    methods = ["ping", *runs]
     samples: dict[str, list[run.Sample]] = {name: [] for name in methods}
     tasks: dict[str, dict[str, float]] = {}
+    codes: dict[str, dict[str, list[int]]] = {name: {} for name in runs}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="gpufleet-gate-bench-") as tmp:
         work = Path(tmp)
-        counts = {name: work / f"tasks-{name}.json" for name in trees}
+        counts = {name: work / f"tasks-{name.replace(' ', '-')}.json" for name in runs}
         fleet = Fleet(work / "sim")
         print(f"== {args.nodes} nodes on {args.subnet}.0/24: up, provision, one gate ...", flush=True)
         fleet.up(FleetConfig(nodes=args.nodes, subnet=args.subnet), timeout=180.0)
@@ -132,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
                     work_fn: Any = (
                         run.ping
                         if name == "ping"
-                        else functools.partial(gate, trees[name], args.burn_in_seconds, counts[name])
+                        else functools.partial(
+                            command, *runs[name][:2], args.burn_in_seconds, counts[name], codes[name]
+                        )
                     )
                     sample = run.measure_call(ctx, work_fn)
                     samples[name].append(sample)
@@ -144,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                         f"{sample.node_cpu_s:6.1f} s node CPU",
                         flush=True,
                     )
-            tasks = {name: per_node(counts[name], args.rounds, args.nodes) for name in trees}
+            tasks = {name: per_node(counts[name], args.rounds, args.nodes) for name in runs}
         except run.BenchError as exc:
             print(f"bench: {exc}", file=sys.stderr)
             return 1
@@ -162,22 +209,35 @@ def main(argv: list[str] | None = None) -> int:
         f"load average after each run {min(loads):.1f}-{max(loads):.1f}"
     )
     print(f"ping     : median {wall_s['ping']:.1f} s wall, {per_node_cpu['ping']:.2f} s controller CPU/node")
-    for name, tree in trees.items():
+    for name, (tree, which) in runs.items():
         ratio = per_node_cpu[name] / per_node_cpu["ping"]
-        verdict = "met" if ratio <= 10 else "not met"
+        verdict = f" (target <= 10: {'met' if ratio <= 10 else 'not met'}; goal 5)" if which == "gate" else ""
         print(
             f"{name:<9}: median {wall_s[name]:.1f} s wall, {per_node_cpu[name]:.2f} s controller CPU/node "
-            f"= {ratio:.1f} x ping (target <= 10: {verdict}; goal 5); {sum(tasks[name].values()):.1f} task "
-            f"results per node ({tree})"
+            f"= {ratio:.1f} x ping{verdict}; {sum(tasks[name].values()):.1f} task results per node ({tree}); "
+            f"exit {', '.join(str(c) for c in codes[name].get(which, []))}"
         )
         for play, count in tasks[name].items():
             print(f"    {count:5.1f}  {play}")
-    if "baseline" in trees:
-        ratio = per_node_cpu["this"] / per_node_cpu["baseline"]
-        print(f"gate controller CPU per node, this / baseline = {ratio:.2f}")
+    for which in dict.fromkeys(c for _, c in runs.values()):
+        this, base = ("this", "baseline") if not commands else (f"this {which}", f"baseline {which}")
+        if base in runs:
+            ratio = per_node_cpu[this] / per_node_cpu[base]
+            print(f"{which} controller CPU per node, this / baseline = {ratio:.2f}")
+    if commands:
+        print()
+        print("| command | tree | task results per node | controller CPU s per node | x ping |")
+        print("|---|---|---:|---:|---:|")
+        for name, (tree, which) in runs.items():
+            print(
+                f"| {which} | {tree.name} | {sum(tasks[name].values()):.1f} | {per_node_cpu[name]:.2f} | "
+                f"{per_node_cpu[name] / per_node_cpu['ping']:.1f} |"
+            )
     if args.json:
         rows = {name: [sample.__dict__ for sample in taken] for name, taken in samples.items()}
-        args.json.write_text(json.dumps({"samples": rows, "tasks": tasks}, indent=1), encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"samples": rows, "tasks": tasks, "exit": codes}, indent=1), encoding="utf-8"
+        )
     return 0
 
 

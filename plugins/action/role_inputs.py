@@ -13,6 +13,10 @@ others carry on.
 Nothing is sent to the node, except when the profile names a tool by path (thermal_gate's all-reduce
 or DCGM diagnostic): then one shell command (role_rules.tool_command, test(1): no module, no Python)
 looks for it there, once the inputs passed.
+
+With drain among the roles, a host whose inputs passed is put in the group gpufleet_drain_<method> of
+this run (group_by's way), so a playbook decides once which nodes have a scheduler to drain: the gate's
+drain and undrain plays leave out gpufleet_drain_none, and a node whose method is none costs them no task.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ _COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 _ENTRY_POINT = "preflight"
 _SPECS: dict[str, dict] = {}
 _UNSET = object()
+# The group a host whose inputs passed joins, per drain method (with drain among the roles).
+DRAIN_GROUP_PREFIX = "gpufleet_drain_"
 _TOOLS_RULE = "gpufleet.node.thermal_gate : Check that each is an executable file on the node: "
 
 
@@ -69,7 +75,18 @@ class ActionModule(ActionBase):
         result.update(
             changed=False, msg=f"the inputs of {', '.join(roles)} pass their argument specs and rules"
         )
+        if "drain" in roles:
+            self._group(result, DRAIN_GROUP_PREFIX + str(self._value("drain_method")))
         return result
+
+    def _group(self, result, name):
+        """The host put in the group ``name`` for the rest of the run, as group_by puts it."""
+        result["drain_group"] = name
+        add_group = getattr(self, "add_group", None)
+        if add_group is not None:  # ansible-core 2.21 and later: through the strategy, at once
+            add_group(name, parent_group_names=["all"])
+        else:  # earlier: the strategy adds the group a result names (group_by's result)
+            result.update(add_group=name, parent_groups=["all"])
 
     def _value(self, name):
         """The variable's value, templated once (_UNSET when the host has none)."""

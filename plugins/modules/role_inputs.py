@@ -33,8 +33,11 @@ description:
 options:
   roles:
     description:
-      - The roles whose inputs to check, some of C(drain), C(rdma_link), C(rdma_qos), C(nccl_topology),
-        C(gpu_pinning), C(gpu_power), C(inference_service), C(thermal_gate).
+      - The roles whose inputs to check, some of C(drain), C(rdma_link), C(rdma_qos), C(fabric),
+        C(nccl_topology), C(gpu_pinning), C(gpu_power), C(inference_service), C(thermal_gate).
+      - With C(drain) among them, a host whose inputs passed joins the group C(gpufleet_drain_<method>) for
+        the rest of the run (as M(ansible.builtin.group_by) would put it there), so a later play can leave
+        out the nodes with nothing to drain (C(gpufleet_drain_none)); it is returned as RV(drain_group).
     type: list
     elements: str
     required: true
@@ -57,7 +60,7 @@ author:
 EXAMPLES = r"""
 - name: Check the inputs of every role the gate runs
   gpufleet.node.role_inputs:
-    roles: [drain, rdma_link, rdma_qos, nccl_topology, gpu_pinning, gpu_power, inference_service,
+    roles: [drain, rdma_link, rdma_qos, fabric, nccl_topology, gpu_pinning, gpu_power, inference_service,
             thermal_gate]
 """
 
@@ -73,4 +76,9 @@ input_error:
   description: True when the inputs were refused (a configuration error, not a fault of the node).
   returned: failed
   type: bool
+drain_group:
+  description: The group the host joined, C(gpufleet_drain_) and its drain method.
+  returned: with C(drain) among O(roles) and the inputs passed
+  type: str
+  sample: gpufleet_drain_none
 """

@@ -30,6 +30,14 @@ PLAY = f"""
         __check_inputs_roles: {ROLES}
       tags: [always]
 
+- name: The nodes with no scheduler to drain
+  hosts: "{{{{ groups['gpufleet_drain_none'] | default([]) }}}}"
+  gather_facts: false
+  tasks:
+    - name: Say which
+      ansible.builtin.debug:
+        msg: "nothing to drain on {{{{ inventory_hostname }}}}"
+
 - name: What comes after
   hosts: nodes
   gather_facts: false
@@ -111,6 +119,16 @@ def test_a_node_with_good_inputs_passes_in_one_task_and_carries_on(hosts) -> Non
     assert [t["action"] for t in first] == ["gpufleet.node.role_inputs", "ansible.builtin.set_fact"], first
     assert first[0]["outcome"] == "ok" and not first[0]["changed"]
     assert host.tasks[-1]["msg"] == "inputs checked: True"
+
+
+def test_a_node_that_passed_joins_the_group_of_its_drain_method(hosts) -> None:
+    """role_inputs puts a node whose inputs passed in gpufleet_drain_<method> (drain_method none here, the
+    default), so a later play of the run can leave it out of the drain; a refused node joins none."""
+    assert [t["msg"] for t in hosts["h01"].tasks if t["play"] == "The nodes with no scheduler to drain"] == [
+        "nothing to drain on h01"
+    ]
+    for name in SAID:
+        assert not [t for t in hosts[name].tasks if t["play"] == "The nodes with no scheduler to drain"]
 
 
 @pytest.mark.parametrize("name", sorted(SAID))

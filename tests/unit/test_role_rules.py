@@ -26,6 +26,7 @@ GOOD: dict[str, dict[str, Any]] = {
         "rdma_qos_global_pause": False,
         "rdma_qos_manage": ["trust", "pfc", "ecn", "cnp_dscp", "global_pause"],
     },
+    "fabric": {},
     "nccl_topology": {"nccl_topology_path": "/etc/nccl/topo.xml"},
     "gpu_pinning": {
         "gpu_pinning_instances": [{"name": "glm52", "nvlink_domain": 0}, {"name": "kimik3", "gpus": [UUID]}],

@@ -35,6 +35,7 @@ ROLES = (
     "drain",
     "rdma_link",
     "rdma_qos",
+    "fabric",
     "nccl_topology",
     "gpu_pinning",
     "gpu_power",
@@ -557,6 +558,8 @@ RULES: dict[str, tuple[Rule, ...]] = {
             _global_pause,
         ),
     ),
+    # the cabling plan's type is its argument spec's (role_inputs); what it names is judged on the node
+    "fabric": (),
     "nccl_topology": (
         _one("nccl_topology", "Check the topology file path", ("nccl_topology_path",), _topology_path),
     ),
