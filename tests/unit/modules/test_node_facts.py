@@ -174,12 +174,14 @@ def node_facts_spec() -> dict[str, Any]:
 
 @pytest.mark.parametrize("role", list(drift.ROLES))
 def test_each_role_gives_its_module_and_drift_one_set_of_options(role: str) -> None:
-    """vars/main.yml's __<role>_options names only options of the role's module, tasks/main.yml hands it
+    """vars/main.yml's __<role>_options names only options of the role's module, its tasks hand it
     to the module, and playbooks/tasks/plan_roles.yml (drift, and the judgement before provision and the
     gate change anything) to node_facts: one list of arguments, no copy."""
     options = yaml.safe_load((REPO / "roles" / role / "vars" / "main.yml").read_text())[f"__{role}_options"]
     assert set(options) <= set(drift.ROLES[role].ARGUMENT_SPEC), role
-    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / "main.yml").read_text())
+    # the module run is in tasks/run.yml where the role has one (main.yml imports it after the input check)
+    entry = "run.yml" if (REPO / "roles" / role / "tasks" / "run.yml").exists() else "main.yml"
+    tasks = yaml.safe_load((REPO / "roles" / role / "tasks" / entry).read_text())
     text = yaml.safe_dump(tasks)
     assert f"gpufleet.node.{role}: '{{{{ __{role}_options }}}}'" in text
     plan_tasks = yaml.safe_load((REPO / "playbooks" / "tasks" / "plan_roles.yml").read_text())
