@@ -76,6 +76,13 @@ def _parser() -> argparse.ArgumentParser:
         help="hold the nodes in a real Slurm cluster (Debian's slurmctld, slurmd and munge, started with "
         "the fleet) instead of the fake scontrol",
     )
+    up.add_argument(
+        "--sonic-leaf",
+        action="append",
+        default=[],
+        metavar="LEAF",
+        help="this leaf (leaf01) runs SONiC: read over SSH with sonic-cfggen, never changed (repeatable)",
+    )
     simsub.add_parser(
         "down",
         help="stop every node and remove what the fleet started (exit 2 naming what still runs)",
@@ -124,7 +131,9 @@ def _sim(args: argparse.Namespace) -> int:
     if args.sim_command == "demo":
         return _demo(args)
     if args.sim_command == "up":
-        config = FleetConfig(args.nodes, args.profile, args.subnet, args.port, args.slurm)
+        config = FleetConfig(
+            args.nodes, args.profile, args.subnet, args.port, args.slurm, tuple(args.sonic_leaf)
+        )
         described = control.up(fleet, config)
         for name, where in described["nodes"].items():
             print(f"{name}  {where['address']}:{where['port']}  up")

@@ -58,6 +58,8 @@ def up(fleet: Fleet, config: FleetConfig, timeout: float | None = None) -> dict[
     argv += ["--profile", config.profile, "--subnet", config.subnet, "--port", str(config.port)]
     if config.slurm:
         argv.append("--slurm")
+    for leaf in config.sonic_leaves:
+        argv += ["--sonic-leaf", leaf]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

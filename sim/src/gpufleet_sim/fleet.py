@@ -6,7 +6,9 @@ Each node's BMC is a process of its own, started and stopped with the node but l
 when the host reboots, as a real BMC is. Every process it starts is recorded (`processes.py`)
 so that `gpufleet-sim status` and `gpufleet-sim down` know them without asking the Fleet.
 The leaf switches (a pair per 16 nodes, build.py's cabling) are NVUE HTTPS services (sim/nvue.py),
-each on its own loopback address (.211 up) and port 8765, with their own CA under leaves/.
+each on its own loopback address (.211 up) and port 8765, with their own CA under leaves/; a leaf
+named in ``sonic_leaves`` is a SONiC one instead (sim/sonic.py: sshd with a fake sonic-cfggen on the
+fleet's SSH port, from the same state file).
 With `slurm`, a real Slurm cluster (sim/slurm.py) holds the nodes, its daemons started and stopped
 with the fleet.
 """
@@ -29,7 +31,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet_sim import boot, build, node, nvue, processes, slurm, state, toolclient
+from gpufleet_sim import boot, build, node, nvue, processes, slurm, sonic, state, toolclient
 from gpufleet_sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
@@ -124,6 +126,9 @@ class LeafSpec:
     name: str
     address: str
     state_path: Path
+    # "cumulus" (NVUE over HTTPS) or "sonic" (sonic-cfggen over SSH on ``port``)
+    os: str = "cumulus"
+    port: int = 0
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ class FleetConfig:
     port: int = 2222
     # a real Slurm cluster (Debian's slurmctld, slurmd, munge) instead of the fake scontrol
     slurm: bool = False
+    # leaves that run SONiC (read over SSH with sonic-cfggen) instead of Cumulus Linux (NVUE)
+    sonic_leaves: tuple[str, ...] = ()
 
     def start_wait(self) -> tuple[float, str]:
         """How long this fleet may take to come up (START_BASE_S, START_PER_NODE_S), and the sum."""
@@ -148,6 +155,13 @@ class FleetConfig:
         parts = self.subnet.split(".")
         if len(parts) != 3 or parts[0] != "127" or not all(p.isdigit() and 0 <= int(p) <= 255 for p in parts):
             raise SimError(f"--subnet must be a loopback /24 such as 127.0.1, got {self.subnet!r}")
+        leaves = [build.leaf_name(n) for n in range(1, build.leaf_count(self.nodes) + 1)]
+        unknown = sorted(set(self.sonic_leaves) - set(leaves))
+        if unknown:
+            raise SimError(
+                f"--sonic-leaf names {', '.join(unknown)}, not a leaf of {self.nodes} node(s) "
+                f"(its leaves: {', '.join(leaves)})"
+            )
 
 
 class _UnderRoot:
@@ -198,6 +212,8 @@ class Fleet:
                 name=build.leaf_name(n),
                 address=f"{config.subnet}.{LEAF_BASE + n}",
                 state_path=nvue.state_file(self.leaf_dir, build.leaf_name(n)),
+                os=sonic.OS if build.leaf_name(n) in config.sonic_leaves else "cumulus",
+                port=config.port,
             )
             for n in range(1, build.leaf_count(config.nodes) + 1)
         ]
@@ -267,9 +283,11 @@ class Fleet:
                 leaf_passwords[leaf.name] = nvue.prepare(
                     self.leaf_dir, leaf.name, leaf.address, ports=build.LEAF_PORTS
                 )
+                if leaf.os == sonic.OS:
+                    sonic.prepare(self.leaf_dir, leaf.name, leaf.address, leaf.port, authorized)
             if config.slurm:
                 self._prepare_slurm(specs)
-            self._write_known_hosts(specs)
+            self._write_known_hosts(specs, leaves)
             for leaf in leaves:
                 self._start_leaf(leaf)
             if config.slurm:
@@ -353,21 +371,26 @@ class Fleet:
         wait_for("BMCs", {s.name: partial(probe, s) for s in specs}, wait)
 
     def _start_leaf(self, leaf: LeafSpec) -> None:
-        argv = nvue.argv(self.leaf_dir, leaf.name, leaf.address)
+        if leaf.os == sonic.OS:
+            argv = sonic.argv(self.leaf_dir, leaf.name)
+        else:
+            argv = nvue.argv(self.leaf_dir, leaf.name, leaf.address)
         proc, started = _spawn(argv, self.leaf_dir / f"{leaf.name}.log", _bmc_dies_with_parent)
         self.leaves[leaf.name] = proc
-        self.record["leaves"][leaf.name]["nvue"] = started
+        # processes.py names the leaf's process by its service: nvue, or sonic (it runs the sshd)
+        self.record["leaves"][leaf.name]["sonic" if leaf.os == sonic.OS else "nvue"] = started
         self._save_record()
 
     def _wait_leaves(self, leaves: list[LeafSpec], wait: StartWait) -> None:
         def probe(leaf: LeafSpec) -> str | None:
-            if nvue.listening(leaf.address):
+            port, service = (leaf.port, "SSH") if leaf.os == sonic.OS else (nvue.PORT, "NVUE")
+            if nvue.listening(leaf.address, port):
                 return None
-            where = f"{leaf.address}:{nvue.PORT}"
+            where = f"{leaf.address}:{port}"
             if self.leaves[leaf.name].poll() is not None:
                 log = (self.leaf_dir / f"{leaf.name}.log").read_text(encoding="utf-8", errors="replace")
                 raise SimError(f"leaf {leaf.name} at {where} did not start: {log[-400:]}")
-            return f"NVUE {where} not listening yet"
+            return f"{service} {where} not listening yet"
 
         wait_for("leaf switches", {leaf.name: partial(probe, leaf) for leaf in leaves}, wait)
 
@@ -507,11 +530,16 @@ class Fleet:
                 check=True,
             )
 
-    def _write_known_hosts(self, specs: list[node.NodeSpec]) -> None:
+    def _write_known_hosts(self, specs: list[node.NodeSpec], leaves: list[LeafSpec]) -> None:
         lines = []
         for spec in specs:
             key_type, key_data = spec.host_key.with_suffix(".pub").read_text(encoding="utf-8").split()[:2]
             lines.append(f"[{spec.address}]:{spec.port} {key_type} {key_data}")
+        lines += [
+            sonic.known_host(self.leaf_dir, leaf.name, leaf.address, leaf.port)
+            for leaf in leaves
+            if leaf.os == sonic.OS
+        ]
         self.known_hosts.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
     def _handshake(self, spec: node.NodeSpec, pkey: paramiko.PKey) -> None:
@@ -593,7 +621,9 @@ class Fleet:
             secret.write_text(passwords[leaf.name], encoding="utf-8")
         return {
             "hosts": {
-                leaf.name: {
+                leaf.name: self._sonic_host(leaf)
+                if leaf.os == sonic.OS
+                else {
                     "gpufleet_switch_address": f"https://{leaf.address}:{nvue.PORT}",
                     "gpufleet_switch_username": nvue.USERNAME,
                     "gpufleet_switch_password": vault.Vaulted(
@@ -608,6 +638,21 @@ class Fleet:
                 "ansible_python_interpreter": "{{ ansible_playbook_python }}",
                 "gpufleet_switch_ca_path": str(self.leaf_dir / "ca.pem"),
             },
+        }
+
+    def _sonic_host(self, leaf: LeafSpec) -> dict[str, Any]:
+        """A SONiC leaf as an operator's inventory has it: its OS, and an SSH connection (over the
+        group's local one, which is for the NVUE leaves); no NVUE address or account."""
+        return {
+            "gpufleet_switch_os": sonic.OS,
+            "ansible_connection": "ssh",
+            "ansible_host": leaf.address,
+            "ansible_port": leaf.port,
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(self.client_key),
+            "ansible_ssh_common_args": (
+                f"-o UserKnownHostsFile={self.known_hosts} -o StrictHostKeyChecking=yes"
+            ),
         }
 
     def _write_inventory(

@@ -167,9 +167,10 @@ def recorded(record: dict[str, Any]) -> list[tuple[str, Proc]]:
             if proc is not None:
                 found.append((f"{name} {part}", proc))
     for name, parts in sorted(record.get("leaves", {}).items()):
-        proc = _proc(parts.get("nvue"))
-        if proc is not None:
-            found.append((f"{name} nvue", proc))
+        for service in ("nvue", "sonic"):
+            proc = _proc(parts.get(service))
+            if proc is not None:
+                found.append((f"{name} {service}", proc))
     for label, entry in sorted(record.get("slurm", {}).items()):
         proc = _proc(entry)
         if proc is not None:

@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--subnet", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--slurm", action="store_true")
+    parser.add_argument("--sonic-leaf", action="append", default=[])
     args = parser.parse_args(argv)
     fleet = Fleet(args.dir)
     stopping = False
@@ -51,7 +52,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     try:
-        fleet.up(FleetConfig(args.nodes, args.profile, args.subnet, args.port, args.slurm), managed=True)
+        config = FleetConfig(
+            args.nodes, args.profile, args.subnet, args.port, args.slurm, tuple(args.sonic_leaf)
+        )
+        fleet.up(config, managed=True)
     except SimError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 1
