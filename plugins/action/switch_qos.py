@@ -17,15 +17,25 @@ CONFIG_DB): no module is copied to the switch, no password is sent, nothing is w
 text becomes the reading and the drift in the controller (module_utils/fabric/sonic_leaf.py), judged
 on the nodes exactly as an NVUE leaf's. A run that would change a SONiC leaf (``gpufleet switch``
 with a difference) fails naming what differs: gpufleet never changes one.
+
+A Cumulus leaf read in check mode (drift, check, the gate's read: every run but ``gpufleet switch``)
+over a local connection is read here too, in the worker, with the module's own code (module_utils
+fabric/switch_qos: validate, client, plan): the module would run in a new Python on the same
+controller, and ~70 % of its ~0.5 CPU-s went to starting that Python and compiling the AnsiballZ
+payload's sources (bench/README.md, issue 40). Nothing is written either way; a change (not check
+mode) still runs the module, on a pipe.
 """
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refusal
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import hint
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
 
 
 class ActionModule(ActionBase):
@@ -36,6 +46,8 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         if self._task.args.get("os") == "sonic":
             return self._sonic(result, task_vars or {})
+        if self._task.check_mode and self._connection.transport == "local":
+            return self._read_cumulus(result)
         self._connection.set_option("pipelining", True)
         if not self._is_pipelining_enabled("new"):
             result.update(
@@ -49,6 +61,41 @@ class ActionModule(ActionBase):
             return result
         result.update(self._execute_module(task_vars=task_vars))
         return result
+
+    def _read_cumulus(self, result):
+        """The module's check mode, here: the same validation, one NVUE read planned, the same result
+        (revision None, the transport hint, changes, checks, reading); the password in no message."""
+        validation, args = self.validate_argument_spec(argument_spec=role.ARGUMENT_SPEC)
+        result.update(self._planned_cumulus(args))
+        return remove_values(result, validation._no_log_values)
+
+    def _planned_cumulus(self, args):
+        errors = role.validate(args)
+        if errors:
+            return dict(failed=True, input_error=True, msg=refusal("read or change the switch", errors))
+        try:
+            nvue = role.client(args, args["name"])
+        except NvueError as exc:
+            return dict(failed=True, msg=str(exc), input_error=exc.kind in ("config", "usage"))
+        planned = role.plan(nvue, args, nvue.name)
+        found = dict(revision=None, hints=[nvue.transport_hint] if nvue.transport_hint else [])
+        if planned["errors"]:
+            return dict(
+                found,
+                failed=True,
+                input_error=True,
+                msg="; ".join(planned["errors"]),
+                checks=planned["checks"],
+            )
+        found.update(
+            changed=bool(planned["changes"]),
+            changes=planned["changes"],
+            checks=planned["checks"],
+            reading=planned["reading"],
+        )
+        if self._task.diff and planned["changes"]:
+            found["diff"] = role.diff(planned["changes"], nvue.name)
+        return found
 
     def _sonic(self, result, task_vars):
         _validation, args = self.validate_argument_spec(argument_spec=role.ARGUMENT_SPEC)

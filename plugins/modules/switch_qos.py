@@ -200,12 +200,6 @@ def _interrupted(signum):
     return KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def _diff(changes, name):
-    before = "".join("%s: %s\n" % (c["setting"], c["from"]) for c in changes)
-    after = "".join("%s: %s\n" % (c["setting"], c["to"]) for c in changes)
-    return dict(before=before, after=after, before_header=name, after_header=name)
-
-
 def main():
     module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
     refuse_bad_input(module, "read or change the switch", role.validate(module.params))
@@ -252,7 +246,7 @@ def main():
     if not planned["reading"]["read"] and not module.check_mode:
         module.fail_json(msg=planned["reading"]["error"], **result)
     if module._diff and planned["changes"]:
-        result["diff"] = _diff(planned["changes"], name)
+        result["diff"] = role.diff(planned["changes"], name)
     module.exit_json(**result)
 
 

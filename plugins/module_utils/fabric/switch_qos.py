@@ -249,6 +249,13 @@ def plan(nvue, params, name):
     return result
 
 
+def diff(changes, name):
+    """Ansible's diff of ``changes`` (each setting from, then to), headed by the switch's name."""
+    before = "".join("%s: %s\n" % (c["setting"], c["from"]) for c in changes)
+    after = "".join("%s: %s\n" % (c["setting"], c["to"]) for c in changes)
+    return dict(before=before, after=after, before_header=name, after_header=name)
+
+
 def apply(nvue, params, name, planned):
     """Apply what differs through one revision, then read the switch again: returns the new plan
     with the changes made, the revision, and ``left`` (what still differs: the switch did not

@@ -1,5 +1,6 @@
 """gpufleet.node.switch_qos against the simulated leaf (sim/nvue.py): a port the leaf lacks is an input
-error before any revision; a failed or interrupted change leaves no pending revision and names it."""
+error before any revision; a failed or interrupted change leaves no pending revision and names it; the
+action plugin's check-mode read in the worker returns what the module's check mode does."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from ansible.module_utils.urls import open_url
+from ansible_collections.gpufleet.node.plugins.action.switch_qos import ActionModule
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import nvue_client
 from ansible_collections.gpufleet.node.plugins.modules import switch_qos
@@ -111,3 +114,42 @@ def test_a_signal_during_the_change_settles_the_revision_and_names_it(
     assert {r: v["state"] for r, v in leaf.revisions().items()} == (
         {} if state == "deleted" else {rev: state}
     )
+
+
+def _read_in_the_worker(args: dict[str, Any], diff: bool = False) -> dict[str, Any]:
+    """The action plugin's check-mode read of a Cumulus leaf (drift, check, the gate): the module's code
+    in the worker, its connection local."""
+    action = ActionModule.__new__(ActionModule)
+    action._task = SimpleNamespace(args=args, check_mode=True, diff=diff)
+    action._connection = SimpleNamespace(transport="local")
+    result: dict[str, Any] = action._read_cumulus({})
+    return result
+
+
+@pytest.mark.parametrize("ports", [[], ["swp1", "swp999"]])
+def test_the_action_reads_a_cumulus_leaf_as_the_module_does_in_check_mode(
+    leaf: Leaf, ports: list[str]
+) -> None:
+    by_module = run_module(switch_qos.main, leaf.args(ports=ports), check_mode=True, diff=True).result
+    by_action = _read_in_the_worker(leaf.args(ports=ports), diff=True)
+    assert by_action == by_module
+    assert leaf.revisions() == {}  # read only, both ways
+    if not ports:
+        assert by_action["changed"] and by_action["reading"]["read"]
+        assert [c["name"] for c in by_action["checks"]] == ["switch.nvue[leaf01]"]
+        assert by_action["changes"] == [
+            {"setting": "qos/pfc/default-global/switch-priority/3", "from": None, "to": "present"}
+        ]
+
+
+def test_the_action_reads_no_password_into_its_result(leaf: Leaf) -> None:
+    unread = _read_in_the_worker(leaf.args(password=f"{leaf.password}-wrong"))
+    assert unread["reading"]["read"] is False and unread["checks"][0]["ok"] is False
+    assert leaf.password not in str(unread)
+
+
+def test_the_action_refuses_bad_inputs_as_the_module_does(leaf: Leaf) -> None:
+    args = leaf.args(roce_dscp=99)
+    by_module = run_module(switch_qos.main, args, check_mode=True).result
+    assert _read_in_the_worker(args) == by_module
+    assert by_module["input_error"] is True and "roce_dscp" in by_module["msg"]
