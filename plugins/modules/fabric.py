@@ -93,24 +93,12 @@ hints:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import RoleFailed
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import fabric as role
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    try:
-        role.validate(module, module.params)
-        planned = role.plan(module, module.params)
-    except RoleFailed as exc:
-        module.fail_json(msg=str(exc), checks=exc.checks, input_error=exc.input_error)
-    result = dict(changed=False, changes=[], checks=planned["checks"], hints=planned["hints"])
-    failed = [c for c in planned["checks"] if not c["ok"]]
-    if failed:
-        # the role fails a real run on these (its failed_when): the message names every link that failed
-        result["msg"] = "fabric: " + "; ".join(c["message"] for c in failed)
-    module.exit_json(**result)
+    run(role)
 
 
 if __name__ == "__main__":

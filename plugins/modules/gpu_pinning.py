@@ -131,27 +131,12 @@ instances:
       cuda_visible_devices: GPU-3f5c1e2a-0d4b-5e6f-8a9b-0c1d2e3f4a5b
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_pinning as role
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    role.validate(module, module.params)
-    planned = role.plan(module, module.params)
-    if not module.check_mode:
-        role.apply(module, module.params, planned)
-    output = dict(
-        changed=bool(planned["changes"]),
-        changes=planned["changes"],
-        checks=[],
-        hints=[],
-        reboot_required=False,
-        instances=planned["instances"],
-    )
-    if module._diff:
-        output["diff"] = planned["diffs"]
-    module.exit_json(**output)
+    run(role)
 
 
 if __name__ == "__main__":

@@ -160,46 +160,12 @@ gpus:
             "max_w": 1400.0, "persistence_mode": true}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_power as role
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    role.validate(module, module.params)
-    planned = role.plan(module, module.params)
-    if not module.check_mode:
-        role.apply(module, planned)
-    power, entries = planned["power"], planned["plan"]
-    after = planned.get("after", planned["gpus"])
-    result = dict(
-        changed=bool(planned["changes"]),
-        changes=planned["changes"],
-        checks=planned["checks"],
-        hints=planned["hints"],
-        reboot_required=False,
-        limits=planned["limits"],
-        persistence_method=planned["method"],
-        nvidia_smi=power.smi,
-        gpus=power.summary(entries, after),
-    )
-    if module._diff:
-        result["diff"] = [
-            dict(
-                before=power.describe(entries, planned["gpus"], "before"),
-                after=power.describe(entries, after, "after"),
-            ),
-            *boot_files.diffs(planned["files"], planned["found"]),
-        ]
-    failed = [c for c in planned["checks"] if not c["ok"]]
-    if failed:
-        module.fail_json(
-            msg="; ".join(c["message"] for c in failed)
-            + ". Check the rack's power budget and nvidia-persistenced.",
-            **result,
-        )
-    module.exit_json(**result)
+    run(role)
 
 
 if __name__ == "__main__":

@@ -122,40 +122,12 @@ nics:
   sample: 8
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as role
-from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    role.validate(module, module.params)
-    path = module.params["path"]
-    planned = role.plan(module, module.params)
-    for warning in planned["warnings"]:
-        module.warn(warning)
-    if planned["refused"] and not module.check_mode:
-        module.fail_json(msg=planned["refused"], hints=planned["hints"])
-    if not module.check_mode:
-        role.apply(module, module.params, planned)
-    changes = planned["changes"]
-    result = dict(
-        changed=bool(changes),
-        changes=changes,
-        checks=[],
-        hints=planned["hints"],
-        reboot_required=False,
-        differences=planned["differences"],
-        path=path,
-        sha256=topology_xml.digest(planned["text"]),
-        gpus=planned["gpus"],
-        nics=planned["nics"],
-    )
-    if module._diff and changes:
-        result["diff"] = dict(
-            before_header=path, after_header=path, before=planned["current"] or "", after=planned["text"]
-        )
-    module.exit_json(**result)
+    run(role)
 
 
 if __name__ == "__main__":

@@ -156,71 +156,12 @@ boot_commands:
            "echo 106 > /sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos"]
 """
 
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
-
-
-def _text(rows):
-    return "".join(
-        "%s.%s: %s\n" % (ibdev, name, value) for ibdev, values in rows for name, value in values.items()
-    )
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
-    role.validate(module, params)
-    try:
-        planned = role.plan(module, params)
-        if not module.check_mode:
-            role.apply(module, params, planned)
-    except ParseError as exc:
-        module.fail_json(
-            msg="Could not read the RDMA state from sysfs: %s. Check the mlx5 driver on this node." % exc
-        )
-    ports, before, after = {}, [], []
-    for entry in planned["ports"]:
-        port, port_plan, info = entry["port"], entry["plan"], entry["info"]
-        now = entry.get("after") or dict(port_plan["before"], **role.wanted(port_plan, params))
-        found = dict(port_plan["before"]) if module.check_mode else now
-        speed = entry["speed_mbps"] // 1000 if entry["speed_mbps"] else None
-        ports[port.ibdev] = dict(
-            netdev=port.netdev,
-            port=port.port,
-            pci_bus_id=port.pci_bus_id,
-            link_layer=info["link_layer"],
-            link_type_next_boot=found["link_type"],
-            mtu=found.get("mtu"),
-            roce_mode=found.get("roce_mode"),
-            roce_tos=found.get("roce_tos"),
-            state=info["state"],
-            speed_gbps=speed if info["state"] == "ACTIVE" else None,
-        )
-        before.append((port.ibdev, port_plan["before"]))
-        after.append((port.ibdev, now))
-    changes = planned["changes"]
-    result = dict(
-        changed=bool(changes),
-        changes=changes,
-        checks=planned["checks"],
-        reboot_required=planned["reboot_required"],
-        hints=planned["hints"],
-        ports=ports,
-        boot_commands=planned["boot_commands"],
-    )
-    failed = [c for c in planned["checks"] if not c["ok"]]
-    if failed:
-        # the role fails a real run on these (its failed_when): the message names every link that is not ready
-        result["msg"] = "not ready: " + "; ".join(c["message"] for c in failed)
-    if module._diff:
-        result["diff"] = [
-            dict(before=_text(before), after=_text(after)),
-            *boot_files.diffs(planned["files"], planned["found"]),
-        ]
-    module.exit_json(**result)
+    run(role)
 
 
 if __name__ == "__main__":

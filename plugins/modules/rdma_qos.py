@@ -193,81 +193,12 @@ went_back:
   sample: [{"setting": "rdma_qos.pfc[ens21np0]", "from": [], "to": [3]}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
-    QOS_SETTINGS,
-    nvue_snippet,
-)
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
-
-
-def _text(state):
-    return "".join("%s: %s\n" % (name, state[name]) for name in QOS_SETTINGS if state.get(name) is not None)
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    role.validate(module, module.params)
-    try:
-        planned = role.plan(module, module.params)
-        if not module.check_mode:
-            role.apply(module, planned)
-    except ParseError as exc:
-        module.fail_json(msg="Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver." % exc)
-    managed = {name: value for name, value in planned["desired"].items() if value is not None}
-    snippet = nvue_snippet(managed)
-    hints = list(planned["hints"])
-    if module.params["switch_snippet"]:
-        hints.append("; ".join(snippet))
-    interfaces, diffs = {}, []
-    for entry in planned["interfaces"]:
-        after = entry.get("after", entry["before"])
-        interfaces[entry["interface"]] = dict(
-            ibdev=entry["ibdev"], state={name: after[name] for name in managed}
-        )
-        header = "%s (%s)" % (entry["interface"], entry["ibdev"])
-        diffs.append(
-            dict(
-                before=_text({name: entry["before"][name] for name in managed}),
-                after=_text(managed),
-                before_header=header,
-                after_header=header,
-            )
-        )
-    result = dict(
-        changed=bool(planned["changes"]),
-        changes=planned["changes"],
-        checks=[],
-        reboot_required=False,
-        hints=hints,
-        interfaces=interfaces,
-        boot_commands=[line for entry in planned["interfaces"] for line in entry["boot_commands"]],
-        switch_config=snippet,
-    )
-    if module._diff:
-        result["diff"] = diffs + boot_files.diffs(planned["files"], planned["found"])
-    if planned["changes"] and not module.check_mode:
-        _read_back(module, result)
-    module.exit_json(**result)
-
-
-def _read_back(module, result):
-    """A fresh read of every interface after a run that changed something (one that changed nothing
-    has just read them as wanted): a setting that went back right after being set (firmware DCBX,
-    another agent) fails the module, naming it."""
-    try:
-        again = role.plan(module, module.params)
-    except ParseError as exc:
-        module.fail_json(msg="Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver." % exc)
-    if again["changes"]:
-        module.fail_json(
-            msg="not lossless: %s went back right after being set (is the switch overriding through "
-            "firmware DCBX?)" % ", ".join(c["setting"] for c in again["changes"]),
-            went_back=again["changes"],
-            **result,
-        )
+    run(role)
 
 
 if __name__ == "__main__":

@@ -246,8 +246,8 @@ def judged(real: Fabric, monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str,
     monkeypatch.setattr(fabric, "roce_ports", lambda: [(ibdev, netdev, True) for ibdev, netdev, _ in PORTS])
     node = NodeInNamespace(real.node)
     result = fabric.plan(node, {"node": "node01", "cabling": PLAN, "switches": {}, "host": HOST})
-    assert node.calls == [[LLDPCTL, "-f", "json0"]] and result["changes"] == []
-    return {c["name"]: c for c in result["checks"]}
+    assert node.calls == [[LLDPCTL, "-f", "json0"]] and result.changes == []
+    return {c["name"]: c for c in result.checks}
 
 
 def _without_age(neighbours: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import RoleFailed
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check, hint
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import FailedChecks, Plan
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_judge import (
     judge_neighbor,
     judge_switch_port,
@@ -50,6 +51,9 @@ ARGUMENT_SPEC = dict(
         ),
     ),
 )
+
+# A link that failed is named in the result's msg; the role's task fails on it (its failed_when).
+FAILED_CHECKS = FailedChecks(prefix="fabric: ", fail=False)
 
 _LIMITS = {"roce_dscp": range(64), "cnp_dscp": range(64), "priority": range(8), "mtu": range(68, 65537)}
 
@@ -138,12 +142,12 @@ def _cabled_ports_exist(cabling, ports):
 def plan(node, params):
     """Read the node's RoCE ports and LLDP once and judge every link; writes nothing.
 
-    Returns ``{changes: [], checks, hints}``."""
+    Returns a Plan with no changes (and no word on reboots: the role only judges)."""
     cabling, switches, host = params["cabling"], params["switches"], params["host"]
     ports = roce_ports()
     _cabled_ports_exist(cabling, ports)
     if not ports or not (cabling or switches):
-        return {"changes": [], "checks": [], "hints": []}
+        return Plan(reboot_required=None)
     heard = read_neighbours(node)
     checks, hints, unread, unmanaged = [], [], {}, set()
     down = [ibdev for ibdev, _netdev, active in ports if not active]
@@ -180,4 +184,19 @@ def plan(node, params):
                 "the switch side of its links is not checked" % ", ".join(sorted(unmanaged))
             )
         )
-    return {"changes": [], "checks": checks, "hints": hints}
+    return Plan(checks=checks, hints=hints, reboot_required=None)
+
+
+def apply(node, params, planned):
+    """Nothing: the role only judges (its plan's checks are the verdicts, in and out of check mode)."""
+    return planned
+
+
+def result(node, params, planned):
+    """No return values of its own beyond the checks and hints."""
+    return {}
+
+
+def diff(node, params, planned):
+    """Nothing changes, so no diff."""
+    return None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import Plan
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import (
     INSTANCE_NAME,
@@ -67,13 +68,14 @@ def _read(path):
 def plan(node, params):
     """Pin each instance and compare its environment file; writes nothing (no instance: reads nothing).
 
-    Returns ``{changes, checks, hints, instances: {name: {gpus, nvlink_domain, path,
+    Returns a Plan whose ``state`` is ``{instances: {name: {gpus, nvlink_domain, path,
     cuda_visible_devices}}, writes: [(path, text)], diffs}``.
     """
     instances = params["instances"]
-    planned = {"changes": [], "checks": [], "hints": [], "instances": {}, "writes": [], "diffs": []}
+    planned = Plan(instances={}, writes=[], diffs=[])
     if not instances:
         return planned
+    state = planned.state
     smi = nvidia_smi(node, params["nvidia_smi_path"])
     gpus, domains = pinning_gpus(node, smi, any(i.get("gpus") is None for i in instances))
     try:
@@ -84,7 +86,7 @@ def plan(node, params):
         path = os.path.join(params["env_dir"], "%s.env" % name)
         current = _read(path)
         text, variables, change = instance_change(name, entry, params["nccl_topo_file"], current)
-        planned["instances"][name] = dict(
+        state["instances"][name] = dict(
             gpus=entry["gpus"],
             nvlink_domain=entry["nvlink_domain"],
             path=path,
@@ -92,20 +94,31 @@ def plan(node, params):
         )
         if change is None:
             continue
-        planned["changes"].append(change)
-        planned["diffs"].append(dict(before_header=path, after_header=path, before=current or "", after=text))
-        planned["writes"].append((path, text))
+        planned.changes.append(change)
+        state["diffs"].append(dict(before_header=path, after_header=path, before=current or "", after=text))
+        state["writes"].append((path, text))
     return planned
 
 
 def apply(node, params, planned):
     """Write the environment files that differ (atomically, mode 0644)."""
-    if planned["writes"] and not os.path.isdir(params["env_dir"]):
+    writes = planned.state["writes"]
+    if writes and not os.path.isdir(params["env_dir"]):
         os.makedirs(params["env_dir"], mode=0o755)
-    for path, text in planned["writes"]:
+    for path, text in writes:
         fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=os.path.dirname(path))
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.chmod(tmp, 0o644)
         node.atomic_move(tmp, path)
     return planned
+
+
+def result(node, params, planned):
+    """The module's own return value: each instance's GPUs and file."""
+    return dict(instances=planned.state["instances"])
+
+
+def diff(node, params, planned):
+    """One diff per instance file that changes."""
+    return planned.state["diffs"]

@@ -15,17 +15,21 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import FailedChecks, boot_plan
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_roles import GpuPower
 
 __all__ = [
     "ARGUMENT_SPEC",
     "CONF",
+    "FAILED_CHECKS",
     "SCRIPT",
     "SCRIPT_TEXT",
     "UNIT",
     "apply",
     "boot_texts",
+    "diff",
     "plan",
+    "result",
     "validate",
 ]
 
@@ -44,6 +48,9 @@ ARGUMENT_SPEC = dict(
     boot_unit=dict(type="bool", default=True),
     boot_before=dict(type="list", elements="str", default=[]),
 )
+
+# A GPU that does not enforce its target (or is not in persistence mode) after the run fails the module.
+FAILED_CHECKS = FailedChecks(suffix=". Check the rack's power budget and nvidia-persistenced.")
 
 _UUID = re.compile(r"^GPU-.{36}$")
 
@@ -145,7 +152,7 @@ def boot_texts(params, limits, method, smi):
 def plan(node, params):
     """Read the GPUs, the persistence daemon and the boot files and plan; writes nothing.
 
-    Returns ``{changes, checks, hints, power, gpus, plan, method, commands, limits, files, found}``.
+    Returns a Plan whose ``state`` is ``{power, gpus, plan, method, commands, limits}``.
     """
     power = GpuPower(node, params)
     gpus = power.read_gpus()
@@ -154,33 +161,42 @@ def plan(node, params):
     entries, method, commands = power.plan(gpus)
     limits = dict((e["uuid"], e["target_w"]) for e in entries)
     files = boot_texts(params, limits, method, power.smi) if params["boot_unit"] else []
-    found = boot_files.read(node, files)
-    return {
-        "changes": power.changes + boot_files.compare(MODULE, files, found),
-        "checks": [],
-        "hints": power.hints,
-        "power": power,
-        "gpus": gpus,
-        "plan": entries,
-        "method": method,
-        "commands": commands,
-        "limits": limits,
-        "files": files,
-        "found": found,
-    }
+    state = dict(power=power, gpus=gpus, plan=entries, method=method, commands=commands, limits=limits)
+    return boot_plan(node, MODULE, files, power.changes, hints=power.hints, **state)
 
 
-def apply(node, planned):
+def apply(node, params, planned):
     """Run the planned commands, read the GPUs back and check them, write the boot files."""
-    power = planned["power"]
-    after = planned["gpus"]
-    if planned["commands"]:
-        for cmd, _what in planned["commands"]:
+    state = planned.state
+    power = state["power"]
+    after = state["gpus"]
+    if state["commands"]:
+        for cmd, _what in state["commands"]:
             power.run(cmd)
         after = power.read_gpus()
-    planned["after"] = after
-    planned["checks"] = power.verify(planned["plan"], after, planned["method"])
+    state["after"] = after
+    planned.checks = power.verify(state["plan"], after, state["method"])
     # A limit that did not take fails the module: the boot path is left as it was until it does.
-    if all(c["ok"] for c in planned["checks"]):
-        boot_files.write(node, planned["files"], planned["found"])
+    if all(c["ok"] for c in planned.checks):
+        boot_files.write(node, planned.files, planned.found)
     return planned
+
+
+def result(node, params, planned):
+    """The module's own return values: the limits, how persistence is kept, the GPUs after the run."""
+    state, power = planned.state, planned.state["power"]
+    gpus = power.summary(state["plan"], state.get("after", state["gpus"]))
+    return dict(limits=state["limits"], persistence_method=state["method"], nvidia_smi=power.smi, gpus=gpus)
+
+
+def diff(node, params, planned):
+    """Per GPU the enforced limit and persistence before and after, then the boot files'."""
+    state = planned.state
+    power, entries = state["power"], state["plan"]
+    return [
+        dict(
+            before=power.describe(entries, state["gpus"], "before"),
+            after=power.describe(entries, state.get("after", state["gpus"]), "after"),
+        ),
+        *boot_files.diffs(planned.files, planned.found),
+    ]

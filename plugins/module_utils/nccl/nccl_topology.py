@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import Plan
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import topology_xml
 
@@ -57,7 +58,8 @@ def _old_differences(path, current, parsed, bus_ids):
 def plan(node, params):
     """Render the node's topology, validate it and compare it with the file; writes nothing.
 
-    Returns ``{changes, checks, hints, warnings, text, current, differences, gpus, nics}``.
+    Returns a Plan (its ``refused``: a port down, the file is left as it is) whose ``state`` is
+    ``{text, current, differences, gpus, nics}``.
     """
     path = params["path"]
     smi = nvidia_smi(node, params["nvidia_smi_path"])
@@ -87,23 +89,13 @@ def plan(node, params):
             )
         )
         hints.append(refused)
-    return {
-        "refused": refused,
-        "changes": [change] if change else [],
-        "checks": [],
-        "hints": hints,
-        "warnings": warnings,
-        "text": text,
-        "current": current,
-        "differences": differences,
-        "gpus": gpus,
-        "nics": len(parsed["nets"]),
-    }
+    state = dict(text=text, current=current, differences=differences, gpus=gpus, nics=len(parsed["nets"]))
+    return Plan([change] if change else [], hints=hints, warnings=warnings, refused=refused, **state)
 
 
 def apply(node, params, planned):
     """Replace the file (atomically, mode 0644) when the plan changes it."""
-    if not planned["changes"]:
+    if not planned.changes:
         return planned
     path = params["path"]
     directory = os.path.dirname(path)
@@ -111,7 +103,29 @@ def apply(node, params, planned):
         os.makedirs(directory, mode=0o755)
     fd, tmp = tempfile.mkstemp(prefix=".gpufleet-", dir=directory)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(planned["text"])
+        handle.write(planned.state["text"])
     os.chmod(tmp, 0o644)
     node.atomic_move(tmp, path)
     return planned
+
+
+def result(node, params, planned):
+    """The module's own return values: what was wrong with the file, its path and digest, what it holds."""
+    state = planned.state
+    digest = topology_xml.digest(state["text"])
+    return dict(
+        {key: state[key] for key in ("differences", "gpus", "nics")}, path=params["path"], sha256=digest
+    )
+
+
+def diff(node, params, planned):
+    """The file before and after, when it changes."""
+    if not planned.changes:
+        return None
+    path = params["path"]
+    return dict(
+        before_header=path,
+        after_header=path,
+        before=planned.state["current"] or "",
+        after=planned.state["text"],
+    )

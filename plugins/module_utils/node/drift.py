@@ -31,7 +31,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_st
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_link, rdma_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 
-# Each role, in provision's order, and its module_utils file (ARGUMENT_SPEC, validate, plan).
+# Each role, in provision's order, and its module_utils file (ARGUMENT_SPEC, validate, plan: a Plan).
 ROLES = {
     "rdma_link": rdma_link,
     "rdma_qos": rdma_qos,
@@ -63,7 +63,7 @@ def validate_roles(module, desired):
 def _compare_role(role, node, params):
     try:
         planned = ROLES[role].plan(node, params)
-        return {"changes": planned["changes"], "checks": planned["checks"], "error": None}
+        return {"changes": planned.changes, "checks": planned.checks, "error": None}
     except RoleFailed as exc:
         failed = {"changes": [], "checks": exc.checks, "error": str(exc)}
         if exc.input_error:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import FailedChecks, boot_plan
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     ROCE_DOCS,
     link_checks,
     select_ports,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_roles import (
     ROCE_SETTINGS,
     LinkPort,
@@ -44,6 +46,10 @@ NO_DEVICES = (
     "No mlx5 RDMA devices under /sys/class/infiniband: load mlx5_core and mlx5_ib "
     "(modprobe mlx5_ib), or leave this node out of the RoCE roles"
 )
+
+# A link that is not ready is named in the result's msg; the role's task fails on it (its failed_when).
+FAILED_CHECKS = FailedChecks(prefix="not ready: ", fail=False)
+UNREADABLE = (ParseError, "Could not read the RDMA state from sysfs: %s. Check the mlx5 driver on this node.")
 
 _UNIT_DESCRIPTION = "gpufleet: re-apply the RoCE link settings (MTU, RoCE mode, ToS) of the mlx5 ports"
 _UNIT_AFTER = "openibd.service sys-kernel-config.mount network-pre.target"
@@ -95,8 +101,8 @@ def plan(node, params):
     """Read every managed port and its boot files and plan; writes nothing (a missing rdma_cm configfs
     group is created to read the defaults, as cma_roce_mode does).
 
-    Returns ``{changes, checks, hints, reboot_required, ports: [{port, plan, info, speed_mbps}],
-    boot_commands, files, found, tools}``. Fails through ``node.fail_json``.
+    Returns a Plan whose ``state`` is ``{ports: [{port, plan, info, speed_mbps}], boot_commands,
+    tools}``. Fails through ``node.fail_json``.
     """
     names = port_names()
     if not names:
@@ -142,28 +148,21 @@ def plan(node, params):
         if entry["plan"]["roce"]:
             boot += entry["port"].boot_commands(cma_tool, want)
     files = boot_texts(boot) if params["boot_unit"] else []
-    found = boot_files.read(node, files)
-    changes += boot_files.compare(MODULE, files, found)
-    return {
-        "changes": changes,
-        "checks": checks,
-        "hints": hints,
-        "reboot_required": any(e["plan"]["link"]["reboot_required"] for e in planned),
-        "ports": planned,
-        "boot_commands": boot,
-        "files": files,
-        "found": found,
-        "tools": {"mlxconfig": mlxconfig, "mlxlink": mlxlink, "cma_roce_mode": cma_tool},
-    }
+    reboot = any(e["plan"]["link"]["reboot_required"] for e in planned)
+    tools = {"mlxconfig": mlxconfig, "mlxlink": mlxlink, "cma_roce_mode": cma_tool}
+    state = dict(ports=planned, boot_commands=boot, tools=tools)
+    return boot_plan(
+        node, MODULE, files, changes, checks=checks, hints=hints, reboot_required=reboot, **state
+    )
 
 
 def apply(node, params, planned):
     """Make the planned changes, read each port back (its checks again) and write the boot files.
     Fails through ``node.fail_json`` when a setting did not take."""
     want = _want(params)
-    tools = planned["tools"]
+    tools = planned.state["tools"]
     checks = []
-    for entry in planned["ports"]:
+    for entry in planned.state["ports"]:
         port, port_plan = entry["port"], entry["plan"]
         after = dict(port_plan["before"])
         if port_plan["link"]["set"]:
@@ -181,15 +180,57 @@ def apply(node, params, planned):
                         ", ".join(missed),
                         ", ".join("%s reads %s, not %s" % (s, after[s], want[s]) for s in missed),
                     ),
-                    changes=planned["changes"],
+                    changes=planned.changes,
                 )
         entry["after"] = after
         entry["info"], entry["speed_mbps"] = port.link()
         if port_plan["runs"]:
             checks += _checks(node, port, entry["info"], entry["speed_mbps"], params, tools["mlxlink"])
-    planned["checks"] = checks
-    boot_files.write(node, planned["files"], planned["found"])
+    planned.checks = checks
+    boot_files.write(node, planned.files, planned.found)
     return planned
+
+
+def _ports(node, params, planned):
+    """The module's ``ports`` and the diff's rows before and after: ``(ports, before, after)``."""
+    ports, before, after = {}, [], []
+    for entry in planned.state["ports"]:
+        port, port_plan, info = entry["port"], entry["plan"], entry["info"]
+        now = entry.get("after") or dict(port_plan["before"], **wanted(port_plan, params))
+        found = dict(port_plan["before"]) if node.check_mode else now
+        speed = entry["speed_mbps"] // 1000 if entry["speed_mbps"] else None
+        ports[port.ibdev] = dict(
+            netdev=port.netdev,
+            port=port.port,
+            pci_bus_id=port.pci_bus_id,
+            link_layer=info["link_layer"],
+            link_type_next_boot=found["link_type"],
+            mtu=found.get("mtu"),
+            roce_mode=found.get("roce_mode"),
+            roce_tos=found.get("roce_tos"),
+            state=info["state"],
+            speed_gbps=speed if info["state"] == "ACTIVE" else None,
+        )
+        before.append((port.ibdev, port_plan["before"]))
+        after.append((port.ibdev, now))
+    return ports, before, after
+
+
+def result(node, params, planned):
+    """The module's own return values: each port as the run left it, the boot script's commands."""
+    return dict(ports=_ports(node, params, planned)[0], boot_commands=planned.state["boot_commands"])
+
+
+def _text(rows):
+    return "".join(
+        "%s.%s: %s\n" % (ibdev, name, value) for ibdev, values in rows for name, value in values.items()
+    )
+
+
+def diff(node, params, planned):
+    """The ports' settings before and after, then the boot files'."""
+    _found, before, after = _ports(node, params, planned)
+    return [dict(before=_text(before), after=_text(after)), *boot_files.diffs(planned.files, planned.found)]
 
 
 def wanted(port_plan, params):

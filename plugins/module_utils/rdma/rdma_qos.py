@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import boot_files
 from ansible_collections.gpufleet.node.plugins.module_utils.core.plan_node import parallel
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import boot_plan
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     DSCP_RANGE,
     PRIORITIES,
+    QOS_SETTINGS,
     ROCE_DOCS,
     bad_values,
+    nvue_snippet,
     qos_changes,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse import ParseError
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import read_ib_port
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_roles import (
     QosInterface,
@@ -52,6 +56,8 @@ ARGUMENT_SPEC = dict(
     switch_snippet=dict(type="bool", default=False),
     boot_unit=dict(type="bool", default=True),
 )
+
+UNREADABLE = (ParseError, "Could not read the RDMA devices from sysfs: %s. Check the mlx5 driver.")
 
 _UNIT_DESCRIPTION = (
     "gpufleet: re-apply lossless RoCE QoS (trust, PFC, ECN, CNP DSCP, global pause) of the mlx5 ports"
@@ -129,8 +135,8 @@ def choose(node, wanted):
 def plan(node, params):
     """Read every managed interface and the boot files and plan; writes nothing.
 
-    Returns ``{changes, checks, hints, interfaces: [{interface, ibdev, port, before, changes,
-    boot_commands}], desired, files, found}``.
+    Returns a Plan whose ``state`` is ``{interfaces: [{interface, ibdev, port, before, changes,
+    boot_commands}], desired}``.
     """
     params = effective(params)
     desired = qos_desired(params)
@@ -158,30 +164,20 @@ def plan(node, params):
         if e["port"].dcbx is not None and e["port"].dcbx != "OS controlled"
     ]
     files = boot_texts(interfaces) if params["boot_unit"] else []
-    found = boot_files.read(node, files)
-    changes += boot_files.compare(MODULE, files, found)
-    return {
-        "changes": changes,
-        "checks": [],
-        "hints": hints,
-        "interfaces": interfaces,
-        "desired": desired,
-        "files": files,
-        "found": found,
-    }
+    return boot_plan(node, MODULE, files, changes, hints=hints, interfaces=interfaces, desired=desired)
 
 
-def apply(node, planned):
+def apply(node, params, planned):
     """Set what differs on each interface, read it back (fail when a setting did not take), then write
     the boot files."""
-    for entry in planned["interfaces"]:
+    for entry in planned.state["interfaces"]:
         entry["after"] = entry["before"]
         if not entry["changes"]:
             continue
         port, netdev = entry["port"], entry["interface"]
         port.apply(entry["before"])
         entry["after"] = port.read()
-        missed = qos_changes(netdev, entry["after"], planned["desired"])
+        missed = qos_changes(netdev, entry["after"], planned.state["desired"])
         if missed:
             node.fail_json(
                 msg="%s did not take: %s; check `mlnx_qos -i %s`, the DCBX mode (with firmware DCBX the "
@@ -193,8 +189,71 @@ def apply(node, planned):
                     ),
                     netdev,
                 ),
-                changes=planned["changes"],
+                changes=planned.changes,
                 missed=missed,
             )
-    boot_files.write(node, planned["files"], planned["found"])
+    boot_files.write(node, planned.files, planned.found)
     return planned
+
+
+def _managed(planned):
+    return {name: value for name, value in planned.state["desired"].items() if value is not None}
+
+
+def result(node, params, planned):
+    """The module's own return values: each interface as the run left it, the boot script's commands, the
+    switch's side (``switch_config``, and a hint with it when ``switch_snippet``)."""
+    managed = _managed(planned)
+    snippet = nvue_snippet(managed)
+    hints = list(planned.hints)
+    if params["switch_snippet"]:
+        hints.append("; ".join(snippet))
+    interfaces = {
+        entry["interface"]: dict(
+            ibdev=entry["ibdev"], state={name: entry.get("after", entry["before"])[name] for name in managed}
+        )
+        for entry in planned.state["interfaces"]
+    }
+    return dict(
+        hints=hints,
+        interfaces=interfaces,
+        boot_commands=[line for entry in planned.state["interfaces"] for line in entry["boot_commands"]],
+        switch_config=snippet,
+    )
+
+
+def _text(state):
+    return "".join("%s: %s\n" % (name, state[name]) for name in QOS_SETTINGS if state.get(name) is not None)
+
+
+def diff(node, params, planned):
+    """Per interface its managed settings before and as wanted, then the boot files'."""
+    managed = _managed(planned)
+    diffs = []
+    for entry in planned.state["interfaces"]:
+        header = "%s (%s)" % (entry["interface"], entry["ibdev"])
+        diffs.append(
+            dict(
+                before=_text({name: entry["before"][name] for name in managed}),
+                after=_text(managed),
+                before_header=header,
+                after_header=header,
+            )
+        )
+    return diffs + boot_files.diffs(planned.files, planned.found)
+
+
+def verify(node, params, planned, result):
+    """A fresh read of every interface after a run that changed something (one that changed nothing
+    has just read them as wanted): a setting that went back right after being set (firmware DCBX,
+    another agent) fails the module, naming it."""
+    if not planned.changes:
+        return
+    again = plan(node, params)
+    if again.changes:
+        node.fail_json(
+            msg="not lossless: %s went back right after being set (is the switch overriding through "
+            "firmware DCBX?)" % ", ".join(c["setting"] for c in again.changes),
+            went_back=again.changes,
+            **result,
+        )

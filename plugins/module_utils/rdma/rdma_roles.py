@@ -12,6 +12,7 @@ import os
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_judge import (
     LINK_TYPES,
     QOS_SETTINGS,
@@ -34,17 +35,6 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_parse impo
     parse_mlxconfig_set,
     parse_mlxlink,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma.rdma_read import (
-    first_port,
-    mlx5_devices,
-    read_ecn,
-    read_ib_device,
-    read_ib_port,
-    read_netdev,
-    read_roce_mode,
-    read_roce_tos,
-    sysfs_path,
-)
 
 
 def write_sysfs(module: Any, path: str, value: str, hint: str) -> None:
@@ -62,9 +52,9 @@ def port_names() -> dict[str, dict[str, Any]]:
     The netdev is the kernel's netdev of GID 0 (gid_attrs/ndevs/0), what ibdev2netdev prints.
     """
     names = {}
-    for ibdev in mlx5_devices():
-        port = first_port(ibdev)
-        names[ibdev] = {"port": port, "netdev": read_ib_port(ibdev, port)["netdev"]}
+    for ibdev in rdma_read.mlx5_devices():
+        port = rdma_read.first_port(ibdev)
+        names[ibdev] = {"port": port, "netdev": rdma_read.read_ib_port(ibdev, port)["netdev"]}
     return names
 
 
@@ -79,11 +69,11 @@ class LinkPort:
 
     def __init__(self, module, ibdev, port, netdev):
         self.module, self.ibdev, self.port, self.netdev = module, ibdev, port, netdev
-        self.configfs = sysfs_path("kernel", "config", "rdma_cm", ibdev)
+        self.configfs = rdma_read.sysfs_path("kernel", "config", "rdma_cm", ibdev)
         self.port_dir = os.path.join(self.configfs, "ports", str(port))
-        self.mtu_path = sysfs_path("class", "net", netdev, "mtu") if netdev else None
+        self.mtu_path = rdma_read.sysfs_path("class", "net", netdev, "mtu") if netdev else None
         self.tos_path = os.path.join(self.port_dir, "default_roce_tos")
-        self.pci_bus_id = read_ib_device(ibdev)["pci_bus_id"]
+        self.pci_bus_id = rdma_read.read_ib_device(ibdev)["pci_bus_id"]
         self.param = mlxconfig_link_param(self.pci_bus_id)
 
     # -- link type ------------------------------------------------------
@@ -154,9 +144,9 @@ class LinkPort:
 
     def read_roce(self):
         return {
-            "mtu": read_netdev(self.netdev)["mtu"] if self.netdev else None,
-            "roce_mode": read_roce_mode(self.ibdev, self.port),
-            "roce_tos": read_roce_tos(self.ibdev, self.port),
+            "mtu": rdma_read.read_netdev(self.netdev)["mtu"] if self.netdev else None,
+            "roce_mode": rdma_read.read_roce_mode(self.ibdev, self.port),
+            "roce_tos": rdma_read.read_roce_tos(self.ibdev, self.port),
         }
 
     def apply_roce(self, cma_tool, current, want):
@@ -183,8 +173,8 @@ class LinkPort:
 
     # -- verification ------------------------------------------------------
     def link(self):
-        port_info = read_ib_port(self.ibdev, self.port)
-        net = read_netdev(self.netdev) if self.netdev else {"speed_mbps": None}
+        port_info = rdma_read.read_ib_port(self.ibdev, self.port)
+        net = rdma_read.read_netdev(self.netdev) if self.netdev else {"speed_mbps": None}
         return port_info, net["speed_mbps"]
 
     def diagnosis(self, tool):
@@ -211,7 +201,7 @@ def plan_link_port(module, port, mlxconfig, link_type, want):
     ``mlxconfig`` is the mlxconfig/mstconfig path or None, ``want`` the wanted mtu, roce_mode and
     roce_tos. Fails the module when the port cannot be made ``link_type`` or has no netdev.
     """
-    layer = read_ib_port(port.ibdev, port.port)["link_layer"]
+    layer = rdma_read.read_ib_port(port.ibdev, port.port)["link_layer"]
     running = {"Ethernet": "eth", "InfiniBand": "ib"}.get(layer or "")
     if mlxconfig is None and running != link_type:
         module.fail_json(
@@ -268,7 +258,7 @@ class QosInterface:
         self.module = module
         self.netdev = netdev
         self.desired = desired
-        self.ecn_dir = sysfs_path("class", "net", netdev, "ecn")
+        self.ecn_dir = rdma_read.sysfs_path("class", "net", netdev, "ecn")
         self.dcbx = None
         wants = {name for name, value in desired.items() if value is not None}
         self.qos_tool = module.get_bin_path("mlnx_qos", required=True) if wants & {"trust", "pfc"} else None
@@ -316,7 +306,7 @@ class QosInterface:
             current["trust"], current["pfc"] = qos["trust"], qos["pfc_enabled"]
         if want["ecn_np"] is not None or want["cnp_dscp"] is not None:
             try:
-                ecn = read_ecn(self.netdev)
+                ecn = rdma_read.read_ecn(self.netdev)
             except ParseError as exc:
                 self.module.fail_json(msg="Could not read the ECN settings of %s: %s" % (self.netdev, exc))
             missing = [

@@ -10,6 +10,7 @@ from unittest import mock
 
 import pytest
 import yaml
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import Plan
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_topology as nccl_topology_role
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
@@ -41,9 +42,9 @@ def test_a_setting_added_to_one_roles_plan_shows_in_check_mode_and_in_drift(
     original = nccl_topology_role.plan
     added = {"setting": "nccl_topology.new_setting", "from": "old", "to": "new"}
 
-    def plan(node: Any, params: dict[str, Any]) -> dict[str, Any]:
+    def plan(node: Any, params: dict[str, Any]) -> Plan:
         planned = original(node, params)
-        planned["changes"].append(dict(added))
+        planned.changes.append(dict(added))
         return planned
 
     monkeypatch.setattr(nccl_topology_role, "plan", plan)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.core import plan_node
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import Plan
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 
 
@@ -96,13 +97,13 @@ def test_roles_run_together_share_commands_and_report_in_role_order(monkeypatch:
     barrier = threading.Barrier(len(roles), timeout=10)
 
     def plan(role: str):
-        def run(node: plan_node.PlanNode, params: dict[str, Any]) -> dict[str, Any]:
+        def run(node: plan_node.PlanNode, params: dict[str, Any]) -> Plan:
             assert node.check_mode is True
             barrier.wait()  # every role is being planned at the same time
             node.run_command(["nvidia-smi", "--query-gpu=index"], environ_update={"LC_ALL": "C"})
             if role == "gpu_power":
                 node.fail_json(msg="nvidia-smi lists no GPU")
-            return {"changes": [{"setting": f"{role}.x", "from": params["n"], "to": 1}], "checks": []}
+            return Plan(changes=[{"setting": f"{role}.x", "from": params["n"], "to": 1}])
 
         return run
 
