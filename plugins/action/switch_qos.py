@@ -117,7 +117,10 @@ class ActionModule(ActionBase):
             checks=planned["checks"],
             reading=planned["reading"],
             revision=None,
-            hints=[hint(f"{name} runs SONiC: read only, gpufleet never changes it")],
+            # said where a change was asked for (gpufleet switch), not on every read
+            hints=[]
+            if self._task.check_mode
+            else [hint(f"{name} runs SONiC: read only, gpufleet never changes it")],
         )
         if planned["errors"]:
             result.update(failed=True, input_error=True, msg="; ".join(planned["errors"]))

@@ -52,7 +52,7 @@ def test_check_mode_reads_once_and_reports_the_drift() -> None:
     assert result["reading"]["read"] and sorted(result["reading"]["port_qos"]) == ["Ethernet92", "Ethernet96"]
     assert {"setting": "PORT_QOS_MAP|Ethernet92 pfc_enable", "from": "", "to": "3"} in result["changes"]
     assert [c["name"] for c in result["checks"]] == ["switch.sonic[leaf07]"]
-    assert result["hints"] == ["leaf07 runs SONiC: read only, gpufleet never changes it"]
+    assert result["hints"] == []  # a read says nothing of changes
 
 
 def test_a_run_that_would_change_a_sonic_leaf_is_refused() -> None:
@@ -82,6 +82,7 @@ def test_a_sonic_leaf_with_nothing_to_change_passes_a_run() -> None:
     action, _ran = _action(_printed(json.dumps(good)), check_mode=False)
     result = _run(action)
     assert not result.get("failed") and result["changed"] is False and result["changes"] == [], result
+    assert result["hints"] == ["leaf07 runs SONiC: read only, gpufleet never changes it"]
     assert result["reading"]["mtu"] == {"Ethernet0": 9216, "swp1": 9216}
 
 

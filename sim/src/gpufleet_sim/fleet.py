@@ -608,6 +608,8 @@ class Fleet:
         host = inventory["all"]["children"]["leaf_switches"]["hosts"].get(name)
         if host is None:
             raise SimError(f"no simulated leaf {name!r} in {self.inventory_path}")
+        if host.get("gpufleet_switch_os") == sonic.OS:
+            raise SimError(f"{name} runs SONiC: it has no NVUE account (it is read over SSH)")
         return host["gpufleet_switch_username"], vault.decrypt(
             host["gpufleet_switch_password"], self.vault_password_file
         )
