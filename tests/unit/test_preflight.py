@@ -93,6 +93,33 @@ def test_vaulted_variables_need_the_right_secret(tmp_path: Path) -> None:
     preflight.vault_secrets(listed, script)
 
 
+@pytest.mark.parametrize("label", [None, "prod"])
+def test_a_secret_opens_a_vaulted_value_exactly_when_ansible_core_decrypts_it(label: str | None) -> None:
+    """preflight's own HMAC check (1.1 values) and ansible-core's vault (labelled 1.2 ones) agree with
+    ansible-core's decrypt on the right secret, wrong ones, and a value cut short or altered."""
+    vault = VaultLib([(label or "default", VaultSecret(b"right"))])
+    value = vault.encrypt("hunter2", vault_id=label).decode()
+    assert value.startswith("$ANSIBLE_VAULT;1.2;AES256;prod\n" if label else "$ANSIBLE_VAULT;1.1;AES256\n")
+    header, _, body = value.partition("\n")
+    flipped = body[:-2] + ("0" if body[-2] != "0" else "1") + body[-1]
+    for secret, text, opens in [
+        (b"right", value, True),
+        (b"right", value + "\n", True),
+        (b"right", "  " + value.replace("\n", "\n  "), False),  # ansible-core does not strip it either
+        (b"wrong", value, False),
+        (b"righ", value, False),
+        (b"right", f"{header}\n{flipped}", False),
+        (b"right", f"{header}\n{body[: len(body) // 2]}", False),
+    ]:
+        assert preflight._opens(secret, text) is opens, (secret, text[:60])
+        try:
+            VaultLib([("default", VaultSecret(secret))]).decrypt(text)
+        except Exception:
+            assert not opens
+        else:
+            assert opens
+
+
 def test_ansible_vault_password_file_is_honoured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("ANSIBLE_VAULT_PASSWORD_FILE", str(tmp_path / "pw"))
     assert preflight.vault_file(None) == tmp_path / "pw"
