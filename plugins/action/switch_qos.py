@@ -108,7 +108,7 @@ class ActionModule(ActionBase):
                 "leaf_switches group's local connection is for Cumulus leaves)"
             )
         if errors:
-            result.update(failed=True, input_error=True, msg="; ".join(errors))
+            result.update(failed=True, input_error=True, msg=refusal("read the switch", errors))
             return result
         planned = self._read_sonic(args, name)
         result.update(
@@ -123,7 +123,7 @@ class ActionModule(ActionBase):
             else [hint(f"{name} runs SONiC: read only, gpufleet never changes it")],
         )
         if planned["errors"]:
-            result.update(failed=True, input_error=True, msg="; ".join(planned["errors"]))
+            result.update(failed=True, input_error=True, msg=refusal("read the switch", planned["errors"]))
         elif self._task.check_mode:
             pass
         elif not planned["reading"]["read"]:

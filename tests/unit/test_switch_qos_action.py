@@ -116,9 +116,25 @@ def test_input_errors_name_the_setting() -> None:
     action, ran = _action(_printed(PORT_QOS), check_mode=True, transport="local")
     result = _run(action)
     assert result["failed"] and result["input_error"] and ran == []
-    assert "leaf07 runs SONiC (gpufleet_switch_os: sonic) and is read over SSH" in result["msg"]
+    assert result["msg"].startswith(
+        "Refusing to read the switch: leaf07 runs SONiC (gpufleet_switch_os: sonic) and is read over SSH"
+    )
     assert "ansible_connection: ssh" in result["msg"]
     action, ran = _action(_printed(PORT_QOS), check_mode=True, ports=["Ethernet1"])
     result = _run(action)
     assert result["failed"] and result["input_error"]
-    assert result["msg"].startswith("ports (switch_qos_ports) names Ethernet1, which leaf07 does not have")
+    assert result["msg"].startswith(
+        "Refusing to read the switch: ports (switch_qos_ports) names Ethernet1, which leaf07 does not have"
+    )
+
+
+def test_an_os_gpufleet_does_not_read_is_refused_naming_the_setting() -> None:
+    """Any other os goes the Cumulus way (the module's check mode, in the action) and is refused there."""
+    action, ran = _action(_printed(PORT_QOS), check_mode=True, transport="local", os="junos")
+    result = action._read_cumulus({})
+    assert result["failed"] and result["input_error"] and ran == []
+    assert result["msg"] == (
+        "Refusing to read or change the switch: os (gpufleet_switch_os) is 'junos'; allowed: cumulus, sonic "
+        "(cumulus: read and configured over NVUE's REST API; sonic: read over SSH with sonic-cfggen -d "
+        "--print-data, never changed)."
+    )
