@@ -1,7 +1,7 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The hardware-health readings of ``nvidia-smi -q -x``: PCIe link, replay counter, row remapping,
-ECC and retired pages, per GPU.
+ECC, retired pages and the GPU Recovery Action, per GPU.
 
 The same document the gate already reads for power and temperatures (nvidia_smi.parse_query_xml);
 :func:`health_from_root` takes the root element nvidia_smi's safe XML parse gives, so a caller
@@ -9,6 +9,12 @@ that has it parses once, and :func:`parse_health_xml` takes the text. A field th
 not have, or that reads N/A (not supported on this GPU), is None, never 0: "unknown" is not
 "healthy". A field that is there but is not ASCII digits (or a Yes/No flag) raises nvidia_smi's
 ParseError naming the command.
+
+The recovery action (``<gpu_recovery_action>``, driver 570+; ``GPU Recovery Action`` in ``-q``) is
+what the driver says the GPU needs after an uncorrectable fault: ``None``, ``GPU Reset``, ``Node
+Reboot``, ``Drain P2P``, ``Drain and Reset`` (NVML's nvmlDeviceGpuRecoveryAction_t; newer drivers add
+more). It is read as the driver prints it; an older driver without the element, or N/A, is None.
+Unlike the kernel log's Xid lines it stays until the action is taken.
 
 PCIe: a GPU lowers its link generation at idle to save power (an idle H100/H200 may show Gen1 of
 Gen5), so the generation is only meaningful under load; the width should stay at its maximum.
@@ -30,6 +36,9 @@ TOOL = "nvidia-smi -q -x"
 
 # '16x' (width), '5' (generation), '0' (counters): ASCII digits only.
 _COUNT = re.compile(r"^([0-9]{1,20})x?$")
+# A recovery action as the driver names it: words of ASCII letters (NVML's names, and the ones a
+# newer driver adds), nothing else.
+_ACTION = re.compile(r"^[A-Za-z][A-Za-z0-9 /_-]{0,39}$")
 
 
 def _count(elem: ET.Element | None, path: str) -> int | None:
@@ -63,6 +72,15 @@ def _flag(elem: ET.Element | None, path: str) -> bool | None:
 def _sum(*values: int | None) -> int | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
+
+
+def _recovery_action(gpu: ET.Element) -> str | None:
+    value = nvidia_smi._clean(gpu.findtext("gpu_recovery_action"))
+    if value is None:
+        return None
+    if not _ACTION.match(value):
+        raise ParseError("%s: <gpu_recovery_action> %r is not a recovery action" % (TOOL, value[:40]))
+    return value
 
 
 def _pcie(gpu: ET.Element) -> dict[str, int | None]:
@@ -147,7 +165,8 @@ def health_from_root(root: ET.Element) -> list[dict[str, Any]]:
     replay_rollover_counter}, remapped_rows: {correctable, uncorrectable, pending, failure}, ecc:
     {enabled, volatile: {correctable, uncorrectable, sram_correctable, sram_uncorrectable,
     dram_correctable, dram_uncorrectable}, aggregate: {same}, sram_threshold_exceeded},
-    retired_pages: {single_bit, double_bit, pending}}``. ``correctable``/``uncorrectable`` are the
+    retired_pages: {single_bit, double_bit, pending}, recovery_action}`` (the driver's words, None when
+    it does not report one). ``correctable``/``uncorrectable`` are the
     SRAM + DRAM totals (pre-Ampere: the single/double-bit totals)."""
     gpus = root.findall("gpu")
     if not gpus:
@@ -165,6 +184,7 @@ def health_from_root(root: ET.Element) -> list[dict[str, Any]]:
                 "remapped_rows": _remapped(gpu),
                 "ecc": _ecc(gpu),
                 "retired_pages": _retired(gpu),
+                "recovery_action": _recovery_action(gpu),
             }
         )
     return result

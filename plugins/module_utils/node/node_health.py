@@ -20,6 +20,8 @@ Checks, one name per condition (results.check), per GPU by UUID:
   set, aggregate (lifetime) uncorrectable ECC errors;
 - ``health.nvlink[<uuid>]``: every NVLink link of the GPU active (a GPU that reports all links
   inactive fails when the profile expects NVLink);
+- ``health.recovery_action[<uuid>]``: the GPU Recovery Action the driver reports (``-q -x``
+  gpu_recovery_action): None passes, any other fails naming what NVIDIA says to do;
 - ``health.xid[<bus id>]``: Xid events in the kernel log, per GPU, blocking or warning as
   xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means;
 - ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
@@ -67,6 +69,7 @@ FAMILIES = (
     "health.nvlink",
     "health.xid",
     "health.dcgm_diag",
+    "health.recovery_action",
 )
 
 DEFAULT_LIMITS: dict[str, int | None] = {
@@ -649,6 +652,42 @@ def memory_checks(gpu: Mapping[str, Any], limits: Mapping[str, int | None]) -> l
     return out
 
 
+# What NVIDIA says to do for each GPU Recovery Action (NVML's nvmlDeviceGpuRecoveryAction_t, the
+# "Recovery action flag" of NVIDIA's GPU memory error management guide); an action a newer driver adds
+# is not known here and fails with its own name.
+RECOVERY_ACTIONS = {
+    "GPU Reset": "the GPU needs a reset to recover: drain the node, end the GPU's processes, reset it "
+    "(nvidia-smi -r -i <index>), then run the gate again",
+    "Node Reboot": "the fault may have left the operating system inconsistent: drain the node and reboot "
+    "it, then run the gate again",
+    "Drain P2P": "the GPU's peer-to-peer (NVLink/PCIe P2P) traffic must stop: drain the node, end every "
+    "process using P2P on it, then reset the GPU (nvidia-smi -r) and run the gate again",
+    "Drain and Reset": "drain the node, end every process using the GPU's peer-to-peer traffic, then "
+    "reset the GPU (nvidia-smi -r -i <index>) and run the gate again",
+}
+
+
+def recovery_action_checks(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``health.recovery_action[<uuid>]``: the driver's GPU Recovery Action, None passing (a GPU that
+    does not report one is not judged: an older driver)."""
+    action = gpu.get("recovery_action")
+    if action is None:
+        return []
+    uuid, ok = gpu["uuid"], action == "None"
+    where = "%s (%s, GPU %s)" % (uuid, gpu.get("pci_bus_id"), gpu.get("index"))
+    if ok:
+        message = "%s: the driver reports no recovery action pending" % where
+    else:
+        unknown = "an action this gate does not know: follow NVIDIA's guidance for it, then gate it again"
+        advice = RECOVERY_ACTIONS.get(action, unknown).replace("<index>", str(gpu.get("index")))
+        message = "%s: the driver's GPU Recovery Action is %s after an uncorrectable fault; %s" % (
+            where,
+            action,
+            advice,
+        )
+    return [check("health.recovery_action[%s]" % uuid, ok, action, "None", "", message)]
+
+
 def nvlink_checks(gpus: list[dict[str, Any]], links: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Per GPU, every NVLink link active (by UUID; a GPU nvlink -s does not list fails)."""
     if links is None:
@@ -756,6 +795,7 @@ def judge(
     for gpu in gpus:
         out.extend(pcie_checks(gpu, under_load))
         out.extend(memory_checks(gpu, merged))
+        out.extend(recovery_action_checks(gpu))
     out.extend(nvlink_checks(gpus, readings.get("links")))
     out.extend(xid_checks(gpus, readings.get("xids"), xids_since_text))
     out.extend(diag_checks(readings.get("diag"), gpus))
@@ -777,7 +817,8 @@ def turned_off(checks: list[dict[str, Any]], off: Mapping[str, str]) -> list[dic
 
 def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
     """The readings as the watch publishes them (gpufleet_watch's ``health``; gpufleet.prom's series):
-    the GPU count, per GPU its PCIe width, pending remap, uncorrectable ECC and active NVLink links,
+    the GPU count, per GPU its PCIe width, pending remap, uncorrectable ECC, active NVLink links and
+    recovery action,
     and per GPU and Xid the events since boot."""
     links = {g["uuid"]: g.get("links") or [] for g in readings.get("links") or []}
     gpus = []
@@ -792,6 +833,7 @@ def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
             "ecc_uncorrectable_volatile": (ecc.get("volatile") or {}).get("uncorrectable"),
             "ecc_uncorrectable_aggregate": (ecc.get("aggregate") or {}).get("uncorrectable"),
             "nvlink_active": None,
+            "recovery_action": gpu.get("recovery_action"),
         }
         if readings.get("links") is not None:
             entry["nvlink_active"] = sum(1 for link in links.get(gpu["uuid"], []) if link.get("active"))

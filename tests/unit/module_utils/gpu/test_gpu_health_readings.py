@@ -80,6 +80,25 @@ def test_the_faults_maintenance_leaves_behind_read_as_such() -> None:
     assert gpu["ecc"]["volatile"]["uncorrectable"] == 7 and gpu["ecc"]["aggregate"]["sram_uncorrectable"] == 3
 
 
+def test_the_recovery_action_reads_as_the_driver_prints_it() -> None:
+    """The real H200 (driver 580) and Blackwell (590) -q -x carry <gpu_recovery_action>None; the A100
+    (535) has no such element: unknown (None), not "None"."""
+    (h200,) = gpu_health_readings.parse_health_xml(read_capture(H200_IDLE))
+    (blackwell,) = gpu_health_readings.parse_health_xml(read_capture(BLACKWELL))
+    (a100,) = gpu_health_readings.parse_health_xml(read_capture(A100_V12))
+    assert (h200["recovery_action"], blackwell["recovery_action"], a100["recovery_action"]) == (
+        "None",
+        "None",
+        None,
+    )
+    for action in ("GPU Reset", "Node Reboot", "Drain P2P", "Drain and Reset", "N/A"):
+        text = read_capture(H200_IDLE).replace(
+            "<gpu_recovery_action>None<", f"<gpu_recovery_action>{action}<"
+        )
+        (gpu,) = gpu_health_readings.parse_health_xml(text)
+        assert gpu["recovery_action"] == (None if action == "N/A" else action)
+
+
 def test_one_parse_serves_both_readers() -> None:
     root = nvidia_smi._safe_xml_root(read_capture(H200_IDLE))
     assert gpu_health_readings.health_from_root(root) == gpu_health_readings.parse_health_xml(
@@ -94,6 +113,7 @@ def test_one_parse_serves_both_readers() -> None:
         ("<replay_counter>0<", "<replay_counter>-1<", "not a count"),
         ("<replay_counter>0<", "<replay_counter>NaN<", "not a count"),
         ("<remapped_row_pending>No<", "<remapped_row_pending>Maybe<", "not Yes/No"),
+        ("<gpu_recovery_action>None<", "<gpu_recovery_action>Reboot; rm -rf<", "not a recovery action"),
         ("</nvidia_smi_log>", "", "malformed"),
     ],
 )

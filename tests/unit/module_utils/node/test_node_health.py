@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import gpu_health_readings, nvlink, xid
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 
@@ -53,6 +54,7 @@ def test_a_healthy_real_h200_passes_every_check() -> None:
         f"health.row_remap_pending[{H200}]",
         f"health.row_remap_failure[{H200}]",
         f"health.ecc_uncorrectable[{H200}]",
+        f"health.recovery_action[{H200}]",
     }
 
 
@@ -99,6 +101,43 @@ def test_a_pending_remap_and_uncorrectable_errors_fail_by_name() -> None:
         )
     )[f"health.ecc_uncorrectable_aggregate[{H200}]"]
     assert (aggregate["ok"], aggregate["value"], aggregate["limit"]) == (False, 2, 1)
+
+
+def test_the_real_h200s_recovery_action_none_passes() -> None:
+    """The real H200's -q -x (driver 580) reports <gpu_recovery_action>None</...>: nothing to do."""
+    action = by_name(node_health.judge(readings()))[f"health.recovery_action[{H200}]"]
+    assert (action["ok"], action["value"], action["limit"]) == (True, "None", "None")
+    assert "no recovery action pending" in action["message"]
+
+
+@pytest.mark.parametrize(
+    ("action", "advice"),
+    [
+        ("GPU Reset", "reset it (nvidia-smi -r -i 0)"),
+        ("Node Reboot", "drain the node and reboot it"),
+        ("Drain P2P", "end every process using P2P on it, then reset the GPU"),
+        ("Drain and Reset", "end every process using the GPU's peer-to-peer traffic, then reset the GPU"),
+        ("Recover IMEX Domain", "an action this gate does not know"),
+    ],
+)
+def test_a_recovery_action_other_than_none_fails_saying_what_to_do(action: str, advice: str) -> None:
+    edit = {"<gpu_recovery_action>None<": f"<gpu_recovery_action>{action}<"}
+    checks = node_health.judge(readings(**edit))
+    failed = [c for c in checks if not c["ok"]]
+    assert [c["name"] for c in failed] == [f"health.recovery_action[{H200}]"]
+    (c,) = failed
+    assert (c["value"], c["limit"]) == (action, "None")
+    assert (
+        f"{H200} (00000000:00:06.0, GPU 0)" in c["message"] and f"Recovery Action is {action}" in c["message"]
+    )
+    assert advice in c["message"]
+    assert node_health.fact(readings(**edit))["gpus"][0]["recovery_action"] == action
+
+
+def test_a_gpu_without_a_recovery_action_is_not_judged_on_it() -> None:
+    """The real A100 (driver 535) has no <gpu_recovery_action>: unknown, not judged, not a pass."""
+    checks = by_name(node_health.judge(readings("nvidia-smi-xml/telegraf-a100-sxm4-v12.xml")))
+    assert not [n for n in checks if n.startswith("health.recovery_action[")]
 
 
 def test_a_gpu_missing_from_the_profile_fails_the_count() -> None:
