@@ -347,6 +347,26 @@ def test_watch_readings() -> None:
     assert series(text, "gpufleet_last_run_timestamp_seconds") == {L(command="watch"): STAMP}
 
 
+def test_the_recovery_action_is_1_with_its_name_0_when_none_and_absent_when_not_reported() -> None:
+    """node_health.fact's recovery_action per GPU: the driver's words in the action label."""
+    watch = copy.deepcopy(WATCH)
+    watch["health"] = {
+        "gpu_count": 3,
+        "gpus": [
+            {"uuid": "GPU-a", "index": 0, "recovery_action": "None"},
+            {"uuid": "GPU-b", "index": 1, "recovery_action": "Node Reboot"},
+            {"uuid": "GPU-c", "index": 2, "recovery_action": None},
+        ],
+        "xids": [],
+    }
+    text = prom.render(watch_report(watch))
+    check_metrics(text)
+    assert series(text, "gpufleet_gpu_recovery_action", host="node01", command="watch") == {
+        L(gpu="0", uuid="GPU-a", action="None"): 0.0,
+        L(gpu="1", uuid="GPU-b", action="Node Reboot"): 1.0,
+    }
+
+
 def test_a_reading_not_taken_is_no_series() -> None:
     watch = copy.deepcopy(WATCH)
     watch["gpus"][0]["power_draw_w"] = None
