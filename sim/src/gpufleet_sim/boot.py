@@ -41,6 +41,8 @@ def power_cycle(state: State, sys_root: Path) -> None:
         # The driver counts volatile ECC errors from its load; a GPU reset applies a pending row
         # remap (the remapped uncorrectable row then counts as remapped).
         gpu["ecc"]["volatile_uncorrected"] = 0
+        # A reboot resets every GPU: whatever recovery action the driver asked for is taken.
+        gpu.pop("recovery_action", None)
         rows = gpu["remapped_rows"]
         if rows["pending"]:
             rows["pending"] = False

@@ -29,6 +29,7 @@ ROW_REMAP_GPU = 2
 ECC_GPU, ECC_UNCORRECTABLE = 1, 2
 XID_79_GPU = 6
 XID_94_GPU = 4
+RECOVERY_ACTION_GPU, RECOVERY_ACTION = 7, "Node Reboot"
 
 
 def _gpu(state: State, index: int) -> Gpu:
@@ -164,6 +165,26 @@ def xid_94_clear(state: State, sys_root: Path) -> None:
     _restore_ecc(state, "xid-94")
 
 
+# -- recovery-action-reboot: GPU 7's driver asks for a node reboot after an uncorrectable fault
+# (-q -x gpu_recovery_action, -q "GPU Recovery Action", --query-gpu gpu_recovery_action: Node Reboot),
+# nothing in the kernel log (it wrapped, or the node served for weeks). A reboot takes the action.
+def recovery_action_reboot(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, RECOVERY_ACTION_GPU)
+    record = {"uuid": gpu["uuid"], "recovery_action": gpu.get("recovery_action")}
+    _save(state, "recovery-action-reboot", record)
+    gpu["recovery_action"] = RECOVERY_ACTION
+
+
+def recovery_action_reboot_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "recovery-action-reboot")
+    if record is None:
+        return
+    gpu = _by_uuid(state, record["uuid"])
+    gpu.pop("recovery_action", None)
+    if record["recovery_action"]:
+        gpu["recovery_action"] = record["recovery_action"]
+
+
 # -- nic-link-flap: the last RoCE port (the highest slot, as link-down) flaps while the fault holds:
 # down and back up at the inject and every link_flap.FLAP_PERIOD_S after, counted at each read of its
 # counters (link_down_events_phy in ethtool -S, carrier_down_count/carrier_up_count in sysfs, mlx5_core's
@@ -244,6 +265,7 @@ FAULTS = {
     "ecc-uncorrectable": (ecc_uncorrectable, ecc_uncorrectable_clear),
     "xid-79": (xid_79, xid_79_clear),
     "xid-94": (xid_94, xid_94_clear),
+    "recovery-action-reboot": (recovery_action_reboot, recovery_action_reboot_clear),
     "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
     "nccl-slow": (nccl_slow, nccl_slow),

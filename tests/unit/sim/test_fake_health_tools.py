@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     nvlink,
     xid,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
 from gpufleet_sim import (
     boot,
@@ -353,6 +354,34 @@ def test_ecc_uncorrectable_is_2_on_gpu_1_volatile_and_aggregate(h100: Path) -> N
     assert all(g["ecc"]["aggregate"]["uncorrectable"] == 0 for g in health(h100))
 
 
+def test_recovery_action_reboot_on_gpu_7_reads_in_every_format_and_a_reboot_takes_it(b300: Path) -> None:
+    """-q -x (gpu_health_readings), -q and --query-gpu all name GPU 7's "Node Reboot"; every other GPU
+    stays None; a reboot clears it, as the action itself does on a real node."""
+    gpu7 = state.present_gpus(state.load(b300))[7]["uuid"]
+    assert {g["recovery_action"] for g in health(b300)} == {"None"}
+    inject(b300, "recovery-action-reboot")
+    actions = {g["uuid"]: g["recovery_action"] for g in health(b300)}
+    assert actions[gpu7] == "Node Reboot" and {a for u, a in actions.items() if u != gpu7} == {"None"}
+    text = smi(b300, "-q", "-i", "7")
+    assert re.search(r"^    GPU Recovery Action +: Node Reboot$", text, re.M), text
+    csv = smi(b300, "--query-gpu=uuid,gpu_recovery_action", "--format=csv,noheader")
+    assert f"{gpu7}, Node Reboot" in csv.splitlines()
+    assert csv.count(", None") == len(actions) - 1
+    # the gate's and the watch's judge on the simulator's -q -x: GPU 7 alone fails, saying reboot
+    failed = [c for c in node_health.judge({"gpus": health(b300)}) if not c["ok"]]
+    assert [(c["name"], c["value"], c["limit"]) for c in failed] == [
+        (f"health.recovery_action[{gpu7}]", "Node Reboot", "None")
+    ]
+    assert "reboot it" in failed[0]["message"]
+    reboot(b300)
+    assert {g["recovery_action"] for g in health(b300)} == {"None"}
+    faults.clear(b300, "recovery-action-reboot")
+    assert {g["recovery_action"] for g in health(b300)} == {"None"}
+    inject(b300, "recovery-action-reboot")
+    faults.clear(b300, "recovery-action-reboot")
+    assert "recovery_action" not in state.present_gpus(state.load(b300))[7]
+
+
 # ------------------------------------------------------------------ NIC and firmware
 
 
@@ -425,6 +454,7 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "ecc-uncorrectable",
         "xid-79",
         "xid-94",
+        "recovery-action-reboot",
         "nic-link-flap",
         "firmware-mismatch",
         "nccl-slow",

@@ -156,6 +156,12 @@ def reason_counter_us(gpu: Gpu, name: str) -> int:
     return int(((gpu.get("thermal") or {}).get("reasons_us") or {}).get(name, 0))
 
 
+def recovery_action(gpu: Gpu) -> str:
+    """The driver's GPU Recovery Action (None, GPU Reset, Node Reboot, Drain P2P, Drain and Reset):
+    the fault recovery-action-reboot sets it; a reboot clears it (sim/boot.py)."""
+    return str(gpu.get("recovery_action") or "None")
+
+
 def performance_state(gpu: Gpu) -> str:
     # Datacenter GPUs in persistence mode stay in P0 when idle (both utku H100 captures show P0).
     return "P0"

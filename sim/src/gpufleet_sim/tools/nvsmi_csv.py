@@ -102,7 +102,7 @@ FIELDS: list[Field] = [
     Field(("accounting.mode",), "", _const("Disabled")),
     Field(("vbios_version",), "", _g("vbios_version")),
     Field(("inforom.img", "inforom.image"), "", lambda row: c.inforom_image(row.gpu)),
-    Field(("gpu_recovery_action",), "", _const("None")),
+    Field(("gpu_recovery_action",), "", lambda row: c.recovery_action(row.gpu)),
     Field(("fan.speed",), "%", _const(c.NA)),
     Field(("pstate",), "", lambda row: c.performance_state(row.gpu)),
     Field(

@@ -138,7 +138,7 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
             "GPU Virtualization Mode",
             [("Virtualization Mode", "None"), *_na("Host VGPU Mode", "vGPU Heterogeneous Mode")],
         ),
-        ("GPU Recovery Action", "None"),
+        ("GPU Recovery Action", c.recovery_action(gpu)),
         ("GSP Firmware Version", str(state["driver_version"])),
         ("IBMNPU", _na("Relaxed Ordering Mode")),
         ("PCI", _pci(gpu, domain, bus, device)),

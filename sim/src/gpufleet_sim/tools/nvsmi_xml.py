@@ -97,7 +97,7 @@ def gpu_children(state: State, index: int, gpu: c.Gpu) -> list[XNode | str]:
             "gpu_virtualization_mode",
             [("virtualization_mode", "None"), ("host_vgpu_mode", c.NA), ("vgpu_heterogeneous_mode", c.NA)],
         ),
-        ("gpu_recovery_action", "None"),
+        ("gpu_recovery_action", c.recovery_action(gpu)),
         ("gsp_firmware_version", str(state["driver_version"])),
         ("ibmnpu", _na("relaxed_ordering_mode")),
         ("pci", _pci(gpu, domain, bus, device)),
