@@ -22,13 +22,15 @@ from tests.integration.conftest import INSTANCES, node_hosts, run_on, serve_as_a
 
 # (node, fault, the check family that must name it). The hardware faults the health read sees hit
 # different GPUs (faults_health.py: PCIe GPU 3, NVLink GPU 5, row remap GPU 2, ECC GPU 1, Xid 79 GPU 6,
-# Xid 94 GPU 4), so they share a node and each is still named with its GPU; a fault only a later step
-# sees (the burn-in, the all-reduce, DCGM, the peers) has a node of its own.
+# Xid 94 GPU 4, recovery action GPU 7), so they share a node and each is still named with its GPU; a
+# fault only a later step sees (the burn-in, the all-reduce, DCGM, the peers) has a node of its own.
 FAULTED = [
     ("node02", "pcie-degraded", "health.pcie_width"),
     ("node02", "nvlink-down", "health.nvlink"),
     ("node02", "row-remap-pending", "health.row_remap_pending"),
     ("node02", "ecc-uncorrectable", "health.ecc_uncorrectable"),
+    # the driver asks for a node reboot (GPU Recovery Action), nothing in the kernel log
+    ("node02", "recovery-action-reboot", "health.recovery_action"),
     ("node03", "xid-79", "health.xid"),
     ("node03", "xid-94", "health.ecc_uncorrectable"),
     # the all-reduce's bus bandwidth below the profile's floor, nothing else visibly wrong
@@ -98,6 +100,11 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     assert (width["value"], width["limit"]) == (8, 16) and "x8 of x16" in width["message"]
     link = next(c for n, c in _failed(report["hosts"]["node02"]).items() if n.startswith("health.nvlink["))
     assert link["value"] == link["limit"] - 1 and "inactive: link 7" in link["message"]
+    node02 = state.load(gated["fleet"].root / "nodes" / "node02")
+    gpu7 = state.present_gpus(node02)[7]["uuid"]
+    action = _failed(report["hosts"]["node02"])[f"health.recovery_action[{gpu7}]"]
+    assert (action["value"], action["limit"]) == ("Node Reboot", "None")
+    assert "GPU 7" in action["message"] and "reboot it" in action["message"]
     gone = _failed(report["hosts"]["node03"])
     assert gone["health.gpu_count"]["value"] == 15 and gone["health.gpu_count"]["limit"] == 16
     xid79 = next(c for n, c in gone.items() if n.startswith("health.xid[") and c["value"] == 79)
@@ -140,6 +147,7 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.pcie_width",
         "health.pcie_gen",
         "health.row_remap_pending",
+        "health.recovery_action",
         "health.ecc_uncorrectable",
         "health.nvlink",
         "health.nccl_busbw",
@@ -175,6 +183,7 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
     [
         ("xid-94", "health.ecc_uncorrectable"),
         ("row-remap-pending", "health.row_remap_pending"),
+        ("recovery-action-reboot", "health.recovery_action"),
         ("nic-link-flap", "fabric.link_flaps"),
         # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
         ("xid-79", "health.gpu_count"),
@@ -190,6 +199,8 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
     gpus = 15 if fault == "xid-79" else 16
     assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} {gpus}' in prom
+    if fault == "recovery-action-reboot":
+        assert 'action="Node Reboot"} 1' in prom and prom.count('action="None"} 0') == 15
     if fault == "xid-94":
         xid94 = next(c for c in report["hosts"][CONTROL]["checks"] if c["name"].startswith("health.xid["))
         assert xid94["value"] == 94
