@@ -20,10 +20,10 @@ with a difference) fails naming what differs: gpufleet never changes one.
 
 A Cumulus leaf read in check mode (drift, check, the gate's read: every run but ``gpufleet switch``)
 over a local connection is read here too, in the worker, with the module's own code (module_utils
-fabric/switch_qos: validate, client, plan): the module would run in a new Python on the same
-controller, and ~70 % of its ~0.5 CPU-s went to starting that Python and compiling the AnsiballZ
-payload's sources (bench/README.md, issue 40). Nothing is written either way; a change (not check
-mode) still runs the module, on a pipe.
+fabric/switch_qos through core/role_module.py's ``outcome``, the steps of the module's ``main()``):
+the module would run in a new Python on the same controller, and ~70 % of its ~0.5 CPU-s went to
+starting that Python and compiling the AnsiballZ payload's sources (bench/README.md, issue 40).
+Nothing is written either way; a change (not check mode) still runs the module, on a pipe.
 """
 
 from __future__ import annotations
@@ -31,11 +31,36 @@ from __future__ import annotations
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.node.plugins.module_utils.core import role_module
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refusal
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import hint
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
+
+
+class _Failed(Exception):
+    """The module's code failed (``args[0]``: its result, ``failed: True``)."""
+
+
+class _Worker:
+    """What the module's code needs of its AnsibleModule, in the action's worker: check mode, the
+    task's diff, warnings kept for the result, fail_json raising :class:`_Failed` with the result."""
+
+    check_mode = True
+
+    def __init__(self, task):
+        self._task = task
+        self.warnings = []
+
+    @property
+    def _diff(self):
+        return bool(self._task.diff)
+
+    def warn(self, warning):
+        self.warnings.append(warning)
+
+    def fail_json(self, **result):
+        raise _Failed(dict(result, failed=True))
 
 
 class ActionModule(ActionBase):
@@ -63,44 +88,22 @@ class ActionModule(ActionBase):
         return result
 
     def _read_cumulus(self, result):
-        """The module's check mode, here: the same validation, one NVUE read planned, the same result
-        (revision None, the transport hint, changes, checks, reading); the password in no message."""
+        """The module's check mode, here: the module's own steps (core/role_module.py's ``outcome``) on
+        the same validated arguments, so the same result; the password in no message."""
         validation, args = self.validate_argument_spec(argument_spec=role.ARGUMENT_SPEC)
-        result.update(self._planned_cumulus(args))
-        return remove_values(result, validation._no_log_values)
-
-    def _planned_cumulus(self, args):
-        errors = role.validate(args)
-        if errors:
-            return dict(failed=True, input_error=True, msg=refusal("read or change the switch", errors))
+        worker = _Worker(self._task)
         try:
-            nvue = role.client(args, args["name"])
-        except NvueError as exc:
-            return dict(failed=True, msg=str(exc), input_error=exc.kind in ("config", "usage"))
-        planned = role.plan(nvue, args, nvue.name)
-        found = dict(revision=None, hints=[nvue.transport_hint] if nvue.transport_hint else [])
-        if planned["errors"]:
-            return dict(
-                found,
-                failed=True,
-                input_error=True,
-                msg="; ".join(planned["errors"]),
-                checks=planned["checks"],
-            )
-        found.update(
-            changed=bool(planned["changes"]),
-            changes=planned["changes"],
-            checks=planned["checks"],
-            reading=planned["reading"],
-        )
-        if self._task.diff and planned["changes"]:
-            found["diff"] = role.diff(planned["changes"], nvue.name)
-        return found
+            result.update(role_module.outcome(role, worker, args))
+        except _Failed as failed:
+            result.update(failed.args[0])
+        if worker.warnings:
+            result["warnings"] = worker.warnings
+        return remove_values(result, validation._no_log_values)
 
     def _sonic(self, result, task_vars):
         _validation, args = self.validate_argument_spec(argument_spec=role.ARGUMENT_SPEC)
         name = args["name"] or task_vars.get("inventory_hostname") or self._play_context.remote_addr
-        errors = role.validate(args)
+        errors = role.input_errors(args)
         if self._connection.transport == "local":
             errors.append(
                 f"{name} runs SONiC ({sonic_leaf.OS_SETTING}: sonic) and is read over SSH, but its "
@@ -138,13 +141,7 @@ class ActionModule(ActionBase):
         try:
             out = self._low_level_execute_command(command)
         except AnsibleConnectionFailure as exc:
-            reading = sonic_leaf.unread(name, f"{name}: SSH to the leaf failed: {exc}", "connection")
-            return {
-                "reading": reading,
-                "changes": [],
-                "errors": [],
-                "checks": [sonic_leaf.reading_check(reading)],
-            }
+            return sonic_leaf.unread_plan(name, f"{name}: SSH to the leaf failed: {exc}", "connection")
         if out["rc"] != 0:
             said = (out.get("stderr") or out.get("stdout") or "").strip()[-300:]
             why = (
@@ -152,11 +149,5 @@ class ActionModule(ActionBase):
                 if out["rc"] == 124
                 else f"exited {out['rc']:d}: {said or 'no output'}"
             )
-            reading = sonic_leaf.unread(name, f"{name}: {sonic_leaf.COMMAND} {why}", "command")
-            return {
-                "reading": reading,
-                "changes": [],
-                "errors": [],
-                "checks": [sonic_leaf.reading_check(reading)],
-            }
+            return sonic_leaf.unread_plan(name, f"{name}: {sonic_leaf.COMMAND} {why}", "command")
         return sonic_leaf.plan(out["stdout"], args, name)

@@ -161,6 +161,11 @@ changes:
 checks:
   description: C(switch.nvue[<name>]), whether the switch's NVUE API was read; C(switch.sonic[<name>]) for a
     SONiC leaf, whether its CONFIG_DB was read.
+hints:
+  description: A plain-HTTP reason given for this switch, to report.
+  returned: always
+  type: list
+  elements: str
 reading:
   description: C({name, read, error, qos, mtu}) the operational QoS tree and each front-panel port's MTU; a
     SONiC leaf's also has C(os=sonic) and C(port_qos), the ports whose QoS differs from C(qos).
@@ -177,77 +182,14 @@ revision_state:
     waiting) or C(unknown).
   returned: failure
   type: str
-hints:
-  description: A plain-HTTP reason given for this switch, to report.
-  returned: always
-  type: list
-  elements: str
 """
 
-import signal
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.node.plugins.module_utils.core import signals
-from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos as role
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError
-
-
-def _interrupted(signum):
-    """SIGTERM (how gpufleet stops a canceled run's workers) and SIGINT become KeyboardInterrupt naming
-    the signal: the client then settles the revision it made (nvue_client.apply) instead of dying
-    with it pending."""
-    return KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def main():
-    module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    refuse_bad_input(module, "read or change the switch", role.validate(module.params))
-    if module.params["os"] == "sonic":
-        # the action plugin reads a SONiC leaf itself; the module runs only for Cumulus ones
-        module.fail_json(
-            msg="%s: a SONiC leaf is read by the gpufleet.node.switch_qos action plugin over its own "
-            "connection, not by this module" % (module.params["name"] or "this leaf"),
-            input_error=True,
-        )
-    try:
-        nvue = role.client(module.params, module.params["name"])
-    except NvueError as exc:
-        module.fail_json(msg=str(exc), input_error=exc.kind in ("config", "usage"))
-    name = nvue.name
-    planned = role.plan(nvue, module.params, name)
-    result = dict(revision=None, hints=[nvue.transport_hint] if nvue.transport_hint else [])
-    if planned["errors"]:
-        module.fail_json(
-            msg="; ".join(planned["errors"]), input_error=True, checks=planned["checks"], **result
-        )
-    if not module.check_mode and planned["reading"]["read"]:
-        try:
-            with signals.unwinding((signal.SIGINT, signal.SIGTERM), _interrupted):
-                planned = role.apply(nvue, module.params, name, planned)
-        except NvueError as exc:
-            result.update(revision=exc.revision, revision_state=exc.revision_state)
-            module.fail_json(msg=str(exc), changes=planned["changes"], checks=planned["checks"], **result)
-        result["revision"] = planned["revision"]
-        if planned["left"]:
-            module.fail_json(
-                msg="%s did not keep %s after revision %s was applied"
-                % (name, ", ".join(c["setting"] for c in planned["left"]), planned["revision"]),
-                changes=planned["changes"],
-                checks=planned["checks"],
-                **result,
-            )
-    result.update(
-        changed=bool(planned["changes"]),
-        changes=planned["changes"],
-        checks=planned["checks"],
-        reading=planned["reading"],
-    )
-    if not planned["reading"]["read"] and not module.check_mode:
-        module.fail_json(msg=planned["reading"]["error"], **result)
-    if module._diff and planned["changes"]:
-        result["diff"] = role.diff(planned["changes"], name)
-    module.exit_json(**result)
+    run(role)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,14 @@ def run(role: Any) -> None:
     """Run ``role`` (a module_utils role file: ARGUMENT_SPEC, validate, plan, apply, result, diff) as
     this module: what its module's ``main()`` does."""
     module = AnsibleModule(argument_spec=role.ARGUMENT_SPEC, supports_check_mode=True)
-    params = module.params
+    module.exit_json(**outcome(role, module, module.params))
+
+
+def outcome(role: Any, module: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """The steps of :func:`run` on ``module`` (an AnsibleModule, or what stands for one: ``check_mode``,
+    ``_diff``, ``warn``, ``fail_json``) with its validated ``params``: the module's result, or its
+    failure through ``module.fail_json``. An action plugin that runs a module's code in its worker
+    (gpufleet.node.switch_qos' check-mode read) gets the module's result from here."""
     unreadable, unreadable_msg = getattr(role, "UNREADABLE", (_Never, "%s"))
     try:
         role.validate(module, params)
@@ -61,4 +68,4 @@ def run(role: Any) -> None:
             verify(module, params, planned, result)
         except unreadable as exc:
             module.fail_json(msg=unreadable_msg % exc)
-    module.exit_json(**result)
+    return result

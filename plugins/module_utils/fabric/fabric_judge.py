@@ -20,6 +20,9 @@ leaf02:swp14``) with the host's value as the limit and the switch's as the value
   RoCE queue behind the congestion it reports;
 - ``fabric.switch_mtu[...]``: the leaf port's MTU is at least the host's.
 
+:func:`leaf_read` is the verdict on a leaf's own reading (switch_qos's ``switch.nvue``, sonic_leaf's
+``switch.sonic``): was it read at all, which every link check through it needs.
+
 The switch side is NVUE's ``qos`` subtree and the port's ``interface`` subtree as Cumulus Linux
 shows them (``nv show qos``; module_utils/mgmt/nvue_client.py reads them, sim/nvue_state.py simulates
 them): ``mapping.default-global.{trust, dscp.<d>.switch-priority}``, ``pfc.default-global.
@@ -37,6 +40,19 @@ PROFILE = "default-global"
 # NVUE's trust modes that read DSCP ("l2" reads only PCP, so DSCP marks are ignored)
 _DSCP_TRUST = ("l3", "both")
 _ON = ("on", "enable", "enabled", True)
+
+
+def leaf_read(name, reading, said):
+    """The check ``name`` that a leaf's ``reading`` (``{read, kind, error}``) was read: ``said`` when it
+    was, else the reading's error, with the kind of failure as its value."""
+    return check(
+        name,
+        reading["read"],
+        "read" if reading["read"] else reading["kind"],
+        "read",
+        "",
+        said if reading["read"] else reading["error"],
+    )
 
 
 def link_label(node, ibdev, switch, port):

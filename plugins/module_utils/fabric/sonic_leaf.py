@@ -10,7 +10,7 @@ here; sonic_qos.parse_config_db reads it. gpufleet never changes a SONiC leaf: :
 patches, and a run that would change one is refused by the action plugin (:func:`refusal`).
 
 The reading has the NVUE leaves' shape (switch_qos.read), so the nodes judge a SONiC port with the
-same judge and check names (fabric_path.judge_switch_port: ``fabric.switch_dscp``, ``switch_pfc``,
+same judge and check names (fabric_judge.judge_switch_port: ``fabric.switch_dscp``, ``switch_pfc``,
 ``switch_ecn``, ``cnp_priority``, ``switch_mtu``). SONiC's objects in NVUE's words, per port
 (SONiC's convention that lossless TC n is PFC priority n, sonic_qos.tc_has_pfc):
 
@@ -37,8 +37,9 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change, check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_qos
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_judge import leaf_read
 
 COMMAND = "sonic-cfggen -d --print-data"
 # The inventory setting that says a leaf's OS, and the OSes gpufleet reads.
@@ -62,7 +63,7 @@ def _sorted_ports(names):
 
 
 def port_view(qos, port):
-    """One SONiC port's QoS as the NVUE ``qos`` subtree fabric_path judges (see the module doc)."""
+    """One SONiC port's QoS as the NVUE ``qos`` subtree fabric_judge judges (see the module doc)."""
     entry = qos["ports"][port]
     dscp_map = entry["dscp_to_tc"] if entry["dscp_to_tc_map"] is not None else None
     tc_queue = entry["tc_to_queue"] or {}
@@ -140,14 +141,24 @@ def unread(name, error, kind):
 
 def reading_check(reading):
     """``switch.sonic[<name>]``: the leaf's CONFIG_DB was read (what every link check needs)."""
-    return check(
-        "switch.sonic[%s]" % reading["name"],
-        reading["read"],
-        "read" if reading["read"] else reading["kind"],
-        "read",
-        "",
-        "%s: SONiC CONFIG_DB read (%s)" % (reading["name"], COMMAND) if reading["read"] else reading["error"],
-    )
+    said = "%s: SONiC CONFIG_DB read (%s)" % (reading["name"], COMMAND)
+    return leaf_read("switch.sonic[%s]" % reading["name"], reading, said)
+
+
+def planned(reading):
+    """:func:`plan`'s answer around ``reading``, before the leaf's drift is compared."""
+    return {
+        "reading": reading,
+        "changes": [],
+        "patches": {},
+        "errors": [],
+        "checks": [reading_check(reading)],
+    }
+
+
+def unread_plan(name, error, kind):
+    """:func:`plan`'s answer for a leaf that could not be read (no answer, an error, unreadable text)."""
+    return planned(unread(name, error, kind))
 
 
 def _pfc_text(priorities):
@@ -167,42 +178,13 @@ def _port_changes(qos, port, params, seen):
             out.append(change(setting, before, after))
 
     if "dscp_map" in manage:
-        wanted = (
-            (params["roce_dscp"], params["roce_priority"]),
-            (params["cnp_dscp"], params["cnp_priority"]),
-        )
-        if entry["dscp_to_tc"] is None:
-            add(
-                "PORT_QOS_MAP|%s dscp_to_tc_map" % port,
-                entry["dscp_to_tc_map"],
-                "a DSCP_TO_TC_MAP with %s" % ", ".join("%d -> TC %d" % pair for pair in wanted),
-            )
-        else:
-            for dscp, tc in wanted:
-                if entry["dscp_to_tc"].get(dscp) != tc:
-                    add(
-                        "DSCP_TO_TC_MAP|%s %d" % (entry["dscp_to_tc_map"], dscp),
-                        entry["dscp_to_tc"].get(dscp),
-                        tc,
-                    )
+        dscps = ((params["roce_dscp"], params["roce_priority"]), (params["cnp_dscp"], params["cnp_priority"]))
+        _map_changes(add, port, entry, "dscp_to_tc", dscps, "%d -> TC %d")
         queues = (
             (params["roce_priority"], params["roce_traffic_class"]),
             (params["cnp_priority"], params["cnp_traffic_class"]),
         )
-        if entry["tc_to_queue"] is None:
-            add(
-                "PORT_QOS_MAP|%s tc_to_queue_map" % port,
-                entry["tc_to_queue_map"],
-                "a TC_TO_QUEUE_MAP with %s" % ", ".join("TC %d -> queue %d" % pair for pair in queues),
-            )
-        else:
-            for tc, queue in queues:
-                if entry["tc_to_queue"].get(tc) != queue:
-                    add(
-                        "TC_TO_QUEUE_MAP|%s %d" % (entry["tc_to_queue_map"], tc),
-                        entry["tc_to_queue"].get(tc),
-                        queue,
-                    )
+        _map_changes(add, port, entry, "tc_to_queue", queues, "TC %d -> queue %d")
     if "pfc" in manage and params["roce_priority"] not in entry["pfc_enable"]:
         add(
             "PORT_QOS_MAP|%s pfc_enable" % port,
@@ -222,19 +204,32 @@ def _port_changes(qos, port, params, seen):
     return out
 
 
+def _map_changes(add, port, entry, kind, wanted, pair):
+    """What differs from ``wanted`` (``(key, value)`` pairs, each shown as ``pair``) in the port's
+    ``kind`` map (``dscp_to_tc``: DSCP_TO_TC_MAP, ``tc_to_queue``: TC_TO_QUEUE_MAP); a port bound to
+    none is named on PORT_QOS_MAP."""
+    table, values = kind.upper() + "_MAP", entry[kind]
+    if values is None:
+        described = "a %s with %s" % (table, ", ".join(pair % p for p in wanted))
+        add("PORT_QOS_MAP|%s %s_map" % (port, kind), entry[kind + "_map"], described)
+        return
+    for key, value in wanted:
+        if values.get(key) != value:
+            add("%s|%s %d" % (table, entry[kind + "_map"], key), values.get(key), value)
+
+
 def plan(text, params, name):
-    """CONFIG_DB text -> ``{reading, changes, patches, checks, errors}`` (switch_qos.plan's shape):
+    """CONFIG_DB text -> ``{reading, changes, patches, checks, errors}`` (what the action plugin returns):
     the changes are what an operator would set in CONFIG_DB for the profile (gpufleet sets none),
     ``errors`` a port in ``ports`` the leaf does not have. Text SONiC would not have printed gives
     an unread leaf (a failed ``switch.sonic`` check), as an unreachable one does."""
-    result = {"changes": [], "patches": {}, "errors": []}
     try:
         qos = sonic_qos.parse_config_db(text)
     except sonic_qos.ParseError as exc:
-        reading = unread(name, "%s: %s printed what gpufleet cannot read: %s" % (name, COMMAND, exc), "parse")
-        return dict(result, reading=reading, checks=[reading_check(reading)])
-    reading = reading_of(qos, name)
-    result.update(reading=reading, checks=[reading_check(reading)])
+        return unread_plan(
+            name, "%s: %s printed what gpufleet cannot read: %s" % (name, COMMAND, exc), "parse"
+        )
+    result = planned(reading_of(qos, name))
     known = {}
     for port in qos["ports"]:
         for known_as in _names(qos, port):

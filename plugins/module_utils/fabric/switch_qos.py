@@ -16,11 +16,13 @@ user guide; ``default-global`` is the profile every port uses unless given anoth
 - ``qos/congestion-control/default-global/traffic-class/<tc>/ecn`` ``enable``;
 - ``interface/<swp>/link/mtu``.
 
-``plan`` reads the applied configuration once (module_utils/mgmt/nvue_client.py caches a subtree per
-run) and returns ``{changes, patches, reading}``; ``reading`` is what the nodes' fabric role
-judges each link against (the operational ``qos`` tree and each port's MTU), so a switch is read
-once per run however many host ports are cabled to it. ``apply`` sends the patches through one
-NVUE revision (create, patch, apply) and reads the switch again.
+The role interface of core/role_plan.py (plugins/modules/switch_qos.py is core/role_module.py's
+``run`` over this file): ``plan`` reads the applied configuration once (module_utils/mgmt/nvue_client.py
+caches a subtree per run) and returns a Plan (the changes; its state: the NVUE client, the ``patches``
+and the ``reading``); ``reading`` is what the nodes' fabric role judges each link against (the
+operational ``qos`` tree and each port's MTU), so a switch is read once per run however many host
+ports are cabled to it. ``apply`` sends the patches through one NVUE revision (create, patch, apply)
+and reads the switch again.
 
 A leaf whose inventory says ``gpufleet_switch_os: sonic`` is read, never changed, by
 module_utils/fabric/sonic_leaf.py (the action plugin reads its CONFIG_DB over SSH); ``os`` and its
@@ -31,7 +33,12 @@ Runs on the controller (the switches' management network); stdlib and ansible.mo
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+import signal
+
+from ansible_collections.gpufleet.node.plugins.module_utils.core import signals
+from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
+from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import Plan
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric_judge import leaf_read
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.sonic_leaf import os_errors
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.nvue_client import NvueError, client_for
 
@@ -72,7 +79,7 @@ _RANGES = {
 }
 
 
-def validate(params):
+def input_errors(params):
     """The errors of ``params`` (each naming the option and the allowed range); [] when good."""
     errors = os_errors(params["os"])
     if params["os"] == "cumulus":
@@ -92,6 +99,18 @@ def validate(params):
             % params["cnp_priority"]
         )
     return errors
+
+
+def validate(node, params):
+    """Refuses bad ``params`` (:func:`input_errors`) and a SONiC leaf, which the action plugin reads."""
+    refuse_bad_input(node, "read or change the switch", input_errors(params))
+    if params["os"] == "sonic":
+        # the action plugin reads a SONiC leaf itself; the module runs only for Cumulus ones
+        node.fail_json(
+            msg="%s: a SONiC leaf is read by the gpufleet.node.switch_qos action plugin over its own "
+            "connection, not by this module" % (params["name"] or "this leaf"),
+            input_error=True,
+        )
 
 
 def client(params, name):
@@ -193,14 +212,7 @@ def read(nvue, name):
 
 def reading_check(reading):
     """``switch.nvue[<name>]``: the switch answered its NVUE API (what every link check needs)."""
-    return check(
-        "switch.nvue[%s]" % reading["name"],
-        reading["read"],
-        "read" if reading["read"] else reading["kind"],
-        "read",
-        "",
-        "%s: NVUE API read" % reading["name"] if reading["read"] else reading["error"],
-    )
+    return leaf_read("switch.nvue[%s]" % reading["name"], reading, "%s: NVUE API read" % reading["name"])
 
 
 def unknown_ports(params, interfaces, name):
@@ -217,52 +229,105 @@ def unknown_ports(params, interfaces, name):
     ]
 
 
-def plan(nvue, params, name):
+def plan(node, params):
     """Read the switch once, compare the profile with its applied configuration; writes nothing.
 
-    Returns ``{reading, changes, patches, checks, errors}``; a switch that cannot be read has no
-    changes and a failed ``switch.nvue`` check; ``errors`` are input errors found against what
-    was read (a port the switch does not have), and with them nothing is planned."""
-    reading = read(nvue, name)
-    result = {
-        "reading": reading,
-        "changes": [],
-        "patches": {},
-        "checks": [reading_check(reading)],
-        "errors": [],
-    }
-    if not reading["read"]:
-        return result
+    A switch that cannot be read has no changes and a failed ``switch.nvue`` check; a port in
+    ``ports`` the switch does not have is an input error found against what was read, and fails the
+    module before anything is planned."""
     try:
-        interfaces = nvue.read_interfaces("applied")
-        result["errors"] = unknown_ports(params, interfaces, name)
-        if result["errors"]:
-            return result
-        ports = params["ports"] or _front_panel(interfaces)
-        wanted = patches(params, ports)
-        result["changes"] = nvue.plan(wanted)
+        nvue = client(params, params["name"])
     except NvueError as exc:
-        reading.update(read=False, error=str(exc), kind=exc.kind)
-        result["checks"] = [reading_check(reading)]
-        return result
-    result["patches"] = wanted
-    return result
+        node.fail_json(msg=str(exc), input_error=exc.kind in ("config", "usage"))
+    planned = _compare(nvue, params, [nvue.transport_hint] if nvue.transport_hint else [])
+    if planned.state["errors"]:
+        node.fail_json(
+            msg="; ".join(planned.state["errors"]),
+            input_error=True,
+            checks=planned.checks,
+            revision=None,
+            hints=planned.hints,
+        )
+    return planned
 
 
-def diff(changes, name):
-    """Ansible's diff of ``changes`` (each setting from, then to), headed by the switch's name."""
-    before = "".join("%s: %s\n" % (c["setting"], c["from"]) for c in changes)
-    after = "".join("%s: %s\n" % (c["setting"], c["to"]) for c in changes)
+def _compare(nvue, params, hints):
+    """The Plan of the switch as read now: state ``nvue``, ``reading``, ``patches``, ``errors`` (a port
+    the switch does not have), ``revision`` (None: nothing applied)."""
+    reading = read(nvue, nvue.name)
+    state = dict(nvue=nvue, reading=reading, patches={}, errors=[], revision=None)
+    changes = []
+    if reading["read"]:
+        try:
+            interfaces = nvue.read_interfaces("applied")
+            state["errors"] = unknown_ports(params, interfaces, nvue.name)
+            if not state["errors"]:
+                wanted = patches(params, params["ports"] or _front_panel(interfaces))
+                changes = nvue.plan(wanted)
+                state["patches"] = wanted
+        except NvueError as exc:
+            reading.update(read=False, error=str(exc), kind=exc.kind)
+    return Plan(changes, [reading_check(reading)], hints, reboot_required=None, **state)
+
+
+def _interrupted(signum):
+    """SIGTERM (how gpufleet stops a canceled run's workers) and SIGINT become KeyboardInterrupt naming
+    the signal: the client then settles the revision it made (nvue_client.apply) instead of dying
+    with it pending."""
+    return KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def apply(node, params, planned):
+    """Apply what differs through one revision, then read the switch again: the Plan of the changes
+    made, the revision and the switch as read after it. Fails the module on a switch that was not read
+    (before or after), a revision NVUE refused, and a value the switch did not keep."""
+    done = _applied(node, params, planned) if planned.state["reading"]["read"] else planned
+    if not done.state["reading"]["read"]:
+        node.fail_json(
+            msg=done.state["reading"]["error"], **dict(done.result(), **result(node, params, done))
+        )
+    return done
+
+
+def _applied(node, params, planned):
+    if not planned.changes:
+        return planned
+    nvue = planned.state["nvue"]
+    returned = dict(changes=planned.changes, checks=planned.checks, hints=planned.hints)
+    try:
+        with signals.unwinding((signal.SIGINT, signal.SIGTERM), _interrupted):
+            outcome = nvue.apply(planned.state["patches"])
+            nvue.forget()
+            after = _compare(nvue, params, planned.hints)
+    except NvueError as exc:
+        node.fail_json(msg=str(exc), revision=exc.revision, revision_state=exc.revision_state, **returned)
+    done = Plan(
+        outcome["changes"],
+        after.checks,
+        planned.hints,
+        reboot_required=None,
+        **dict(after.state, revision=outcome["revision"], left=after.changes),
+    )
+    if after.changes:
+        node.fail_json(
+            msg="%s did not keep %s after revision %s was applied"
+            % (nvue.name, ", ".join(c["setting"] for c in after.changes), outcome["revision"]),
+            revision=outcome["revision"],
+            **dict(returned, changes=done.changes, checks=done.checks),
+        )
+    return done
+
+
+def result(node, params, planned):
+    """The module's own return values: the revision applied (None when none) and the reading."""
+    return dict(revision=planned.state["revision"], reading=planned.state["reading"])
+
+
+def diff(node, params, planned):
+    """Ansible's diff of the changes (each setting from, then to), headed by the switch's name."""
+    if not planned.changes:
+        return None
+    name = planned.state["nvue"].name
+    before = "".join("%s: %s\n" % (c["setting"], c["from"]) for c in planned.changes)
+    after = "".join("%s: %s\n" % (c["setting"], c["to"]) for c in planned.changes)
     return dict(before=before, after=after, before_header=name, after_header=name)
-
-
-def apply(nvue, params, name, planned):
-    """Apply what differs through one revision, then read the switch again: returns the new plan
-    with the changes made, the revision, and ``left`` (what still differs: the switch did not
-    take a value)."""
-    if not planned["changes"]:
-        return dict(planned, revision=None, left=[])
-    outcome = nvue.apply(planned["patches"])
-    nvue.forget()
-    after = plan(nvue, params, name)
-    return dict(after, changes=outcome["changes"], revision=outcome["revision"], left=after["changes"])

@@ -153,3 +153,15 @@ def test_the_action_refuses_bad_inputs_as_the_module_does(leaf: Leaf) -> None:
     by_module = run_module(switch_qos.main, args, check_mode=True).result
     assert _read_in_the_worker(args) == by_module
     assert by_module["input_error"] is True and "roce_dscp" in by_module["msg"]
+
+
+def test_a_leaf_that_cannot_be_read_fails_a_change_with_what_was_read(leaf: Leaf) -> None:
+    """Check mode reads an unreachable leaf as unread (the nodes name it); a run to change it fails with
+    the reading's error and the whole result, nothing applied."""
+    args = leaf.args(address="127.0.0.1:1", timeout=2)
+    checked = run_module(switch_qos.main, args, check_mode=True).result
+    assert not checked.get("failed") and checked["reading"]["read"] is False
+    run = run_module(switch_qos.main, args).result
+    assert run["failed"] and run["msg"] == checked["reading"]["error"]
+    assert {k: v for k, v in run.items() if k not in ("failed", "msg")} == checked
+    assert run["revision"] is None and run["changes"] == [] and not run["checks"][0]["ok"]

@@ -5,24 +5,43 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.core import role_module
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import change, check
 from ansible_collections.gpufleet.node.plugins.module_utils.core.role_plan import FailedChecks, Plan
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import switch_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drift
 
-ROLES = sorted(drift.ROLES)
+# the six roles drift plans on a node, and switch_qos (a leaf's, on the controller: drift reads it
+# through its action plugin)
+ROLE_FILES = {**drift.ROLES, "switch_qos": switch_qos}
+ROLES = sorted(ROLE_FILES)
+MODULES = Path(__file__).resolve().parents[4] / "plugins" / "modules"
 INTERFACE = ("validate", "plan", "apply", "result", "diff")
 
 
 def test_the_roles_are_the_six_drift_plans() -> None:
-    assert ROLES == ["fabric", "gpu_pinning", "gpu_power", "nccl_topology", "rdma_link", "rdma_qos"]
+    assert sorted(drift.ROLES) == [
+        "fabric",
+        "gpu_pinning",
+        "gpu_power",
+        "nccl_topology",
+        "rdma_link",
+        "rdma_qos",
+    ]
+
+
+def test_every_module_run_by_the_skeleton_is_a_role_here() -> None:
+    skeleton = "from ansible_collections.gpufleet.node.plugins.module_utils.core.role_module import run"
+    run_by_it = sorted(p.stem for p in MODULES.glob("*.py") if skeleton in p.read_text(encoding="utf-8"))
+    assert run_by_it == ROLES
 
 
 @pytest.mark.parametrize("name", ROLES)
 def test_every_role_has_the_interface(name: str) -> None:
-    role = drift.ROLES[name]
+    role = ROLE_FILES[name]
     assert isinstance(role.ARGUMENT_SPEC, dict) and role.ARGUMENT_SPEC
     for function in INTERFACE:
         params = list(inspect.signature(getattr(role, function)).parameters)
@@ -36,7 +55,7 @@ def test_every_role_has_the_interface(name: str) -> None:
 def test_every_role_module_main_is_the_skeleton(name: str) -> None:
     """plugins/modules/<role>.py: its documentation, then main() = run(role) and nothing else."""
     module = importlib.import_module("ansible_collections.gpufleet.node.plugins.modules." + name)
-    assert module.role is drift.ROLES[name]
+    assert module.role is ROLE_FILES[name]
     assert module.run is role_module.run
     body = inspect.getsource(module.main).strip().splitlines()
     assert body == ["def main():", "    run(role)"]

@@ -191,11 +191,11 @@ def test_a_port_the_leaf_lacks_is_an_input_error_its_alias_is_not() -> None:
 
 def test_the_os_setting_is_refused_naming_it_and_the_allowed_values() -> None:
     params = dict(PARAMS, os="junos", name="leaf01", timeout=10, address=None, username=None, password=None)
-    (error,) = switch_qos.validate(params)
+    (error,) = switch_qos.input_errors(params)
     assert error.startswith("os (gpufleet_switch_os) is 'junos'; allowed: cumulus, sonic")
-    assert switch_qos.validate(dict(params, os="sonic")) == []
+    assert switch_qos.input_errors(dict(params, os="sonic")) == []
     # a Cumulus leaf still needs its NVUE address and account, named by their inventory settings
-    assert switch_qos.validate(dict(params, os="cumulus")) == [
+    assert switch_qos.input_errors(dict(params, os="cumulus")) == [
         "address (gpufleet_switch_address) is required for a Cumulus leaf (NVUE's REST API)",
         "username (gpufleet_switch_username) is required for a Cumulus leaf (NVUE's REST API)",
         "password (gpufleet_switch_password) is required for a Cumulus leaf (NVUE's REST API)",
