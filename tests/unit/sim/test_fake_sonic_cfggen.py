@@ -11,22 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf, switch_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric import judge_switch_port
 from gpufleet_sim import faults_switch, nvue, nvue_state, sonic
 
 HOST = {"roce_dscp": 26, "cnp_dscp": 48, "priority": 3, "mtu": 4200}
-PARAMS: dict[str, Any] = {
-    "manage": ["trust", "dscp_map", "pfc", "ecn", "mtu"],
-    "roce_dscp": 26,
-    "cnp_dscp": 48,
-    "roce_priority": 3,
-    "cnp_priority": 6,
-    "roce_traffic_class": 3,
-    "cnp_traffic_class": 6,
-    "mtu": 9216,
-    "ports": [],
-}
+# the module's defaults (the lossless RoCE profile), as the action plugin hands them to sonic_leaf.plan
+PARAMS: dict[str, Any] = ArgumentSpecValidator(switch_qos.ARGUMENT_SPEC).validate({}).validated_parameters
 FAULT_CHECKS = {
     "switch-pfc-off": "fabric.switch_pfc",
     "switch-ecn-off": "fabric.switch_ecn",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric import sonic_leaf, switch_qos
 from ansible_collections.gpufleet.node.plugins.module_utils.fabric.fabric import judge_switch_port
 
@@ -17,17 +18,8 @@ AZURE = "sonic-utilities-config-qos-AZURE-maps-SUBSET.json"
 PORT_QOS = "sonic-utilities-config_db-PORT_QOS_MAP.json"
 MOCK = "sonic-utilities-mock-config_db-qos-SUBSET.json"
 HOST = {"roce_dscp": 26, "cnp_dscp": 48, "priority": 3, "mtu": 4200}
-PARAMS: dict[str, Any] = {
-    "manage": list(switch_qos.SETTINGS),
-    "roce_dscp": 26,
-    "cnp_dscp": 48,
-    "roce_priority": 3,
-    "cnp_priority": 6,
-    "roce_traffic_class": 3,
-    "cnp_traffic_class": 6,
-    "mtu": 9216,
-    "ports": [],
-}
+# the module's defaults (the lossless RoCE profile), as the action plugin hands them to sonic_leaf.plan
+PARAMS: dict[str, Any] = ArgumentSpecValidator(switch_qos.ARGUMENT_SPEC).validate({}).validated_parameters
 
 
 def _read(name: str) -> str:
