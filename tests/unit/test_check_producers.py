@@ -80,6 +80,7 @@ PRODUCERS = {
     "health.pcie_width[]": "plugins/module_utils/node/node_health.py:pcie_checks",
     "health.row_remap_failure[]": "plugins/module_utils/node/node_health.py:memory_checks",
     "health.row_remap_pending[]": "plugins/module_utils/node/node_health.py:memory_checks",
+    "health.pcie_replays[]": "plugins/module_utils/node/node_health.py:pcie_replay_checks",
     "health.recovery_action[]": "plugins/module_utils/node/node_health.py:recovery_action_checks",
     "health.xid[]": "plugins/module_utils/node/node_health.py:xid_checks",
     "nccl_topology.file": "plugins/modules/nccl_topology_check.py:checks_for",

@@ -22,6 +22,9 @@ Checks, one name per condition (results.check), per GPU by UUID:
   inactive fails when the profile expects NVLink);
 - ``health.recovery_action[<uuid>]``: the GPU Recovery Action the driver reports (``-q -x``
   gpu_recovery_action): None passes, any other fails naming what NVIDIA says to do;
+- ``health.pcie_replays[<uuid>]`` (the burn-in and the watch): the rise of the GPU's PCIe replay
+  counter (-q -x replay_counter) between the load's start and end, or the watch window's, against
+  DCGM's limit of 8 a minute (a window under a minute is allowed a minute's worth);
 - ``health.xid[<bus id>]``: Xid events in the kernel log, per GPU, blocking or warning as
   xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means;
 - ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
@@ -41,6 +44,7 @@ Pure judgement plus a small reader (:func:`read`); runs on the managed node (Pyt
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -70,6 +74,7 @@ FAMILIES = (
     "health.xid",
     "health.dcgm_diag",
     "health.recovery_action",
+    "health.pcie_replays",
 )
 
 DEFAULT_LIMITS: dict[str, int | None] = {
@@ -160,6 +165,14 @@ def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: 
     return {"gpus": gpus, "links": links, "xids": xids, "versions": found_versions}
 
 
+def read_gpus(run_command: RunCommand, smi: str) -> list[dict[str, Any]]:
+    """One ``nvidia-smi -q -x`` health reading of every GPU (gpu_health_readings). Raises ReadError."""
+    try:
+        return gpu_health_readings.parse_health_xml(_run(run_command, [smi, "-q", "-x"], "nvidia-smi -q -x"))
+    except nvidia_smi.ParseError as exc:
+        raise ReadError(str(exc)) from exc
+
+
 def read_xids(run_command: RunCommand, dmesg: str) -> list[dict[str, Any]]:
     """The Xid events of the kernel log (xid.parse_kernel_log). Raises ReadError naming the tool."""
     try:
@@ -210,14 +223,22 @@ class AfterLoad:
         self.run_command, self.smi, self.dmesg = run_command, smi, dmesg
         self.options, self.check_name, self.during = options, check_name, during
         self.before: list[dict[str, Any]] | None = None
+        self.gpus_before: list[dict[str, Any]] | None = None
         self.readings: dict[str, Any] | None = None
         self.error: str | None = None
+        self.started = self.seconds = 0.0
 
     def start(self) -> None:
         try:
             self.before = read_xids(self.run_command, self.dmesg)
         except ReadError as exc:
             self.error = "the kernel log could not be read when the load started: %s" % exc
+            return
+        try:
+            self.gpus_before = read_gpus(self.run_command, self.smi)
+        except ReadError as exc:
+            self.error = "the GPUs' PCIe replay counters could not be read when the load started: %s" % exc
+        self.started = time.monotonic()
 
     def stop(self) -> None:
         if self.error is not None:
@@ -229,19 +250,22 @@ class AfterLoad:
             return
         readings["xids"] = xids_since(self.before or [], readings["xids"] or [])
         self.readings = readings
+        self.seconds = round(time.monotonic() - self.started, 1)
 
     def checks(self) -> list[dict[str, Any]]:
         if self.readings is None:
             why = self.error or "the node's health was not read when the load ended"
             return [check(self.check_name, False, why, None, "", "%s (fail closed)" % why)]
         o = self.options
-        return judge(
+        found = judge(
             self.readings,
             o.get("expected_gpu_count"),
             {key: o.get(key, default) for key, default in DEFAULT_LIMITS.items()},
             o.get("turned_off"),
             xids_since_text=self.during,
         )
+        replays = pcie_replay_checks(self.gpus_before or [], self.readings["gpus"], self.seconds, self.during)
+        return found + turned_off(replays, o.get("turned_off") or {})
 
     def summary(self) -> dict[str, Any] | None:
         """What was read when the load ended (fact()'s shape, its ``xids`` those logged during the
@@ -533,6 +557,56 @@ def gpu_count_check(gpus: list[dict[str, Any]], expected: int | None) -> dict[st
         "nvidia-smi lists %d GPUs%s" % (found, "" if expected is None else ", the profile %d" % expected)
         + ("" if ok else ": a GPU fell off the bus or was not seated (see health.xid, Xid 79); reseat it"),
     )
+
+
+# DCGM's PCIe health watch warns above 8 replays a minute, "the maximum recommended by RM"
+# (DCGM_LIMIT_MAX_PCIREPLAY_RATE, NVIDIA/DCGM's dcgm_gpu_hardware_limits.h). A window shorter than a
+# minute is allowed one minute's worth, so a short watch does not fail on a single replay.
+MAX_PCIE_REPLAYS_PER_MINUTE = 8
+
+
+def pcie_replay_checks(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    seconds: float,
+    during: str,
+    max_per_minute: int = MAX_PCIE_REPLAYS_PER_MINUTE,
+) -> list[dict[str, Any]]:
+    """``health.pcie_replays[<uuid>]``: per GPU in both readings, how far its PCIe replay counter rose
+    between them (``seconds`` apart; a counter that went down, a GPU reset, counts from 0)."""
+    first = {g["uuid"]: (g.get("pcie") or {}).get("replay_counter") for g in before}
+    allowed = int(max_per_minute * max(seconds / 60.0, 1.0))
+    out = []
+    for gpu in after:
+        start, end = first.get(gpu["uuid"]), (gpu.get("pcie") or {}).get("replay_counter")
+        if start is None or end is None:
+            continue
+        rise = end - start if end >= start else end
+        ok = rise <= allowed
+        out.append(
+            check(
+                "health.pcie_replays[%s]" % gpu["uuid"],
+                ok,
+                rise,
+                allowed,
+                "replays",
+                "%s (%s) PCIe link replayed %d packets %s (%g s), limit %d (%d a minute, DCGM's PCIe watch)%s"
+                % (
+                    gpu["uuid"],
+                    gpu.get("pci_bus_id"),
+                    rise,
+                    during,
+                    seconds,
+                    allowed,
+                    max_per_minute,
+                    ""
+                    if ok
+                    else ": the link is resending corrupted packets; usually a GPU or riser not fully "
+                    "seated, a damaged slot or cable: reseat it and check the slot, then run the gate again",
+                ),
+            )
+        )
+    return out
 
 
 def pcie_checks(gpu: Mapping[str, Any], under_load: bool = False) -> list[dict[str, Any]]:

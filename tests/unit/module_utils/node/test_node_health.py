@@ -140,6 +140,34 @@ def test_a_gpu_without_a_recovery_action_is_not_judged_on_it() -> None:
     assert not [n for n in checks if n.startswith("health.recovery_action[")]
 
 
+def test_pcie_replays_rising_on_the_real_h200_fail_above_8_a_minute() -> None:
+    """The real H200's replay_counter (0) read again with the counter edited up: 8 in a 30 s window
+    pass (a minute's worth), 9 fail; over 2 minutes the limit is 16, so 17 fail; a counter that went
+    down (a GPU reset) counts from 0; a GPU not read at the start is not judged."""
+    before = readings()["gpus"]
+
+    def after(count: int) -> list[dict[str, Any]]:
+        return readings(**{"<replay_counter>0<": f"<replay_counter>{count}<"})["gpus"]
+
+    (ok,) = node_health.pcie_replay_checks(before, after(8), 30.0, "during the burn-in")
+    assert (ok["name"], ok["ok"], ok["value"], ok["limit"], ok["unit"]) == (
+        f"health.pcie_replays[{H200}]",
+        True,
+        8,
+        8,
+        "replays",
+    )
+    (bad,) = node_health.pcie_replay_checks(before, after(9), 30.0, "during the burn-in")
+    assert (bad["ok"], bad["value"], bad["limit"]) == (False, 9, 8)
+    assert "replayed 9 packets during the burn-in (30 s), limit 8" in bad["message"]
+    assert "reseat it" in bad["message"]
+    (longer,) = node_health.pcie_replay_checks(before, after(17), 120.0, "during the burn-in")
+    assert (longer["ok"], longer["value"], longer["limit"]) == (False, 17, 16)
+    (reset,) = node_health.pcie_replay_checks(after(50), after(3), 30.0, "during the burn-in")
+    assert (reset["ok"], reset["value"]) == (True, 3)
+    assert node_health.pcie_replay_checks([], after(50), 30.0, "during the burn-in") == []
+
+
 def test_a_gpu_missing_from_the_profile_fails_the_count() -> None:
     count = by_name(node_health.judge(readings(), expected_gpu_count=8))["health.gpu_count"]
     assert (count["ok"], count["value"], count["limit"]) == (False, 1, 8)
