@@ -18,7 +18,8 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
 - the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
   each link's state, rate and flaps, each port's share of the traffic);
 - the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
-  uncorrectable ECC, NVLink links, Xid events since boot;
+  uncorrectable ECC, NVLink links, the GPU Recovery Action, Xid events since boot, and each GPU's PCIe
+  replays over the window (-q -x read when it opens and when it closes);
 - each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
   queries served in between, as the gate judges it, and what the instance served).
 
@@ -396,20 +397,41 @@ class Watch:
         if not errors:
             self._sample(samples, errors, reads)
 
-    def _health(self):
-        """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
-        the bus, a row remap pending, uncorrectable ECC, an NVLink link down, Xid events since boot."""
-        h = self.health
+    def _health_start(self):
+        """The GPUs' -q -x reading when the window opens (their PCIe replay counters), or the error."""
         try:
+            return node_health.read_gpus(self.run_command, self.smi), None
+        except node_health.ReadError as exc:
+            return None, str(exc)
+
+    def _health(self, before=None, seconds=0.0):
+        """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
+        the bus, a row remap pending, uncorrectable ECC, an NVLink link down, a recovery action, Xid
+        events since boot, PCIe replays over the window (``before``: _health_start's; None: not read,
+        replays not judged)."""
+        h = self.health
+        gpus_before, start_error = before or ([], None)
+        try:
+            if start_error is not None:
+                raise node_health.ReadError("when the window opened: %s" % start_error)
             readings = node_health.read(self.run_command, self.smi, h.get("dmesg"), h.get("nvlink", True))
         except node_health.ReadError as exc:
             why = "the node's health could not be read: %s (fail closed)" % exc
             return [check("watch.health", False, str(exc), None, "", why)], None
         found = node_health.judge(readings, h.get("expected_gpu_count"), h.get("limits"), h.get("turned_off"))
-        return found, node_health.fact(readings)
+        replays = node_health.pcie_replay_checks(
+            gpus_before, readings["gpus"], seconds, "during the watch window"
+        )
+        found.extend(node_health.turned_off(replays, h.get("turned_off") or {}))
+        fact = node_health.fact(readings)
+        rises = {c["name"]: c["value"] for c in replays}
+        for gpu in fact["gpus"]:
+            gpu["pcie_replays_window"] = rises.get("health.pcie_replays[%s]" % gpu["uuid"])
+        return found, fact
 
     def run(self):
         samples, errors, reads = [], [], []
+        health_before = self._health_start() if self.health is not None else None
         started = self.clock()
         self._sample(samples, errors, reads)
         self.roce.start()
@@ -447,7 +469,7 @@ class Watch:
             fact["gpus"] = [gpu_fact(g) for g in gpus]
         checks.extend(self.roce.checks())
         if self.health is not None:
-            found, fact["health"] = self._health()
+            found, fact["health"] = self._health(health_before, seconds)
             checks.extend(found)
         for instance in self.instances:
             found, entry = instance.stop(seconds)

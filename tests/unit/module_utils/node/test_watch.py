@@ -15,6 +15,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import LOAD_LIMITS
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm import vllm_metrics
 
+from tests.unit.mutations import read_capture
+
 H100_LOAD = "nvidia-smi-csv/utku-h100-80gb-hbm3-590.48.01-load-query-gpu.csv"
 H200_LOAD = "nvidia-smi-csv/utku-h200-590.48.01-load-query-gpu.csv"
 RH = "vllm-metrics/rh-workshop-llama-vllm-single-metrics-grep-vllm-head40.prom"
@@ -318,3 +320,33 @@ def test_sample_gap_is_the_largest_span_from_a_read_s_start_to_the_next_one_s_en
     assert watch.sample_gap([(0.0, 0.1), (1.0, 1.1), (2.0, 3.5)]) == 3.5 - 1.0
     assert watch.sample_gap([(0.0, 0.1)]) is None
     assert watch.gap_check([(0.0, 0.1)], 5.0)["ok"] is False
+
+
+def test_pcie_replays_rising_over_the_window_are_named_and_published() -> None:
+    """The real H200's -q -x read when the window opens (replay_counter 0) and when it closes (40):
+    40 replays in 5 s, above a minute's worth (8), fail naming the GPU; the fact carries the rise."""
+    first = read_capture("h200-device/nvidia-smi-q-x-idle.xml")
+    assert "<replay_counter>0<" in first
+    reads = [first, first.replace("<replay_counter>0<", "<replay_counter>40<")]
+
+    def run_command(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        assert argv == ["nvidia-smi", "-q", "-x"], argv
+        return 0, reads.pop(0), ""
+
+    w = watch.Watch(run_command, "nvidia-smi", 5.0, {}, [], [], health={"nvlink": False})
+    found, fact = w._health(w._health_start(), 5.0)
+    uuid = "GPU-2e6e9300-13a8-2712-b2c8-503aade81b40"
+    replays = next(c for c in found if c["name"] == f"health.pcie_replays[{uuid}]")
+    assert (replays["ok"], replays["value"], replays["limit"]) == (False, 40, 8)
+    assert "during the watch window (5 s)" in replays["message"]
+    assert fact["gpus"][0]["pcie_replays_window"] == 40 and reads == []
+
+
+def test_a_start_reading_that_failed_fails_the_watch_health_closed() -> None:
+    def run_command(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        return 9, "", "NVIDIA-SMI has failed"
+
+    w = watch.Watch(run_command, "nvidia-smi", 5.0, {}, [], [], health={"nvlink": False})
+    (failed,), fact = w._health(w._health_start(), 5.0)
+    assert (failed["name"], failed["ok"], fact) == ("watch.health", False, None)
+    assert "when the window opened" in failed["message"]
