@@ -75,6 +75,7 @@ METRICS: dict[str, tuple[str, str]] = {
     "gpufleet_gpus": ("gauge", "GPUs nvidia-smi lists on the node (watch)."),
     "gpufleet_gpu_pcie_link_width": ("gauge", "The GPU's PCIe link width in lanes (current, max)."),
     "gpufleet_gpu_row_remap_pending": ("gauge", "1 while the GPU has a row remap waiting for a GPU reset."),
+    "gpufleet_gpu_pcie_replays": ("gauge", "PCIe replays of the GPU's link in the watch window."),
     "gpufleet_gpu_recovery_action": (
         "gauge",
         "1 while the driver's GPU Recovery Action (the action label) asks for one; 0 with action None.",
@@ -221,6 +222,7 @@ def _health_series(out: Samples, base: dict[str, str], health: dict[str, Any]) -
         out.add("gpufleet_gpu_pcie_link_width", {**labels, "kind": "current"}, gpu.get("pcie_width"))
         out.add("gpufleet_gpu_pcie_link_width", {**labels, "kind": "max"}, gpu.get("pcie_width_max"))
         out.add("gpufleet_gpu_row_remap_pending", labels, gpu.get("row_remap_pending"))
+        out.add("gpufleet_gpu_pcie_replays", labels, gpu.get("pcie_replays_window"))
         action = gpu.get("recovery_action")
         if isinstance(action, str):  # not reported by the driver: no series
             out.add("gpufleet_gpu_recovery_action", {**labels, "action": action}, action != "None")

@@ -353,7 +353,7 @@ def test_the_recovery_action_is_1_with_its_name_0_when_none_and_absent_when_not_
     watch["health"] = {
         "gpu_count": 3,
         "gpus": [
-            {"uuid": "GPU-a", "index": 0, "recovery_action": "None"},
+            {"uuid": "GPU-a", "index": 0, "recovery_action": "None", "pcie_replays_window": 40},
             {"uuid": "GPU-b", "index": 1, "recovery_action": "Node Reboot"},
             {"uuid": "GPU-c", "index": 2, "recovery_action": None},
         ],
@@ -364,6 +364,9 @@ def test_the_recovery_action_is_1_with_its_name_0_when_none_and_absent_when_not_
     assert series(text, "gpufleet_gpu_recovery_action", host="node01", command="watch") == {
         L(gpu="0", uuid="GPU-a", action="None"): 0.0,
         L(gpu="1", uuid="GPU-b", action="Node Reboot"): 1.0,
+    }
+    assert series(text, "gpufleet_gpu_pcie_replays", host="node01", command="watch") == {
+        L(gpu="0", uuid="GPU-a"): 40.0
     }
 
 
