@@ -43,6 +43,9 @@ def power_cycle(state: State, sys_root: Path) -> None:
         gpu["ecc"]["volatile_uncorrected"] = 0
         # A reboot resets every GPU: whatever recovery action the driver asked for is taken.
         gpu.pop("recovery_action", None)
+        # The replay counter counts from the GPU's reset (a marginal link, pcie-replays, replays on).
+        if gpu["pcie"].get("replays"):
+            gpu["pcie"]["replays"]["t"] = now
         rows = gpu["remapped_rows"]
         if rows["pending"]:
             rows["pending"] = False

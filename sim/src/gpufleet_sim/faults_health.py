@@ -30,6 +30,7 @@ ECC_GPU, ECC_UNCORRECTABLE = 1, 2
 XID_79_GPU = 6
 XID_94_GPU = 4
 RECOVERY_ACTION_GPU, RECOVERY_ACTION = 7, "Node Reboot"
+PCIE_REPLAYS_GPU, PCIE_REPLAYS_PER_S = 0, 5.0
 
 
 def _gpu(state: State, index: int) -> Gpu:
@@ -185,6 +186,22 @@ def recovery_action_reboot_clear(state: State, sys_root: Path) -> None:
         gpu["recovery_action"] = record["recovery_action"]
 
 
+# -- pcie-replays: GPU 0's PCIe link resends corrupted packets, 5 a second (300 a minute, DCGM warns
+# above 8) from the inject while the fault holds (-q -x replay_counter, -q "Replays Since Reset"): one
+# reading passes, the rise over the burn-in or a watch window does not. A marginal link (a riser not
+# fully seated): a reboot restarts the count, the replays go on.
+def pcie_replays(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, PCIE_REPLAYS_GPU)
+    _save(state, "pcie-replays", {"uuid": gpu["uuid"]})
+    gpu["pcie"]["replays"] = {"t": time.time(), "per_s": PCIE_REPLAYS_PER_S}
+
+
+def pcie_replays_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "pcie-replays")
+    if record is not None:
+        _by_uuid(state, record["uuid"])["pcie"].pop("replays", None)
+
+
 # -- nic-link-flap: the last RoCE port (the highest slot, as link-down) flaps while the fault holds:
 # down and back up at the inject and every link_flap.FLAP_PERIOD_S after, counted at each read of its
 # counters (link_down_events_phy in ethtool -S, carrier_down_count/carrier_up_count in sysfs, mlx5_core's
@@ -266,6 +283,7 @@ FAULTS = {
     "xid-79": (xid_79, xid_79_clear),
     "xid-94": (xid_94, xid_94_clear),
     "recovery-action-reboot": (recovery_action_reboot, recovery_action_reboot_clear),
+    "pcie-replays": (pcie_replays, pcie_replays_clear),
     "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
     "nccl-slow": (nccl_slow, nccl_slow),

@@ -382,6 +382,32 @@ def test_recovery_action_reboot_on_gpu_7_reads_in_every_format_and_a_reboot_take
     assert "recovery_action" not in state.present_gpus(state.load(b300))[7]
 
 
+def _back(node_dir: Path, seconds: float) -> None:
+    """GPU 0's replay storm began ``seconds`` earlier than it did."""
+    with state.locked(node_dir) as current:
+        current["gpus"][0]["pcie"]["replays"]["t"] -= seconds
+
+
+def test_pcie_replays_rise_on_gpu_0_and_the_judge_fails_their_rise(b300: Path) -> None:
+    """-q -x replay_counter (and -q "Replays Since Reset") of GPU 0 rise 5 a second from the inject;
+    the other GPUs stay at 0; node_health's judge over two reads fails GPU 0 alone; the clear stops it."""
+    gpu0 = state.present_gpus(state.load(b300))[0]["uuid"]
+    assert {g["pcie"]["replay_counter"] for g in health(b300)} == {0}
+    inject(b300, "pcie-replays")
+    _back(b300, 10.0)  # the fault injected 10 s ago
+    before = health(b300)
+    first = {g["uuid"]: g["pcie"]["replay_counter"] for g in before}
+    assert first[gpu0] >= 50 and {n for u, n in first.items() if u != gpu0} == {0}
+    assert re.search(r"^        Replays Since Reset +: [1-9][0-9]+$", smi(b300, "-q", "-i", "0"), re.M)
+    _back(b300, 6.0)  # 6 s later
+    after = health(b300)
+    failed = [c for c in node_health.pcie_replay_checks(before, after, 6.0, "during the test") if not c["ok"]]
+    assert [(c["name"], c["limit"]) for c in failed] == [(f"health.pcie_replays[{gpu0}]", 8)]
+    assert failed[0]["value"] >= 30
+    faults.clear(b300, "pcie-replays")
+    assert {g["pcie"]["replay_counter"] for g in health(b300)} == {0}
+
+
 # ------------------------------------------------------------------ NIC and firmware
 
 
@@ -455,6 +481,7 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "xid-79",
         "xid-94",
         "recovery-action-reboot",
+        "pcie-replays",
         "nic-link-flap",
         "firmware-mismatch",
         "nccl-slow",

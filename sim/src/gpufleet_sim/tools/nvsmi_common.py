@@ -156,6 +156,16 @@ def reason_counter_us(gpu: Gpu, name: str) -> int:
     return int(((gpu.get("thermal") or {}).get("reasons_us") or {}).get(name, 0))
 
 
+def replay_counter(gpu: Gpu, now: float | None = None) -> int:
+    """The GPU's PCIe replays since its reset: the fault pcie-replays makes them rise at ``per_s`` from
+    ``t`` while it holds (``gpu["pcie"]["replays"]``: {t, per_s}); a healthy link replays none."""
+    storm = (gpu.get("pcie") or {}).get("replays")
+    if not storm:
+        return 0
+    now = time.time() if now is None else now
+    return max(int((now - float(storm["t"])) * float(storm["per_s"])), 0)
+
+
 def recovery_action(gpu: Gpu) -> str:
     """The driver's GPU Recovery Action (None, GPU Reset, Node Reboot, Drain P2P, Drain and Reset):
     the fault recovery-action-reboot sets it; a reboot clears it (sim/boot.py)."""

@@ -220,7 +220,7 @@ def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[TNode]:
         ("Sub System Id", "0x" + c.hex_id(str(gpu["pci_subsystem_id"]))),
         ("GPU Link Info", link),
         ("Bridge Chip", _na("Type", "Firmware")),
-        ("Replays Since Reset", "0"),
+        ("Replays Since Reset", str(c.replay_counter(gpu))),
         ("Replay Number Rollovers", "0"),
         ("Tx Throughput", f"{tx} KB/s"),
         ("Rx Throughput", f"{rx} KB/s"),

@@ -178,7 +178,7 @@ def _pci(gpu: c.Gpu, domain: int, bus: int, device: int) -> list[XNode | str]:
         ("pci_sub_system_id", c.hex_id(str(gpu["pci_subsystem_id"]))),
         ("pci_gpu_link_info", link),
         ("pci_bridge_chip", _na("bridge_chip_type", "bridge_chip_fw")),
-        ("replay_counter", "0"),
+        ("replay_counter", str(c.replay_counter(gpu))),
         ("replay_rollover_counter", "0"),
         ("tx_util", f"{tx} KB/s"),
         ("rx_util", f"{rx} KB/s"),
