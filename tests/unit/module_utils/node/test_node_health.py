@@ -223,3 +223,42 @@ def test_a_family_turned_off_passes_with_its_reason() -> None:
         and width["value"] == 8
         and "not judged: riser known to report x8" in width["message"]
     )
+
+
+BOOT_LINE = "[    0.000000] Linux version 6.8.0-51-generic (buildd@lcy02-amd64-045)\n"
+
+
+def test_after_load_judges_the_replays_between_the_loads_start_and_end() -> None:
+    """The burn-in's AfterLoad: -q -x read when the load starts (replay_counter 0, the real H200) and
+    when it ends (12): 12 replays in under a minute fail, named during the burn-in; a failed start read
+    fails the burn-in's health check closed."""
+    start = read_capture(H200_IDLE)
+    xml = [start, start.replace("<replay_counter>0<", "<replay_counter>12<")]
+
+    def run_command(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        if argv == ["dmesg"]:
+            return 0, BOOT_LINE, ""
+        assert argv == ["nvidia-smi", "-q", "-x"], argv
+        return 0, xml.pop(0), ""
+
+    options = {"nvlink": False, "expected_gpu_count": 1}
+    after = node_health.AfterLoad(
+        run_command, "nvidia-smi", "dmesg", options, "burn_in.health", "during the burn-in"
+    )
+    after.start()
+    after.stop()
+    replays = by_name(after.checks())[f"health.pcie_replays[{H200}]"]
+    assert (replays["ok"], replays["value"], replays["limit"]) == (False, 12, 8) and xml == []
+    assert "replayed 12 packets during the burn-in" in replays["message"]
+
+    def broken(argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        return (0, BOOT_LINE, "") if argv == ["dmesg"] else (9, "", "NVIDIA-SMI has failed")
+
+    failed = node_health.AfterLoad(
+        broken, "nvidia-smi", "dmesg", options, "burn_in.health", "during the burn-in"
+    )
+    failed.start()
+    failed.stop()
+    (only,) = failed.checks()
+    assert (only["name"], only["ok"]) == ("burn_in.health", False)
+    assert "PCIe replay counters could not be read when the load started" in only["message"]
