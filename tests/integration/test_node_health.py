@@ -1,5 +1,5 @@
 """The hardware health maintenance breaks, judged by the gate before any instance starts and by the
-watch while serving (issue 25), on an 8-node simulated fleet (subnet 127.0.44).
+watch while serving (issue 25), on a 10-node simulated fleet (subnet 127.0.44).
 
 Every node serves first, as a passed gate leaves it (its units installed and pinned by the gate's own
 steps, its markers written, its instances started). Then the health faults
@@ -11,6 +11,7 @@ service (xid-94, row-remap-pending) on the serving control node.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ FAULTED = [
     ("node07", "pdu-cap-in-service", "gpu_power.enforced_limit_w"),
     # faulty memory on GPU 2 that only DCGM's GPU Memory test finds (the profiles run dcgmi diag -r 2)
     ("node08", "dcgm-diag-fail", "health.dcgm_diag"),
+    # GPU 0's PCIe link replays 5 a second: one reading is clean, the rise over the burn-in is not
+    ("node09", "pcie-replays", "health.pcie_replays"),
 ]
 NODES = sorted({node for node, _, _ in FAULTED})
 CONTROL = "node01"
@@ -105,6 +108,10 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     action = _failed(report["hosts"]["node02"])[f"health.recovery_action[{gpu7}]"]
     assert (action["value"], action["limit"]) == ("Node Reboot", "None")
     assert "GPU 7" in action["message"] and "reboot it" in action["message"]
+    node09 = state.load(gated["fleet"].root / "nodes" / "node09")
+    gpu0 = state.present_gpus(node09)[0]["uuid"]
+    replays = _failed(report["hosts"]["node09"])[f"health.pcie_replays[{gpu0}]"]
+    assert replays["value"] > replays["limit"] == 8 and "during the burn-in" in replays["message"]
     gone = _failed(report["hosts"]["node03"])
     assert gone["health.gpu_count"]["value"] == 15 and gone["health.gpu_count"]["limit"] == 16
     xid79 = next(c for n, c in gone.items() if n.startswith("health.xid[") and c["value"] == 79)
@@ -148,6 +155,7 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.pcie_gen",
         "health.row_remap_pending",
         "health.recovery_action",
+        "health.pcie_replays",
         "health.ecc_uncorrectable",
         "health.nvlink",
         "health.nccl_busbw",
@@ -184,6 +192,7 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
         ("xid-94", "health.ecc_uncorrectable"),
         ("row-remap-pending", "health.row_remap_pending"),
         ("recovery-action-reboot", "health.recovery_action"),
+        ("pcie-replays", "health.pcie_replays"),
         ("nic-link-flap", "fabric.link_flaps"),
         # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
         ("xid-79", "health.gpu_count"),
@@ -199,6 +208,9 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
     gpus = 15 if fault == "xid-79" else 16
     assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} {gpus}' in prom
+    if fault == "pcie-replays":
+        series = r'gpufleet_gpu_pcie_replays\{host="node01",command="watch",gpu="0",[^}]*\} [1-9]'
+        assert re.search(series, prom), prom
     if fault == "recovery-action-reboot":
         assert 'action="Node Reboot"} 1' in prom and prom.count('action="None"} 0') == 15
     if fault == "xid-94":
