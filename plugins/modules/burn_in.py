@@ -136,8 +136,11 @@ options:
         does before it, under the same check names - the GPU count (C(health.gpu_count)), uncorrectable ECC
         errors (C(health.ecc_uncorrectable[<uuid>])), row remaps (C(health.row_remap_pending[<uuid>]),
         C(health.row_remap_failure[<uuid>])), every NVLink link (C(health.nvlink[<uuid>])), each GPU's PCIe
-        width, and the Xid events logged during the burn-in (C(health.xid[<bus id>]); the kernel log is read
-        when the load starts and again when it ends). A GPU that falls off the bus or counts an uncorrectable
+        width, its recovery action (C(health.recovery_action[<uuid>])), and the Xid events logged during the
+        burn-in (C(health.xid[<bus id>]); the kernel log is read when the load starts and again when it ends).
+      - Also each GPU's PCIe replays under the load (C(health.pcie_replays[<uuid>])) - the rise of its
+        C(nvidia-smi -q -x) replay counter from the load's start to its end, at most 8 a minute (DCGM's PCIe
+        health watch). A GPU that falls off the bus or counts an uncorrectable
         error under the load fails the burn-in; a read that fails is C(burn_in.health) (fail closed).
       - Needs C(dmesg) (root, kernel.dmesg_restrict).
     type: bool

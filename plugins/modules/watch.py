@@ -89,7 +89,10 @@ options:
     description:
       - Also judge the hardware's health as the gate does (M(gpufleet.node.node_health)'s checks, from one
         C(nvidia-smi -q -x), C(nvidia-smi nvlink -s) and C(dmesg)) - a GPU that fell off the bus, a row remap
-        pending, uncorrectable ECC errors, an NVLink link down, Xid events since boot.
+        pending, uncorrectable ECC errors, an NVLink link down, a GPU Recovery Action other than None
+        (C(health.recovery_action[<uuid>])), Xid events since boot; and each GPU's PCIe replays over the
+        window (C(health.pcie_replays[<uuid>]), C(nvidia-smi -q -x) read again when the window opens; at most
+        8 a minute, a minute's worth in a shorter window).
     type: bool
     default: true
   expected_gpu_count:
