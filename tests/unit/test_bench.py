@@ -38,7 +38,7 @@ def test_table_ratios_use_medians() -> None:
         }
     }
     text = run.table(results)
-    assert "| 32 | gpufleet drift | 7.5 | 3.8 | 0.117 | 15.0 | 1.50 |" in text
+    assert "| 32 | gpufleet drift | 7.5 | 3.8 | 0.117 | 15.0 | 1.50 | 0.0 |" in text
     assert (
         "drift / ping = 1.50 (target <= 1.5); naive / drift = 8.00 (target >= 5); drift / clush = 2.50"
         in text
@@ -64,7 +64,10 @@ def test_table_without_naive_and_clush_gives_the_ping_ratios() -> None:
         }
     }
     text = run.table(results)
-    assert "32 nodes: drift / ping = 3.00 (target <= 1.5); controller CPU drift / ping = 1.50" in text
+    assert (
+        "32 nodes: drift / ping = 3.00 (target <= 1.5); controller CPU drift / ping = 1.50 (target <= 1.3)"
+        in text
+    )
     assert "naive" not in text
 
 
@@ -88,6 +91,19 @@ def test_growth_gives_the_per_node_cost_at_each_size_and_of_each_added_node() ->
     results[128]["gpufleet drift"] = [run.Sample(80.0, 48.0, 9.0)]
     assert "0.375 at 128 nodes (target <= 0.35: not met)" in run.growth(results)
     assert "each node from 32 to 128 added 0.400 CPU-s" in run.growth(results)
+
+
+def test_the_table_gives_each_method_its_median_load_at_start() -> None:
+    results = {
+        32: {
+            "ansible -m ping": [run.Sample(6.0, 5.0, 1.0, 3.0), run.Sample(6.0, 5.0, 1.0, 9.0)],
+            "gpufleet drift": [run.Sample(9.0, 6.0, 1.0, 2.0)],
+        }
+    }
+    text = run.table(results)
+    assert "| 32 | ansible -m ping | 6.0 | 5.0 | 0.156 | 1.0 | 1.00 | 6.0 |" in text
+    assert "| 32 | gpufleet drift | 9.0 | 6.0 | 0.188 | 1.0 | 1.50 | 2.0 |" in text
+    assert "controller CPU drift / ping = 1.20 (target <= 1.3)" in text
 
 
 def test_fleets_above_32_nodes_time_ping_and_drift_only() -> None:
