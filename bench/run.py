@@ -16,6 +16,10 @@ pays once (the AnsiballZ payloads gpufleet's payload_cache keeps, which change w
 module_util does, the files Python and Ansible read) is left out of every method alike. Each run's
 line gives the 1-minute load average when it started: the simulated nodes share the controller's cores.
 
+With --baseline DIR (another checkout, e.g. `git archive <commit> | tar -x -C DIR`), its `gpufleet
+drift` (PYTHONPATH=DIR/src: its code, playbooks and plugins) is timed too, in the same rounds on the
+same fleet, as "baseline drift": before and after under the same load.
+
 Fleets above SCALE_FROM nodes time ping and drift only: what grows with the fleet is drift's
 controller CPU per node, and the naive playbook alone would take ~12 min a round at 128 nodes.
 
@@ -67,6 +71,8 @@ METHODS = (
     "clush probe",
 )
 SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "watch", "naive", "clush"), METHODS, strict=True))
+# --baseline DIR: that checkout's drift, timed beside this one's at every size
+BASELINE = "baseline drift"
 # Above this many nodes only ping and drift are timed (see the docstring).
 SCALE_FROM = 32
 # Issue 15's target for drift's controller CPU per node, at every size.
@@ -174,9 +180,22 @@ def drift_without_fabric(ctx: Context, control_dir: Path) -> None:
     _drift(ctx, control_dir, _without_fabric(ctx))
 
 
-def _drift(ctx: Context, control_dir: Path, inventory: Path) -> None:
+def baseline_drift(tree: Path) -> Callable[[Context, Path], None]:
+    """`gpufleet drift` with the code, playbooks and plugins of the checkout ``tree``."""
+
+    def work(ctx: Context, control_dir: Path) -> None:
+        _drift(ctx, control_dir, ctx.inventory, tree)
+
+    return work
+
+
+def _drift(ctx: Context, control_dir: Path, inventory: Path, tree: Path = REPO) -> None:
     report_dir = ctx.work / "drift-report"
     shutil.rmtree(report_dir, ignore_errors=True)
+    env = _ansible_env(control_dir)
+    if tree != REPO:
+        env.update(PYTHONPATH=str(tree / "src"), ANSIBLE_CONFIG=str(tree / "ansible.cfg"))
+        env.update(ANSIBLE_COLLECTIONS_PATH=str(tree / ".gpufleet" / "collections"))
     proc = _run(
         [
             str(BIN / "gpufleet"),
@@ -188,11 +207,11 @@ def _drift(ctx: Context, control_dir: Path, inventory: Path) -> None:
             "--vault-password-file",
             str(ctx.fleet.vault_password_file),
         ],
-        _ansible_env(control_dir),
+        env,
     )
     if proc.returncode != 1 or not (report_dir / "report.json").exists():
         tail = proc.stdout[-600:] + proc.stderr[-600:]
-        raise BenchError(f"gpufleet drift: rc {proc.returncode} (1 expected): {tail}")
+        raise BenchError(f"gpufleet drift ({tree}): rc {proc.returncode} (1 expected): {tail}")
     hosts = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["hosts"]
     found = {name: " ".join(c["setting"] for c in host.get("changes") or []) for name, host in hosts.items()}
     _expect("gpufleet drift", ctx, found, {"pfc": "rdma_qos.pfc", "power": "gpu_power.enforced_limit_w"})
@@ -438,7 +457,7 @@ def bench_size(
 
 def sized_methods(nodes: int, methods: tuple[str, ...]) -> tuple[str, ...]:
     """The methods timed on a fleet of ``nodes``: all of ``methods`` up to SCALE_FROM, then ping and drift."""
-    return methods if nodes <= SCALE_FROM else tuple(m for m in methods if m in METHODS[:2])
+    return methods if nodes <= SCALE_FROM else tuple(m for m in methods if m in (*METHODS[:2], BASELINE))
 
 
 def _medians(samples: dict[str, list[Sample]]) -> dict[str, Sample]:
@@ -503,6 +522,9 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
         if "clush probe" in med:
             parts.append(f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}")
         ping_cpu = med["ansible -m ping"].controller_cpu_s
+        if BASELINE in med:
+            base = med[BASELINE].controller_cpu_s
+            parts.append(f"controller CPU baseline drift / ping = {base / ping_cpu:.2f}")
         cpu_ratio = d.controller_cpu_s / ping_cpu
         parts.append(f"controller CPU drift / ping = {cpu_ratio:.2f} (target <= {CPU_VS_PING_TARGET})")
         ratios.append("; ".join(parts))
@@ -522,6 +544,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--subnet", default="127.0.90", help="loopback /24 for the bench fleets")
     parser.add_argument("--json", type=Path, help="also write every sample here")
+    parser.add_argument("--baseline", type=Path, help="another checkout whose drift is timed too")
     parser.add_argument(
         "--methods",
         default=",".join(SHORT_NAMES),
@@ -534,6 +557,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
+    if args.baseline is not None:
+        tree = args.baseline.resolve()
+        if not (tree / "src" / "gpufleet").is_dir():
+            print(f"bench: --baseline {tree} has no src/gpufleet", file=sys.stderr)
+            return 2
+        RUNNERS[BASELINE] = baseline_drift(tree)
+        methods = (*methods, BASELINE)
     if os.geteuid() != 0:
         print("bench: simulated nodes need namespaces: run as root", file=sys.stderr)
         return 2

@@ -110,3 +110,21 @@ def test_fleets_above_32_nodes_time_ping_and_drift_only() -> None:
     every = run.chosen_methods(",".join(run.SHORT_NAMES))
     assert run.sized_methods(32, every) == every
     assert run.sized_methods(128, every) == ("ansible -m ping", "gpufleet drift")
+    assert run.sized_methods(128, (*every, run.BASELINE)) == (
+        "ansible -m ping",
+        "gpufleet drift",
+        run.BASELINE,
+    )
+
+
+def test_a_baseline_drift_gets_its_own_row_and_ratio_to_ping() -> None:
+    results = {
+        32: {
+            "ansible -m ping": [run.Sample(6.0, 5.0, 1.0)],
+            "gpufleet drift": [run.Sample(9.0, 6.0, 1.0)],
+            run.BASELINE: [run.Sample(12.0, 10.0, 1.0)],
+        }
+    }
+    text = run.table(results)
+    assert "| 32 | baseline drift | 12.0 | 10.0 | 0.312 | 1.0 | 2.00 | 0.0 |" in text
+    assert "controller CPU baseline drift / ping = 2.00; controller CPU drift / ping = 1.20" in text
