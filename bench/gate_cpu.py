@@ -80,6 +80,10 @@ def command(
     report_dir = ctx.work / f"{name}-{tree.name}"
     shutil.rmtree(report_dir, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir)}
+    # Each tree's own state directory (run locks, ansible-runner's private directories): gpufleet sweeps the
+    # directories of runs it believes gone, and two trees that name a run's process differently (07becea:
+    # clock ticks; now: psutil's create time) would sweep each other's, or another user's on this machine.
+    env["GPUFLEET_STATE_DIR"] = str(ctx.work / f"state-{tree.name}")
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
     env.update(
         ANSIBLE_CALLBACK_PLUGINS=str(COUNTER_DIR),
