@@ -48,12 +48,15 @@ def state_dir() -> Path:
 
 
 def process_start(pid: int) -> str | None:
-    """The process's start time (psutil, in hundredths of a second since the epoch), or None when there is no
-    such process; a reused pid has another start time."""
+    """The process's start time in clock ticks since boot (what /proc/PID/stat's field 22 says, read
+    through psutil), or None when there is no such process; a reused pid has another start time. The
+    same text as every earlier gpufleet wrote: a run lock or a private directory of a gpufleet of
+    another version is still known as alive."""
     try:
-        return str(round(psutil.Process(pid).create_time() * 100))
+        started = psutil.Process(pid).create_time()
     except (psutil.Error, ValueError):
         return None
+    return str(round((started - psutil.boot_time()) * os.sysconf("SC_CLK_TCK")))
 
 
 def _alive(record: dict[str, Any]) -> bool:

@@ -145,3 +145,13 @@ def test_the_wait_for_the_guard_is_bounded(tmp_path: Path, monkeypatch: pytest.M
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_process_start_reads_as_earlier_gpufleets_wrote_it() -> None:
+    """Clock ticks since boot, /proc/PID/stat's field 22: a lock or private directory written by a
+    gpufleet of another version (a run under way during an upgrade) is still known as alive."""
+
+    for pid in (1, os.getpid()):
+        field_22 = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        assert runlock.process_start(pid) == field_22
+    assert runlock.process_start(2**22 + 12345) is None
