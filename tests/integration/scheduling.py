@@ -14,6 +14,8 @@ from xdist.scheduler import LoadScopeScheduling
 
 # Worker-seconds of each unit in a full run on a 2-core machine (`--durations=0`, setup, calls and
 # teardown together; 2026-12-05), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
+# thermal_gate's scenario measured again without its first destroy (2026-12-06, `molecule test` alone at
+# load 2-3: 53 s).
 COST = {
     "test_drift.py": 370,
     "test_gate_faults.py": 340,
@@ -25,8 +27,8 @@ COST = {
     "test_rdma_roles.py": 110,
     "test_interrupt_fleet.py": 107,
     "test_check_command.py": 95,
-    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 76,
     "test_sim_vllm.py": 57,
+    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 53,
     "test_sigterm_gate.py": 41,
     "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 34,
 }
