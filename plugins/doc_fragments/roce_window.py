@@ -34,7 +34,8 @@ options:
     description:
       - Limits of the C(fabric.*) checks that replace the defaults, by name (C(retransmits_per_s),
         C(qp_failures), C(pause_pct), C(pause_storm_events), C(rx_discards_per_s),
-        C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share)); see M(gpufleet.node.roce_health)
+        C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share), C(symbol_errors_per_min),
+        C(link_integrity_errors), C(buffer_overrun_errors)); see M(gpufleet.node.roce_health)
         for the defaults and why.
     type: dict
     default: {}

@@ -49,6 +49,10 @@ options:
       - C(rx_out_of_buffer_per_s) (0.0) - receive rings found empty; the host is not keeping up.
       - C(unanswered_ecn_marks_per_s) (5.0) - ECN-marked packets a second with no CNP sent back, more than a
         live notification point leaves between two counter reads; a dead one leaves hundreds.
+      - The physical layer's limits, judged over the burn-in's and the watch's window (not by this module) -
+        C(symbol_errors_per_min) (2.0) - uncorrected symbol errors a minute (NVIDIA NVSentinel's 120 an hour);
+        C(link_integrity_errors) (0) - link error recoveries and local link integrity errors;
+        C(buffer_overrun_errors) (0) - excessive buffer overruns (0 is C(ibqueryerrors)' default).
     type: dict
     default: {}
 extends_documentation_fragment: [gpufleet.node.attributes.read_only, gpufleet.node.attributes]

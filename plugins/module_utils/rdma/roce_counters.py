@@ -11,6 +11,8 @@
   merged in one dict; their names do not overlap) taken ``seconds`` apart under load -> a list of
   checks (results.check) named ``fabric.<reading>[<dev>]``, with the default limits of
   DEFAULT_THRESHOLDS (a reason next to each).
+- :func:`judge_phy`: the port's physical-layer error counters over a window (symbol errors, link
+  error recovery and local link integrity, excessive buffer overruns).
 
 What the counters mean (the kernel's Documentation/networking/device_drivers/ethernet/mellanox/
 mlx5/counters.rst and the RDMA core): ``out_of_sequence``, ``packet_seq_err``,
@@ -185,11 +187,32 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     # counters are read apart, so a mark or two in a window can still be unanswered; the incident's
     # dead notification point left hundreds a second unanswered.
     "unanswered_ecn_marks_per_s": 5.0,
+    # Uncorrected symbol errors a minute on the port's physical layer (judge_phy): NVIDIA's
+    # NVSentinel marks a port fatal above 120 an hour (2 a minute); a window under a minute is
+    # allowed a minute's worth.
+    "symbol_errors_per_min": 2.0,
+    # Any link error recovery or local link integrity error in the window (judge_phy): the link
+    # retrained or saw a burst of physical errors under load. ibqueryerrors' default threshold is
+    # 0 (rdma-core); NVSentinel's 5 a minute is a fatal rate in service, not a gate's limit.
+    "link_integrity_errors": 0,
+    # Any excessive buffer overrun (judge_phy): the port's receive buffer overran on consecutive
+    # flow-control updates, a link-level credit fault (0: ibqueryerrors' default; no vendor rate).
+    "buffer_overrun_errors": 0,
 }
 
 # The link-down counters: mlx5's physical port (ethtool -S) and the kernel's netdev (sysfs
 # carrier_down_count). Both count the same events at two layers: the larger is the flap count.
 LINK_DOWN_COUNTERS = ("link_down_events_phy", "carrier_down_count")
+# The physical layer's error counters (judge_phy). The InfiniBand PortCounters an RDMA port shows in
+# /sys/class/infiniband/<dev>/ports/<n>/counters/ (IBTA; mlx5 fills them from the port's PPCNT
+# register) and mlx5's ethtool -S physical-port counters count the same events at two layers: the
+# larger rise is the count. rx_symbol_err_phy: packets the PHY received with a symbol error;
+# rx_pcs_symbol_err_phy: symbol errors FEC did not correct (mlx5 counters.rst).
+SYMBOL_ERROR_COUNTERS = ("symbol_error", "rx_symbol_err_phy", "rx_pcs_symbol_err_phy")
+LINK_INTEGRITY_COUNTERS = ("link_error_recovery", "local_link_integrity_errors")
+BUFFER_OVERRUN_COUNTERS = ("excessive_buffer_overrun_errors",)
+# The sysfs counters/ files judge_phy reads (roce_reading.read_port_counters).
+PORT_COUNTERS = ("symbol_error", *LINK_INTEGRITY_COUNTERS, *BUFFER_OVERRUN_COUNTERS)
 # The RDMA bytes a port moved (mlx5's vport counters in ethtool -S), each way.
 RDMA_BYTES_COUNTERS = ("rx_vport_rdma_unicast_bytes", "tx_vport_rdma_unicast_bytes")
 # Below this many RDMA bytes per second the siblings count as idle: no load to compare against
@@ -535,6 +558,91 @@ def judge_link(
                     else ": every queue pair on the link was torn down; reseat or replace the cable "
                     "and transceiver, then run the gate again",
                 ),
+            )
+        )
+    return checks
+
+
+def _largest(before: Mapping[str, int], after: Mapping[str, int], names: tuple[str, ...]) -> int | None:
+    """The largest rise of ``names`` (one event counted at several layers); None when none is read."""
+    known = [d for d in (_delta(before, after, n) for n in names) if d is not None]
+    return max(known) if known else None
+
+
+def judge_phy(
+    device: str,
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+    seconds: float,
+    during: str,
+    peer: str | None = None,
+    thresholds: Mapping[str, float] | None = None,
+) -> list[dict[str, Any]]:
+    """A RoCE port's physical layer over a window: ``fabric.symbol_errors[<dev>]`` (uncorrected symbol
+    errors, ``symbol_errors_per_min`` a minute, a window under a minute allowed a minute's worth),
+    ``fabric.link_integrity[<dev>]`` (link error recoveries and local link integrity errors, at most
+    ``link_integrity_errors``) and ``fabric.buffer_overrun[<dev>]`` (excessive buffer overruns, at
+    most ``buffer_overrun_errors``). Each is judged only where the port has one of its counters in
+    both readings (PORT_COUNTERS from sysfs, the ``*_phy`` ones from ``ethtool -S``)."""
+    limits = dict(DEFAULT_THRESHOLDS)
+    limits.update(thresholds or {})
+    label = device + (" (cabled to %s)" % peer if peer else "")
+    fix = (
+        ": the link between the NIC and its leaf is corrupting symbols; clean or replace the cable and "
+        "transceiver (mlxlink -d %s shows the BER and the lanes), then run the gate again" % device
+    )
+    checks = []
+    symbols = _largest(before, after, SYMBOL_ERROR_COUNTERS)
+    if symbols is not None:
+        allowed = int(limits["symbol_errors_per_min"] * max(seconds / 60.0, 1.0))
+        ok = symbols <= allowed
+        checks.append(
+            check(
+                "fabric.symbol_errors[%s]" % device,
+                ok,
+                symbols,
+                allowed,
+                "symbol errors",
+                "%s: %d symbol errors %s (%g s; %s), limit %d (%g a minute, NVSentinel's 120 an hour)%s"
+                % (
+                    label,
+                    symbols,
+                    during,
+                    seconds,
+                    ", ".join(SYMBOL_ERROR_COUNTERS),
+                    allowed,
+                    limits["symbol_errors_per_min"],
+                    "" if ok else fix,
+                ),
+            )
+        )
+    for name, counters, key, what in (
+        (
+            "fabric.link_integrity[%s]" % device,
+            LINK_INTEGRITY_COUNTERS,
+            "link_integrity_errors",
+            "link error recoveries and local link integrity errors",
+        ),
+        (
+            "fabric.buffer_overrun[%s]" % device,
+            BUFFER_OVERRUN_COUNTERS,
+            "buffer_overrun_errors",
+            "excessive buffer overruns",
+        ),
+    ):
+        count = _sum(before, after, counters)
+        if count is None:
+            continue
+        ok = count <= limits[key]
+        checks.append(
+            check(
+                name,
+                ok,
+                count,
+                limits[key],
+                "errors",
+                "%s: %d %s %s (%s), limit %g%s"
+                % (label, count, what, during, ", ".join(counters), limits[key], "" if ok else fix),
             )
         )
     return checks

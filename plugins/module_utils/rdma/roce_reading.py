@@ -5,6 +5,8 @@
 - :func:`roce_ports`: the node's RoCE ports, from sysfs: every RDMA port whose link layer is
   Ethernet and that has a netdev (``[{ibdev, port, netdev}]``, in device order);
 - :func:`read_hw_counters`: ``/sys/class/infiniband/<dev>/ports/<n>/hw_counters/*`` -> ``{name: int}``;
+- :func:`read_port_counters`: the physical-layer PortCounters of ``ports/<n>/counters/`` (symbol
+  errors, link error recovery, link integrity, buffer overruns) -> ``{name: int}``;
 - :func:`read_port`: one reading of one port: ``ethtool -S <netdev>`` (run first), then its
   hw_counters, merged in one dict (mlx5's two sets of names do not overlap), as
   roce_counters.judge_port takes it;
@@ -13,7 +15,8 @@
 - :func:`judge`: roce_counters.judge_port over every port of two readings;
 - :class:`Window`: the counters and the links when a load starts and when it stops, judged (the
   burn-in's and the watch's): the counters (judge_port), each link up at the end at the rate it
-  started with and without a flap (judge_link), each port's share of the load (judge_traffic).
+  started with and without a flap (judge_link), its physical layer's errors (judge_phy), each
+  port's share of the load (judge_traffic).
 
 Tools run through ``run_command`` (AnsibleModule.run_command, or a test's) in the C locale with
 tool_runner.read_command's retry of an empty read. What cannot be read raises ReadError, whose
@@ -35,15 +38,20 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_run
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_parse, rdma_read
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
+    BUFFER_OVERRUN_COUNTERS,
     DEFAULT_THRESHOLDS,
     ECN_LOOP_COUNTERS,
     LINK_DOWN_COUNTERS,
+    LINK_INTEGRITY_COUNTERS,
     PAUSE_STORM_COUNTERS,
+    PORT_COUNTERS,
     QP_FAILURE_COUNTERS,
     RDMA_BYTES_COUNTERS,
     RETRANSMIT_COUNTERS,
+    SYMBOL_ERROR_COUNTERS,
     ParseError,
     judge_link,
+    judge_phy,
     judge_port,
     judge_traffic,
     parse_ethtool_stats,
@@ -123,6 +131,27 @@ def read_hw_counters(ibdev: str, port: int = 1, root: str | None = None) -> dict
     return counters
 
 
+def read_port_counters(ibdev: str, port: int = 1, root: str | None = None) -> dict[str, int]:
+    """The port's physical-layer PortCounters in ``ports/<n>/counters/`` (roce_counters.PORT_COUNTERS:
+    symbol_error, link_error_recovery, local_link_integrity_errors, excessive_buffer_overrun_errors),
+    those present; empty when the driver exports no counters/ directory."""
+    directory = rdma_read.sysfs_path("class", "infiniband", ibdev, "ports", str(port), "counters", root=root)
+    counters = {}
+    for name in PORT_COUNTERS:
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                text = handle.read().strip()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise ReadError("sysfs: %s could not be read (%s)" % (path, exc.strerror or exc)) from exc
+        if not text.isdigit() or not text.isascii():
+            raise ReadError("sysfs: %s holds %r, not a counter (an unsigned integer)" % (path, text[:40]))
+        counters[name] = int(text)
+    return counters
+
+
 def ethtool_argv(netdev: str, ethtool: str = "ethtool") -> list[str]:
     return [ethtool, "-S", netdev]
 
@@ -167,10 +196,11 @@ def read_port(
     ethtool: str = "ethtool",
     root: str | None = None,
 ) -> dict[str, int]:
-    """One reading of one RoCE port: its netdev's ``ethtool -S``, its hw_counters and its netdev's
-    carrier_down_count, merged (the three sets of names do not overlap)."""
+    """One reading of one RoCE port: its netdev's ``ethtool -S``, its hw_counters, its physical-layer
+    PortCounters and its netdev's carrier_down_count, merged (the sets of names do not overlap)."""
     stats = read_ethtool(run_command, netdev, ethtool)
     merged = read_hw_counters(ibdev, port, root)
+    merged.update(read_port_counters(ibdev, port, root))
     merged.update(read_carrier_down(netdev, root))
     merged.update(stats)
     return merged
@@ -232,6 +262,9 @@ JUDGED = (
     *ECN_LOOP_COUNTERS,
     *LINK_DOWN_COUNTERS,
     *RDMA_BYTES_COUNTERS,
+    *SYMBOL_ERROR_COUNTERS,
+    *LINK_INTEGRITY_COUNTERS,
+    *BUFFER_OVERRUN_COUNTERS,
     "rx_discards_phy",
     "rx_out_of_buffer",
 )
@@ -353,6 +386,18 @@ class Window:
                     self.thresholds,
                 )
             )
+            if ibdev in self.before:
+                out.extend(
+                    judge_phy(
+                        ibdev,
+                        self.before[ibdev],
+                        self.after.get(ibdev, {}),
+                        self.seconds,
+                        self.during,
+                        self.peers.get(ibdev),
+                        self.thresholds,
+                    )
+                )
         rates = {
             ibdev: rdma_bytes_per_s(self.before[ibdev], new, self.seconds)
             for ibdev, new in self.after.items()

@@ -280,3 +280,60 @@ def test_judge_port_refuses_impossible_arguments(kwargs: dict[str, Any], message
     arguments: dict[str, Any] = {"seconds": WINDOW, **kwargs}
     with pytest.raises(ValueError, match=message):
         roce_counters.judge_port("mlx5_3", _base(), _base(), **arguments)
+
+
+# ------------------------------------------------------------------ the physical layer
+
+
+def test_real_capture_has_the_phy_symbol_counters_at_zero_and_passes() -> None:
+    stats = roce_counters.parse_ethtool_stats(_ethtool_text())
+    # the real ConnectX-4 Lx's physical-port counters judge_phy reads (the IB counters are sysfs only)
+    assert (stats["rx_symbol_err_phy"], stats["rx_pcs_symbol_err_phy"]) == (0, 0)
+    checks = roce_counters.judge_phy("mlx5_3", stats, stats, WINDOW, "during the burn-in")
+    assert [(c["name"], c["ok"], c["value"], c["limit"]) for c in checks] == [
+        ("fabric.symbol_errors[mlx5_3]", True, 0, 2)
+    ]
+
+
+def test_symbol_errors_fail_above_nvsentinels_rate_counting_the_larger_layer() -> None:
+    before = roce_counters.parse_ethtool_stats(_ethtool_text())
+    before.update(symbol_error=100)
+    # 3 minutes of load: 6 allowed (2 a minute); ethtool counted 7, the IB counter 5 of the same errors
+    after = _grown(before, rx_symbol_err_phy=7, symbol_error=5)
+    (symbols,) = roce_counters.judge_phy("mlx5_3", before, after, 180, "during the burn-in", "leaf02:swp8")
+    assert (symbols["ok"], symbols["value"], symbols["limit"], symbols["unit"]) == (
+        False,
+        7,
+        6,
+        "symbol errors",
+    )
+    assert "mlx5_3 (cabled to leaf02:swp8): 7 symbol errors during the burn-in" in symbols["message"]
+    assert "replace the cable" in symbols["message"]
+    at_limit = _grown(before, rx_pcs_symbol_err_phy=6)
+    assert roce_counters.judge_phy("mlx5_3", before, at_limit, 180, "w")[0]["ok"]
+    # a window under a minute is allowed a minute's worth
+    assert roce_counters.judge_phy("mlx5_3", before, _grown(before, symbol_error=2), 10, "w")[0]["ok"]
+    assert not roce_counters.judge_phy("mlx5_3", before, _grown(before, symbol_error=3), 10, "w")[0]["ok"]
+
+
+def test_any_link_integrity_error_or_buffer_overrun_fails() -> None:
+    before = dict.fromkeys(roce_counters.PORT_COUNTERS, 0)
+    clean = roce_counters.judge_phy("mlx5_0", before, before, 60, "w")
+    assert [c["name"] for c in clean] == [
+        "fabric.symbol_errors[mlx5_0]",
+        "fabric.link_integrity[mlx5_0]",
+        "fabric.buffer_overrun[mlx5_0]",
+    ] and all(c["ok"] for c in clean)
+    for grown, failed in (
+        ({"link_error_recovery": 1}, "fabric.link_integrity[mlx5_0]"),
+        ({"local_link_integrity_errors": 1}, "fabric.link_integrity[mlx5_0]"),
+        ({"excessive_buffer_overrun_errors": 1}, "fabric.buffer_overrun[mlx5_0]"),
+    ):
+        checks = roce_counters.judge_phy("mlx5_0", before, _grown(before, **grown), 60, "w")
+        assert _failed(checks) == [failed]
+    # an operator's limits (roce_thresholds) reach it
+    relaxed = {"link_integrity_errors": 1, "buffer_overrun_errors": 1, "symbol_errors_per_min": 100}
+    grown = _grown(before, link_error_recovery=1, excessive_buffer_overrun_errors=1, symbol_error=100)
+    assert _failed(roce_counters.judge_phy("mlx5_0", before, grown, 60, "w", thresholds=relaxed)) == []
+    # a port without any of the counters is not judged
+    assert roce_counters.judge_phy("mlx5_0", {"rx_packets_phy": 1}, {"rx_packets_phy": 2}, 60, "w") == []

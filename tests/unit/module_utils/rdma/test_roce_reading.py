@@ -12,7 +12,8 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.nccl import nccl_bandwidth
 from ansible_collections.gpufleet.node.plugins.module_utils.node import watch
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read, roce_counters, roce_reading
-from gpufleet_sim import sysfs_rdma
+from gpufleet_sim import faults_health, sysfs_rdma
+from gpufleet_sim import state as sim_state
 
 from tests.unit.modules import rocenode
 from tests.unit.modules.rocenode import ETHTOOL, RoceNode
@@ -154,8 +155,11 @@ def test_healthy_fabric_under_load_passes(node: RoceNode) -> None:
         "fabric.link_rate",
         "fabric.link_flaps",
         "fabric.traffic",
+        "fabric.symbol_errors",
+        "fabric.link_integrity",
+        "fabric.buffer_overrun",
     }
-    assert len(checks) == 12 * len(IBDEVS)
+    assert len(checks) == 15 * len(IBDEVS)
     summary = watch.summary()
     assert summary["window_s"] == 10.0 and summary["error"] is None
     assert (
@@ -230,9 +234,10 @@ def test_judge_matches_judge_port() -> None:
         (
             {"pause_percent": 5},
             [
-                "pause_percent is not a threshold (known: link_flaps, min_traffic_share, pause_pct, "
-                "pause_storm_events, qp_failures, retransmits_per_s, rx_discards_per_s, "
-                "rx_out_of_buffer_per_s, unanswered_ecn_marks_per_s)"
+                "pause_percent is not a threshold (known: buffer_overrun_errors, link_flaps, "
+                "link_integrity_errors, min_traffic_share, pause_pct, pause_storm_events, qp_failures, "
+                "retransmits_per_s, rx_discards_per_s, rx_out_of_buffer_per_s, symbol_errors_per_min, "
+                "unanswered_ecn_marks_per_s)"
             ],
         ),
         ({"pause_pct": -1}, ["pause_pct must be 0 or more, not -1"]),
@@ -504,3 +509,30 @@ def test_a_mark_or_two_not_answered_yet_is_no_dead_notification_point() -> None:
     after = {**before, "np_ecn_marked_roce_packets": 101}
     checks = by_name(roce_counters.judge_port("mlx5_1", before, after, 5.0, thresholds=strict))
     assert checks["fabric.ecn_loop[mlx5_1]"]["ok"] is False
+
+
+def test_read_port_reads_the_phy_port_counters_from_sysfs(node: RoceNode) -> None:
+    reading = roce_reading.read_port(node.run_command, "mlx5_0", "ens21np0", 1, ETHTOOL)
+    assert {n: reading[n] for n in roce_counters.PORT_COUNTERS} == dict.fromkeys(
+        roce_counters.PORT_COUNTERS, 0
+    )
+    counters = Path(node.root) / "sys" / "class" / "infiniband" / "mlx5_0" / "ports" / "1" / "counters"
+    (counters / "symbol_error").write_text("x\n", encoding="utf-8")
+    with pytest.raises(roce_reading.ReadError, match=r"counters/symbol_error holds 'x', not a counter"):
+        roce_reading.read_port_counters("mlx5_0", 1)
+    for name in roce_counters.PORT_COUNTERS:
+        (counters / name).unlink()
+    assert roce_reading.read_port_counters("mlx5_0", 1) == {}  # a driver without them: nothing judged
+
+
+def test_a_port_whose_symbol_errors_rise_fails_the_window_naming_it(node: RoceNode) -> None:
+    nic = node.nics()[0]
+    with sim_state.locked(node.dir) as st:
+        faults_health.nic_symbol_errors(st, node.dir / "sys")
+    watch = window(node, seconds=120.0, during="during the burn-in", peers={nic["ibdev"]: "leaf01:swp1"})
+    checks = by_name(watch.checks())
+    symbols = checks[f"fabric.symbol_errors[{nic['ibdev']}]"]
+    assert (symbols["ok"], symbols["value"], symbols["limit"]) == (False, 600, 4)
+    assert "(cabled to leaf01:swp1): 600 symbol errors during the burn-in" in symbols["message"]
+    assert [c["name"] for c in checks.values() if not c["ok"]] == [symbols["name"]]
+    assert watch.summary()["deltas"][nic["ibdev"]]["symbol_error"] == 600
