@@ -31,6 +31,7 @@ XID_79_GPU = 6
 XID_94_GPU = 4
 RECOVERY_ACTION_GPU, RECOVERY_ACTION = 7, "Node Reboot"
 PCIE_REPLAYS_GPU, PCIE_REPLAYS_PER_S = 0, 5.0
+NIC_SYMBOL_ERRORS_PER_S = 5.0
 
 
 def _gpu(state: State, index: int) -> Gpu:
@@ -216,6 +217,23 @@ def nic_link_flap_clear(state: State, sys_root: Path) -> None:
             link_flap.stop(state, sys_root, nic, time.time())
 
 
+# -- nic-symbol-errors: the first RoCE port (the lowest slot, mlx5_0) corrupts symbols while the fault
+# holds, as a dirty fibre or a failing transceiver does: rx_symbol_err_phy (ethtool -S) and sysfs
+# counters/symbol_error rise NIC_SYMBOL_ERRORS_PER_S a second, idle or loaded, counted at each read of its
+# counters (sim/roce_traffic.py). The clear stops the rise; the counts stay, as on a real port.
+def nic_symbol_errors(state: State, sys_root: Path) -> None:
+    nic = min(state["nics"], key=lambda n: int(n["slot"]))
+    _save(state, "nic-symbol-errors", {"ibdev": nic["ibdev"]})
+    nic["phy_errors"] = {"per_s": NIC_SYMBOL_ERRORS_PER_S}
+
+
+def nic_symbol_errors_clear(state: State, sys_root: Path) -> None:
+    record = _saved(state, "nic-symbol-errors")
+    for nic in state["nics"]:
+        if record is not None and nic["ibdev"] == record["ibdev"]:
+            nic.pop("phy_errors", None)
+
+
 # -- nccl-slow: NCCL's all-reduce runs at a quarter of its healthy bus bandwidth and nothing else on the
 # node looks wrong (as ACS left on in the PCIe switches, or a bad NCCL setting, does): only
 # all_reduce_perf shows it (sim/nccl_model.py reads the fault from the state's fault list).
@@ -285,6 +303,7 @@ FAULTS = {
     "recovery-action-reboot": (recovery_action_reboot, recovery_action_reboot_clear),
     "pcie-replays": (pcie_replays, pcie_replays_clear),
     "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
+    "nic-symbol-errors": (nic_symbol_errors, nic_symbol_errors_clear),
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
     "nccl-slow": (nccl_slow, nccl_slow),
     "dcgm-diag-fail": (dcgm_diag_fail, dcgm_diag_fail),

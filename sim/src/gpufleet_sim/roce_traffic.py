@@ -336,6 +336,20 @@ def rates(nic: dict[str, Any], path: PortPath, load: float) -> dict[str, float]:
 # ---------------------------------------------------------------- reading
 
 
+# The physical layer's symbol errors of a port with the nic-symbol-errors fault (``nic["phy_errors"] =
+# {"per_s": n}``): counted by mlx5's ethtool -S and by the port's sysfs counters/symbol_error, at the
+# same rate at idle and under load (a link carries idle symbols too), while the link is up.
+SYMBOL_ERROR_COUNTERS = ("rx_symbol_err_phy", "symbol_error")
+
+
+def phy_error_rates(nic: dict[str, Any]) -> dict[str, float]:
+    """Per second, how much each physical-layer error counter grows on ``nic`` (empty when healthy)."""
+    fault = nic.get("phy_errors") or {}
+    if not fault or not nic.get("link_up", True):
+        return {}
+    return {name: float(fault.get("per_s", 0.0)) for name in SYMBOL_ERROR_COUNTERS}
+
+
 def _values(nic: dict[str, Any]) -> dict[str, float]:
     record = nic.get("roce_counters") or {}
     values: dict[str, float] = dict(record.get("values") or {})
@@ -354,6 +368,8 @@ def advance(node_dir: Path, state: State, nic: dict[str, Any], now: float) -> di
         elapsed = max(now - float(record.get("t", now)), 0.0)
         if elapsed > 0:
             for name, per_s in rates(nic, path_of(node_dir, nic), load_fraction(state, now)).items():
+                values[name] = values.get(name, 0.0) + per_s * elapsed
+            for name, per_s in phy_error_rates(nic).items():
                 values[name] = values.get(name, 0.0) + per_s * elapsed
     nic["roce_counters"] = {"t": now, "values": values}
     return values
@@ -391,6 +407,11 @@ def hw_counters(values: Mapping[str, float]) -> dict[str, int]:
     return {name: _count(values, name) for name in sysfs_rdma.HW_COUNTERS}
 
 
+def port_counters(values: Mapping[str, float]) -> dict[str, int]:
+    """The port's sysfs counters/ files: every name of sysfs_rdma.PORT_COUNTERS."""
+    return {name: _count(values, name) for name in sysfs_rdma.PORT_COUNTERS}
+
+
 def read(node_dir: Path, netdev: str, now: float) -> str | None:
     """``ethtool -S <netdev>`` at ``now``: advances that NIC's counters (and a flapping port's flaps,
     sim/link_flap.py), writes its hw_counters and carrier count files, returns the text (None when no
@@ -403,4 +424,5 @@ def read(node_dir: Path, netdev: str, now: float) -> str | None:
         link_flap.advance(state, node_dir / "sys", nic, now)
         values = advance(node_dir, state, nic, now)
         sysfs_rdma.write_hw_counters(node_dir / "sys", nic, hw_counters(values))
+        sysfs_rdma.write_port_counters(node_dir / "sys", nic, port_counters(values))
         return render_ethtool(nic, values)

@@ -131,6 +131,27 @@ def write_roce_mode(sys_root: Path, nic: dict[str, Any], mode: str) -> None:
     _write(configfs_port_dir(sys_root, nic) / "default_roce_mode", mode)
 
 
+# The physical-layer PortCounters of ports/N/counters/ (IBTA PortCounters; mlx5 fills them from the
+# port's PPCNT register) that gpufleet judges; each holds one unsigned integer.
+PORT_COUNTERS = (
+    "symbol_error",
+    "link_error_recovery",
+    "local_link_integrity_errors",
+    "excessive_buffer_overrun_errors",
+)
+
+
+def port_counters_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
+    return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"]) / "counters"
+
+
+def write_port_counters(sys_root: Path, nic: dict[str, Any], values: dict[str, int]) -> None:
+    """The port's counters/ files (sim/roce_traffic.py keeps the values): one integer each."""
+    base = port_counters_dir(sys_root, nic)
+    for name, value in values.items():
+        _write(base / name, value)
+
+
 def hw_counters_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
     return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"]) / "hw_counters"
 
@@ -182,6 +203,8 @@ def _render_ibdev(nic: dict[str, Any], ib: Path) -> None:
     # Every counter starts at zero with the NIC (sim/roce_traffic.py moves them when read).
     for name in HW_COUNTERS:
         _write(port / "hw_counters" / name, 0)
+    for name in PORT_COUNTERS:
+        _write(port / "counters" / name, 0)
 
 
 def render_nic(state: State, nic: dict[str, Any], pci_dev_dir: Path, sys_root: Path) -> None:

@@ -28,6 +28,7 @@ from gpufleet_sim import (
     roce_traffic,
     state,
     sysfs,
+    sysfs_rdma,
     thermal,
 )
 from gpufleet_sim.tools import dmesg, ethtool
@@ -445,6 +446,45 @@ def test_nic_link_flap_flaps_the_last_port_every_period_while_it_reads_up(b300: 
     assert "flap" not in next(n for n in state.load(b300)["nics"] if n["slot"] == last["slot"])
 
 
+def test_nic_symbol_errors_rise_on_the_first_port_only_and_fail_judge_phy(b300: Path) -> None:
+    nics = state.load(b300)["nics"]
+    first = min(nics, key=lambda n: int(n["slot"]))
+    counters = b300 / "sys" / "class" / "infiniband" / first["ibdev"] / "ports" / "1" / "counters"
+
+    def read(nic: dict[str, Any], at: float) -> dict[str, int]:
+        stats = roce_counters.parse_ethtool_stats(roce_traffic.read(b300, nic["netdev"], at) or "")
+        port = b300 / "sys" / "class" / "infiniband" / nic["ibdev"] / "ports" / "1" / "counters"
+        for name in sysfs_rdma.PORT_COUNTERS:
+            stats[name] = int((port / name).read_text())
+        return stats
+
+    now = time.time()
+    before = {n["ibdev"]: read(n, now) for n in nics}
+    assert all(before[n["ibdev"]]["symbol_error"] == 0 for n in nics)
+    inject(b300, "nic-symbol-errors")
+    after = {n["ibdev"]: read(n, now + 60) for n in nics}
+    rise = after[first["ibdev"]]["rx_symbol_err_phy"] - before[first["ibdev"]]["rx_symbol_err_phy"]
+    # 5 a second for about 60 s (the inject happened between the two reads' clocks)
+    assert 250 <= rise <= 300 and int(counters.joinpath("symbol_error").read_text()) == rise
+    verdicts = roce_counters.judge_phy(
+        first["ibdev"], before[first["ibdev"]], after[first["ibdev"]], 60, "now"
+    )
+    failed = [c["name"] for c in verdicts if not c["ok"]]
+    assert failed == [f"fabric.symbol_errors[{first['ibdev']}]"]
+    for nic in nics:
+        if nic["ibdev"] != first["ibdev"]:
+            assert all(
+                c["ok"]
+                for c in roce_counters.judge_phy(
+                    nic["ibdev"], before[nic["ibdev"]], after[nic["ibdev"]], 60, "now"
+                )
+            )
+    assert faults.clear(b300, "nic-symbol-errors") == ["nic-symbol-errors"]
+    # the rise stopped; what it counted stays
+    later = read(first, now + 600)
+    assert later["symbol_error"] == after[first["ibdev"]]["symbol_error"]
+
+
 def test_firmware_mismatch_changes_every_vbios_and_nic_firmware_and_clears(h100: Path) -> None:
     profile = build.load_profile("h100-8")
     inject(h100, "firmware-mismatch")
@@ -483,6 +523,7 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "recovery-action-reboot",
         "pcie-replays",
         "nic-link-flap",
+        "nic-symbol-errors",
         "firmware-mismatch",
         "nccl-slow",
         "dcgm-diag-fail",
