@@ -89,6 +89,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "gpufleet_rdma_link_up": ("gauge", "1 when the RoCE port's link was up at the end of the watch window."),
     "gpufleet_rdma_link_speed_bytes": ("gauge", "The RoCE port's link rate in bytes per second, while up."),
     "gpufleet_rdma_link_down_events": ("gauge", "Link-down events of the RoCE port in the watch window."),
+    "gpufleet_rdma_symbol_errors_per_minute": (
+        "gauge",
+        "Uncorrected symbol errors a minute on the RoCE port's physical layer (watch window).",
+    ),
+    "gpufleet_rdma_phy_errors": (
+        "gauge",
+        "Link integrity errors and excessive buffer overruns of the RoCE port in the watch window, by kind.",
+    ),
     "gpufleet_vllm_up": ("gauge", "1 when the vLLM instance answered its metrics endpoint."),
     "gpufleet_vllm_prefix_cache_hit_ratio": ("gauge", "vLLM prefix cache hit ratio over the watch window."),
     "gpufleet_vllm_generation_tokens_per_second": ("gauge", "vLLM generated tokens per second."),
@@ -246,6 +254,9 @@ def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> 
         gbps = _number(port.get("rate_gbps"))
         out.add("gpufleet_rdma_link_speed_bytes", labels, None if gbps is None else gbps * 1e9 / 8)
         out.add("gpufleet_rdma_link_down_events", labels, port.get("link_down_events"))
+        out.add("gpufleet_rdma_symbol_errors_per_minute", labels, port.get("symbol_errors_per_minute"))
+        for kind, count in sorted(_dict(port.get("phy_errors")).items()):
+            out.add("gpufleet_rdma_phy_errors", {**labels, "kind": kind}, count)
         for priority, share in sorted(_dict(port.get("pause_seconds_per_second")).items()):
             out.add("gpufleet_rdma_pause_seconds_per_second", {**labels, "priority": priority}, share)
     _health_series(out, base, _dict(watch.get("health")))

@@ -166,6 +166,8 @@ WATCH: dict[str, Any] = {
             "rx_discards_per_second": 0.0,
             "cnp_sent_per_second": 12.0,
             "ecn_marked_per_second": 11.0,
+            "symbol_errors_per_minute": 150.0,
+            "phy_errors": {"link_integrity": 1, "buffer_overrun": 0},
         }
     ],
     "instances": [
@@ -333,6 +335,11 @@ def test_watch_readings() -> None:
     assert series(text, "gpufleet_rdma_rx_discards_per_second", **port) == {(): 0.0}
     assert series(text, "gpufleet_rdma_cnp_sent_per_second", **port) == {(): 12.0}
     assert series(text, "gpufleet_rdma_ecn_marked_per_second", **port) == {(): 11.0}
+    assert series(text, "gpufleet_rdma_symbol_errors_per_minute", **port) == {(): 150.0}
+    assert series(text, "gpufleet_rdma_phy_errors", **port) == {
+        L(kind="buffer_overrun"): 0.0,
+        L(kind="link_integrity"): 1.0,
+    }
     vllm = {"host": "node01", "command": "watch", "vllm_instance": "a"}
     assert series(text, "gpufleet_vllm_up", **vllm) == {(): 1.0}
     assert series(text, "gpufleet_vllm_prefix_cache_hit_ratio", **vllm) == {(): 0.9}
@@ -441,8 +448,9 @@ def test_series_per_node_stay_bounded() -> None:
     text = prom.render(report)
     check_metrics(text)
     per_node = [key for key in parsed(text) if ("host", "node01") in key[1]]
-    # status 7 + areas 5 + GPUs 16 x 16 + ports 8 x 5 + instances 2 x 7
-    assert len(per_node) == 7 + 5 + 16 * 16 + 8 * 5 + 2 * 7 == 322
+    # status 7 + areas 5 + GPUs 16 x 16 + ports 8 x 8 (5 rates, symbol errors, 2 phy error kinds)
+    # + instances 2 x 7
+    assert len(per_node) == 7 + 5 + 16 * 16 + 8 * 8 + 2 * 7 == 346
     assert series(text, "gpufleet_failed_checks", host="node01", area="thermal") == {L(command="watch"): 29.0}
 
 

@@ -43,9 +43,12 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
+    BUFFER_OVERRUN_COUNTERS,
     ECN_LOOP_COUNTERS,
     LINK_DOWN_COUNTERS,
+    LINK_INTEGRITY_COUNTERS,
     RETRANSMIT_COUNTERS,
+    SYMBOL_ERROR_COUNTERS,
     link_up,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import gpu_checks
@@ -204,6 +207,17 @@ def port_facts(window):
             paused[str(window.priority)] = round(delta[rx_pause] / 1e6 / seconds, 6)
         link = (summary["links"].get(port["ibdev"]) or {}).get("end") or {}
         flaps = [delta[n] for n in LINK_DOWN_COUNTERS if n in delta]
+        # the physical layer (roce_counters.judge_phy's counters): symbol errors counted at two
+        # layers, the larger; the others summed, None where the port has none of them
+        symbols = [delta[n] for n in SYMBOL_ERROR_COUNTERS if n in delta]
+        phy = {
+            kind: sum(delta[n] for n in names if n in delta)
+            for kind, names in (
+                ("link_integrity", LINK_INTEGRITY_COUNTERS),
+                ("buffer_overrun", BUFFER_OVERRUN_COUNTERS),
+            )
+            if any(n in delta for n in names)
+        }
         out.append(
             {
                 "ibdev": port["ibdev"],
@@ -215,6 +229,8 @@ def port_facts(window):
                 "rx_discards_per_second": _rate(delta, ("rx_discards_phy",), seconds),
                 "cnp_sent_per_second": _rate(delta, (ECN_LOOP_COUNTERS[1],), seconds),
                 "ecn_marked_per_second": _rate(delta, (ECN_LOOP_COUNTERS[0],), seconds),
+                "symbol_errors_per_minute": round(max(symbols) * 60.0 / seconds, 3) if symbols else None,
+                "phy_errors": phy,
             }
         )
     return out

@@ -529,10 +529,15 @@ def test_a_port_whose_symbol_errors_rise_fails_the_window_naming_it(node: RoceNo
     nic = node.nics()[0]
     with sim_state.locked(node.dir) as st:
         faults_health.nic_symbol_errors(st, node.dir / "sys")
-    watch = window(node, seconds=120.0, during="during the burn-in", peers={nic["ibdev"]: "leaf01:swp1"})
-    checks = by_name(watch.checks())
+    read = window(node, seconds=120.0, during="during the burn-in", peers={nic["ibdev"]: "leaf01:swp1"})
+    checks = by_name(read.checks())
     symbols = checks[f"fabric.symbol_errors[{nic['ibdev']}]"]
     assert (symbols["ok"], symbols["value"], symbols["limit"]) == (False, 600, 4)
     assert "(cabled to leaf01:swp1): 600 symbol errors during the burn-in" in symbols["message"]
     assert [c["name"] for c in checks.values() if not c["ok"]] == [symbols["name"]]
-    assert watch.summary()["deltas"][nic["ibdev"]]["symbol_error"] == 600
+    assert read.summary()["deltas"][nic["ibdev"]]["symbol_error"] == 600
+    # the watch's fact of the same window (what gpufleet_rdma_symbol_errors_per_minute shows)
+    facts = {p["ibdev"]: p for p in watch.port_facts(read)}
+    assert facts[nic["ibdev"]]["symbol_errors_per_minute"] == 300.0
+    assert facts[nic["ibdev"]]["phy_errors"] == {"link_integrity": 0, "buffer_overrun": 0}
+    assert facts["mlx5_1"]["symbol_errors_per_minute"] == 0.0
