@@ -248,8 +248,9 @@ def test_roce_ports_are_read_when_the_load_starts_and_when_it_stops(roce: RoceBu
     assert roce.calls[:8] == ethtool and roce.calls[-8:] == ethtool
     assert {tuple(args) for args, _ in roce.calls[8:-8]} == {tuple(QUERY)}
     fabric = [c for c in result["checks"] if c["name"].startswith(("fabric.", "rdma_link."))]
-    # per port: 8 counter checks, its link's state, rate and flaps, its share of the traffic
-    assert len(fabric) == 12 * 8 and all(c["ok"] for c in fabric)
+    # per port: 8 counter checks, its link's state, rate and flaps, its physical layer's symbol
+    # errors, link integrity and buffer overruns, its share of the traffic
+    assert len(fabric) == 15 * 8 and all(c["ok"] for c in fabric)
     assert result["checks"][-1]["name"].startswith("fabric.")  # after the thermal and request checks
     assert result["roce"]["links"]["mlx5_7"]["end"] == {
         "state": "ACTIVE",
