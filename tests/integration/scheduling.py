@@ -14,8 +14,9 @@ from xdist.scheduler import LoadScopeScheduling
 
 # Worker-seconds of each unit in a full run on a 2-core machine (`--durations=0`, setup, calls and
 # teardown together; 2026-12-05), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
-# thermal_gate's scenario measured again without its first destroy (2026-12-06, `molecule test` alone at
-# load 2-3: 53 s).
+# The molecule scenarios measured again without their first destroy (2026-12-06): thermal_gate alone at load
+# 2-3 (`molecule test`, 53 s); the others in one run of test_molecule.py (-n 2, load 3-9), scaled by 53/64,
+# thermal_gate's own ratio between the two.
 COST = {
     "test_drift.py": 370,
     "test_gate_faults.py": 340,
@@ -30,7 +31,17 @@ COST = {
     "test_sim_vllm.py": 57,
     "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 53,
     "test_sigterm_gate.py": 41,
-    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 34,
+    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 41,
+    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_qos]": 33,
+    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_link]": 32,
+    "test_molecule.py::test_scenario_passes_with_idempotence[switch_qos]": 30,
+    "test_molecule.py::test_scenario_passes_with_idempotence[drain]": 30,
+    "test_molecule.py::test_scenario_passes_with_idempotence[nccl_topology]": 27,
+    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_pinning]": 25,
+    "test_molecule.py::test_scenario_passes_with_idempotence[watch]": 25,
+    "test_molecule.py::test_scenario_passes_with_idempotence[default]": 25,
+    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_power]": 24,
+    "test_molecule.py::test_scenario_passes_with_idempotence[fabric]": 24,
 }
 DEFAULT_COST = 15
 MOLECULE = "test_molecule.py"
