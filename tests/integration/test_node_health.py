@@ -38,6 +38,9 @@ FAULTED = [
     ("node04", "nccl-slow", "health.nccl_busbw"),
     # the last RoCE port flaps every 4 s: the burn-in's link-down counters see it
     ("node05", "nic-link-flap", "fabric.link_flaps"),
+    # and its first RoCE port (mlx5_0) counts 5 symbol errors a second: the all-reduce's or the burn-in's
+    # RoCE window sees the rise
+    ("node05", "nic-symbol-errors", "fabric.symbol_errors"),
     # its VBIOS and NIC firmware one version behind its peers': the odd node out
     ("node06", "firmware-mismatch", "fleet.versions"),
     # a PDU capping the GPUs 5 s in every 10 s: every burn-in sample is judged, so the gate cannot
@@ -132,6 +135,11 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     assert capped and all((c["value"], c["limit"]) == (1100.0, 1400.0) for c in capped)
     flap = _failed(report["hosts"]["node05"])["fabric.link_flaps[mlx5_7]"]
     assert flap["value"] >= 1 and flap["limit"] == 0 and "cabled to leaf" in flap["message"]
+    symbols = _failed(report["hosts"]["node05"])["fabric.symbol_errors[mlx5_0]"]
+    assert symbols["value"] > symbols["limit"] == 2
+    # the all-reduce's RoCE window (before the burn-in) sees it first when it lasts over 0.6 s (3 errors)
+    assert re.search(r"symbol errors during the (all-reduce|burn-in)", symbols["message"]), symbols["message"]
+    assert "fabric.symbol_errors[mlx5_7]" not in _failed(report["hosts"]["node05"])
     # only DCGM sees it: its GPU Memory test, naming GPU 2 by index and UUID; nothing else fails
     node08 = _failed(report["hosts"]["node08"])
     assert sorted(node08) == ["health.dcgm_diag[GPU Memory]"], sorted(node08)
@@ -194,6 +202,7 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
         ("recovery-action-reboot", "health.recovery_action"),
         ("pcie-replays", "health.pcie_replays"),
         ("nic-link-flap", "fabric.link_flaps"),
+        ("nic-symbol-errors", "fabric.symbol_errors"),
         # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
         ("xid-79", "health.gpu_count"),
     ],
@@ -211,6 +220,10 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     if fault == "pcie-replays":
         series = r'gpufleet_gpu_pcie_replays\{host="node01",command="watch",gpu="0",[^}]*\} [1-9]'
         assert re.search(series, prom), prom
+    if fault == "nic-symbol-errors":
+        series = r'gpufleet_rdma_symbol_errors_per_minute\{host="node01",command="watch",port="mlx5_0"\} '
+        assert re.search(series + "[1-9]", prom), prom
+        assert [c["name"] for c in named] == ["fabric.symbol_errors[mlx5_0]"]
     if fault == "recovery-action-reboot":
         assert 'action="Node Reboot"} 1' in prom and prom.count('action="None"} 0') == 15
     if fault == "xid-94":
