@@ -118,16 +118,9 @@ def read_hw_counters(ibdev: str, port: int = 1, root: str | None = None) -> dict
     counters = {}
     for name in sorted(os.listdir(directory)):
         path = os.path.join(directory, name)
-        if not os.path.isfile(path):
-            continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read().strip()
-        except OSError as exc:
-            raise ReadError("sysfs: %s could not be read (%s)" % (path, exc.strerror or exc)) from exc
-        if not text.isdigit() or not text.isascii():
-            raise ReadError("sysfs: %s holds %r, not a counter (an unsigned integer)" % (path, text[:40]))
-        counters[name] = int(text)
+        value = _read_counter(path) if os.path.isfile(path) else None
+        if value is not None:
+            counters[name] = value
     return counters
 
 
@@ -138,18 +131,25 @@ def read_port_counters(ibdev: str, port: int = 1, root: str | None = None) -> di
     directory = rdma_read.sysfs_path("class", "infiniband", ibdev, "ports", str(port), "counters", root=root)
     counters = {}
     for name in PORT_COUNTERS:
-        path = os.path.join(directory, name)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read().strip()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            raise ReadError("sysfs: %s could not be read (%s)" % (path, exc.strerror or exc)) from exc
-        if not text.isdigit() or not text.isascii():
-            raise ReadError("sysfs: %s holds %r, not a counter (an unsigned integer)" % (path, text[:40]))
-        counters[name] = int(text)
+        value = _read_counter(os.path.join(directory, name))
+        if value is not None:
+            counters[name] = value
     return counters
+
+
+def _read_counter(path: str) -> int | None:
+    """One sysfs counter file: an unsigned integer, None when the file is not there, else ReadError
+    naming the file."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ReadError("sysfs: %s could not be read (%s)" % (path, exc.strerror or exc)) from exc
+    if not text.isdigit() or not text.isascii():
+        raise ReadError("sysfs: %s holds %r, not a counter (an unsigned integer)" % (path, text[:40]))
+    return int(text)
 
 
 def ethtool_argv(netdev: str, ethtool: str = "ethtool") -> list[str]:
