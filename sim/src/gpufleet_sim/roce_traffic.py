@@ -423,6 +423,7 @@ def read(node_dir: Path, netdev: str, now: float) -> str | None:
         # a flapping port's flaps since the last read: link_down_events_phy and the carrier counts
         link_flap.advance(state, node_dir / "sys", nic, now)
         values = advance(node_dir, state, nic, now)
-        sysfs_rdma.write_hw_counters(node_dir / "sys", nic, hw_counters(values))
-        sysfs_rdma.write_port_counters(node_dir / "sys", nic, port_counters(values))
+        sys_root = node_dir / "sys"
+        sysfs_rdma.write_counters(sysfs_rdma.hw_counters_dir(sys_root, nic), hw_counters(values))
+        sysfs_rdma.write_counters(sysfs_rdma.port_counters_dir(sys_root, nic), port_counters(values))
         return render_ethtool(nic, values)

@@ -142,25 +142,22 @@ PORT_COUNTERS = (
 
 
 def port_counters_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
-    return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"]) / "counters"
-
-
-def write_port_counters(sys_root: Path, nic: dict[str, Any], values: dict[str, int]) -> None:
-    """The port's counters/ files (sim/roce_traffic.py keeps the values): one integer each."""
-    base = port_counters_dir(sys_root, nic)
-    for name, value in values.items():
-        _write(base / name, value)
+    return _port_dir(sys_root, nic) / "counters"
 
 
 def hw_counters_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
-    return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"]) / "hw_counters"
+    return _port_dir(sys_root, nic) / "hw_counters"
 
 
-def write_hw_counters(sys_root: Path, nic: dict[str, Any], values: dict[str, int]) -> None:
-    """The port's hw_counters files (sim/roce_traffic.py keeps the values): one integer each."""
-    base = hw_counters_dir(sys_root, nic)
+def write_counters(base: Path, values: dict[str, int]) -> None:
+    """A port's counter files in ``base`` (port_counters_dir or hw_counters_dir; sim/roce_traffic.py
+    keeps the values): one integer each."""
     for name, value in values.items():
         _write(base / name, value)
+
+
+def _port_dir(sys_root: Path, nic: dict[str, Any]) -> Path:
+    return ibdev_dir(sys_root, nic) / "ports" / str(nic["port"])
 
 
 def _render_netdev(nic: dict[str, Any], net: Path) -> None:
@@ -240,7 +237,7 @@ def set_link(state: State, nic: dict[str, Any], sys_root: Path, up: bool) -> Non
     elif up and not was_up:
         nic["carrier_up_count"] = int(nic.get("carrier_up_count", 0)) + 1
     net = netdev_dir(sys_root, nic)
-    port = ibdev_dir(sys_root, nic) / "ports" / str(nic["port"])
+    port = _port_dir(sys_root, nic)
     _write(net / "carrier_down_count", int(nic.get("carrier_down_count", 0)))
     _write(net / "carrier_up_count", int(nic.get("carrier_up_count", 0)))
     _write(net / "operstate", "up" if up else "down")
