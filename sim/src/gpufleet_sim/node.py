@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet_sim import build, state, sysfs, systemd_targets, toolclient, toolserver
+from gpufleet_sim import build, sshd_config, state, sysfs, systemd_targets, toolclient, toolserver
 from gpufleet_sim.tools import INSTALL_DIRS, TOOLS
 
 SRC_DIR = Path(__file__).resolve().parents[1]
@@ -60,27 +60,13 @@ def _tool_wrapper(command: str, node_dir: Path) -> str:
 
 
 def _sshd_config(spec: NodeSpec) -> str:
-    return "\n".join(
-        [
-            f"ListenAddress {spec.address}:{spec.port}",
-            f"HostKey {spec.host_key}",
-            "PidFile none",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "UsePAM no",
-            # the node's /root is a bind mount of a directory the harness owns
-            "StrictModes no",
-            "UseDNS no",
-            "MaxSessions 64",
-            "MaxStartups 200:30:400",
-            "Subsystem sftp internal-sftp",
-            "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            "LogLevel ERROR",
-            "",
-        ]
-    )
+    own = [
+        "MaxSessions 64",
+        "MaxStartups 200:30:400",
+        "Subsystem sftp internal-sftp",
+        "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ]
+    return sshd_config.render(spec.address, spec.port, spec.host_key, own)
 
 
 def tool_path(node_dir: Path, command: str) -> Path:

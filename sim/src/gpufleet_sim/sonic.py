@@ -40,7 +40,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from gpufleet_sim import nvue_state
+from gpufleet_sim import nvue_state, sshd_config
 
 SRC_DIR = Path(__file__).resolve().parents[1]
 NODE_PYTHON = "/usr/bin/python3"
@@ -172,26 +172,13 @@ def host_key(directory: Path, name: str) -> Path:
 
 def _sshd_config(directory: Path, name: str, address: str, port: int) -> str:
     files = _files(directory, name)
-    return "\n".join(
-        [
-            f"ListenAddress {address}:{port}",
-            f"HostKey {host_key(directory, name)}",
-            f"AuthorizedKeysFile {files / 'authorized_keys'}",
-            "PidFile none",
-            "PermitRootLogin prohibit-password",
-            "PubkeyAuthentication yes",
-            "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no",
-            "UsePAM no",
-            "StrictModes no",
-            "UseDNS no",
-            "MaxSessions 16",
-            # no Subsystem sftp: nothing is copied to a switch
-            f"SetEnv PATH={files / 'bin'}:/usr/local/bin:/usr/bin:/bin",
-            "LogLevel ERROR",
-            "",
-        ]
-    )
+    own = [
+        f"AuthorizedKeysFile {files / 'authorized_keys'}",
+        "MaxSessions 16",
+        # no Subsystem sftp: nothing is copied to a switch
+        f"SetEnv PATH={files / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+    ]
+    return sshd_config.render(address, port, host_key(directory, name), own)
 
 
 def prepare(directory: Path, name: str, address: str, port: int, authorized_key: str) -> None:
