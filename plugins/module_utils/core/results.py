@@ -49,6 +49,12 @@ def check(name, ok, value, limit, unit, message):
     return {"name": name, "ok": bool(ok), "value": value, "limit": limit, "unit": unit, "message": message}
 
 
+def allowed_in_window(per_minute, seconds):
+    """The count a limit of ``per_minute`` events allows over a window of ``seconds``: a window under a
+    minute is allowed a minute's worth, so a short window does not fail on a single event."""
+    return int(per_minute * max(seconds / 60.0, 1.0))
+
+
 def change(setting, before, after):
     """One setting that differs: ``{setting, from, to}``."""
     return {"setting": setting, "from": before, "to": after}

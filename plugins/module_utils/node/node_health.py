@@ -49,7 +49,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import allowed_in_window, check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     dcgm,
     gpu_health_readings,
@@ -575,7 +575,7 @@ def pcie_replay_checks(
     """``health.pcie_replays[<uuid>]``: per GPU in both readings, how far its PCIe replay counter rose
     between them (``seconds`` apart; a counter that went down, a GPU reset, counts from 0)."""
     first = {g["uuid"]: (g.get("pcie") or {}).get("replay_counter") for g in before}
-    allowed = int(max_per_minute * max(seconds / 60.0, 1.0))
+    allowed = allowed_in_window(max_per_minute, seconds)
     out = []
     for gpu in after:
         start, end = first.get(gpu["uuid"]), (gpu.get("pcie") or {}).get("replay_counter")

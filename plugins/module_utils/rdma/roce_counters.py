@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.parsing import guard
-from ansible_collections.gpufleet.node.plugins.module_utils.core.results import check
+from ansible_collections.gpufleet.node.plugins.module_utils.core.results import allowed_in_window, check
 
 Func = TypeVar("Func", bound=Callable[..., Any])
 
@@ -594,7 +594,7 @@ def judge_phy(
     checks = []
     symbols = _largest(before, after, SYMBOL_ERROR_COUNTERS)
     if symbols is not None:
-        allowed = int(limits["symbol_errors_per_min"] * max(seconds / 60.0, 1.0))
+        allowed = allowed_in_window(limits["symbol_errors_per_min"], seconds)
         ok = symbols <= allowed
         checks.append(
             check(
