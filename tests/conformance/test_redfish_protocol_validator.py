@@ -101,7 +101,7 @@ def run_validator(bmc: sim_bmc.Namespaced, report_dir: Path) -> list[dict[str, s
     env = {k: v for k, v in os.environ.items() if k != "CURL_CA_BUNDLE"}
     env["REQUESTS_CA_BUNDLE"] = str(node.ca)
     validator = str(Path(sys.executable).with_name("rf_protocol_validator"))
-    argv = [validator, "--rhost", node.url, "--user", launch.USERNAME, "--password", node.password]
+    argv = [validator, "--rhost", node.url, f"--user={launch.USERNAME}", f"--password={node.password}"]
     argv += ["--ca-bundle", str(node.ca), "--report-dir", str(report_dir), "--report-type", "tsv"]
     # --avoid-http-redirect: the sim has no plain-HTTP port to be redirected from
     done = bmc.run([*argv, "--avoid-http-redirect"], env=env)

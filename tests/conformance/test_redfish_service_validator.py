@@ -37,7 +37,7 @@ def run_validator(bmc: sim_bmc.Namespaced, log_dir: Path) -> tuple[dict[str, int
     """(its summary counts, its FAIL and WARN lines as (result, what))."""
     node = bmc.node
     validator = str(Path(sys.executable).with_name("rf_service_validator"))
-    argv = [validator, "--rhost", node.url, "--user", launch.USERNAME, "--password", node.password]
+    argv = [validator, "--rhost", node.url, f"--user={launch.USERNAME}", f"--password={node.password}"]
     argv += ["--schema_directory", str(SCHEMAS), "--skipschema", "--logdir", str(log_dir)]
     # its own config.ini is read from the working directory: none there
     done = bmc.run(argv, timeout=300)
