@@ -179,6 +179,13 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
     # Any link-down event in the window: a link that flapped under load drops every queue pair on
     # it (NCCL aborts or hangs), and a cable or transceiver that flaps once flaps again.
     "link_flaps": 0,
+    # Seconds at the start of a window whose link-down events are the fabric settling, not a fault:
+    # a ConnectX-8 port retrains once or twice while its fabric comes up (leptonai/gpud#1247, CX8 and
+    # Q3400). A window that runs longer reads the links again at this time (Window.settle): down
+    # events before that reading pass when none follow it and the link is up at the end; every one
+    # after it counts against link_flaps. A window no longer than this has no such reading and every
+    # down event in it counts. 0: no settling, every down event counts. At most 3600 s.
+    "link_flap_settle_s": 30.0,
     # A port that moved less than this share of its loaded siblings' median RDMA bytes: the load
     # did not reach it (link down, wrong route, a GID or ToS the traffic does not use).
     "min_traffic_share": 0.1,
@@ -473,6 +480,13 @@ def _link_text(link: Mapping[str, Any]) -> str:
     return shown + (" at %s Gb/s" % rate if rate and link_up(link) else "")
 
 
+def link_downs(before: Mapping[str, int], after: Mapping[str, int]) -> int | None:
+    """The link-down events between two readings (LINK_DOWN_COUNTERS count the same events at two
+    layers: the larger rise); None when neither reading has them."""
+    known = [f for f in (_delta(before, after, n) for n in LINK_DOWN_COUNTERS) if f is not None]
+    return max(known) if known else None
+
+
 def judge_link(
     device: str,
     before: Mapping[str, Any],
@@ -482,6 +496,7 @@ def judge_link(
     during: str,
     peer: str | None = None,
     thresholds: Mapping[str, float] | None = None,
+    settled: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """A RoCE port's link over a window: up at its end, at the rate it started with, no flap.
 
@@ -491,6 +506,12 @@ def judge_link(
     ("during the burn-in"); ``peer`` is the leaf port the cabling plan gives it ("leaf02:swp8").
     A port that went down and came back shows as a flap; one that went down stays failed as
     ``rdma_link.link_state[<dev>]``, the name the link role gives the same condition.
+
+    ``settled`` is the port's reading when the window's settling time ended (Window.settle:
+    ``{"link", "counters", "at_s", "window_s"}``), or None: when the link was up in it, the down
+    events before it are the fabric settling and pass when none follow it and the link is up at the
+    end (``link_flap_settle_s``); those after it are judged against ``link_flaps``. Without it, or
+    with the link not up in it, every down event in the window is judged.
     """
     limits = dict(DEFAULT_THRESHOLDS)
     limits.update(thresholds or {})
@@ -533,34 +554,76 @@ def judge_link(
                 else "%s held %s Gb/s %s" % (label, rate_after, during),
             )
         )
-    flaps = [_delta(counters_before, counters_after, n) for n in LINK_DOWN_COUNTERS]
-    known = [f for f in flaps if f is not None]
     went_down = up_before and not up_after
-    if known or went_down:
-        count = max([*known, 1 if went_down else 0])
-        ok = count <= limits["link_flaps"]
-        checks.append(
-            check(
-                "fabric.link_flaps[%s]" % device,
-                ok,
+    checks.extend(
+        _flap_checks(device, label, counters_before, counters_after, during, limits, went_down, settled)
+    )
+    return checks
+
+
+def _flap_checks(
+    device: str,
+    label: str,
+    counters_before: Mapping[str, int],
+    counters_after: Mapping[str, int],
+    during: str,
+    limits: Mapping[str, float],
+    went_down: bool,
+    settled: Mapping[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """``fabric.link_flaps[<device>]``: the down events judged (those after the settling reading when
+    there is one, else all of them), at most ``link_flaps``."""
+    total = link_downs(counters_before, counters_after)
+    settling, judged = None, total
+    if settled is not None and not link_up(settled.get("link") or {}):
+        # still down (or training) when the settling time ended: it did not settle, all of them count
+        return _flap_checks(device, label, counters_before, counters_after, during, limits, went_down, None)
+    if settled is not None:
+        settling = link_downs(counters_before, settled["counters"])
+        judged = link_downs(settled["counters"], counters_after)
+    if total is None and judged is None and not went_down:
+        return []
+    count = max(judged or 0, 1 if went_down else 0)
+    ok = count <= limits["link_flaps"]
+    counted = ", ".join(LINK_DOWN_COUNTERS)
+    if settled is None:
+        said = "%s: %d link-down events %s (%s), limit %g" % (
+            label,
+            count,
+            during,
+            counted,
+            limits["link_flaps"],
+        )
+    else:
+        said = (
+            "%s: %d link-down events %s after its first %s s (%s), limit %g; %d in those first %s s while "
+            "the fabric settled (link_flap_settle_s %g: allowed when none follow)"
+            % (
+                label,
                 count,
+                during,
+                _fmt_s(settled["at_s"]),
+                counted,
                 limits["link_flaps"],
-                "link-down events",
-                "%s: %d link-down events %s (%s), limit %g%s"
-                % (
-                    label,
-                    count,
-                    during,
-                    ", ".join(LINK_DOWN_COUNTERS),
-                    limits["link_flaps"],
-                    ""
-                    if ok
-                    else ": every queue pair on the link was torn down; reseat or replace the cable "
-                    "and transceiver, then run the gate again",
-                ),
+                settling or 0,
+                _fmt_s(settled["at_s"]),
+                limits["link_flap_settle_s"],
             )
         )
-    return checks
+        if ok and settling:
+            said += "; the link then held up for %s s" % _fmt_s(settled["window_s"] - settled["at_s"])
+    if not ok:
+        said += (
+            ": every queue pair on the link was torn down; reseat or replace the cable and transceiver, "
+            "then run the gate again"
+        )
+    return [
+        check("fabric.link_flaps[%s]" % device, ok, count, limits["link_flaps"], "link-down events", said)
+    ]
+
+
+def _fmt_s(seconds: float) -> str:
+    return "%g" % round(seconds, 1)
 
 
 def _largest(before: Mapping[str, int], after: Mapping[str, int], names: tuple[str, ...]) -> int | None:

@@ -240,7 +240,17 @@ def threshold_errors(thresholds: Mapping[str, Any] | None) -> list[str]:
             errors.append("%s must be a number, not %r" % (key, value))
         elif value < 0:
             errors.append("%s must be 0 or more, not %g" % (key, value))
+        elif key in THRESHOLD_MAXIMA and value > THRESHOLD_MAXIMA[key][0]:
+            errors.append(
+                "%s must be 0..%g %s, not %g"
+                % (key, THRESHOLD_MAXIMA[key][0], THRESHOLD_MAXIMA[key][1], value)
+            )
     return errors
+
+
+# The thresholds with an upper end too: (highest, unit). A settling time past an hour is longer than any
+# burn-in (thermal_gate_burn_in_seconds is at most 3600 s): it would allow every flap of the window.
+THRESHOLD_MAXIMA = {"link_flap_settle_s": (3600.0, "s")}
 
 
 def thresholds_from(option: Mapping[str, Any] | None) -> dict[str, float]:
@@ -337,6 +347,13 @@ class Window:
         self.started: float | None = None
         self.seconds: float | None = None
         self.error: str | None = None
+        # the links and counters read when the settling time ended (settle), and when that was
+        limits = dict(DEFAULT_THRESHOLDS)
+        limits.update(thresholds or {})
+        self.settle_s = float(limits["link_flap_settle_s"])
+        self.settled: Reading | None = None
+        self.links_settled: Links | None = None
+        self.settled_at: float | None = None
 
     def _read(self) -> tuple[Reading | None, Links | None]:
         try:
@@ -350,6 +367,30 @@ class Window:
     def start(self) -> None:
         self.before, self.links_before = self._read()
         self.started = self.clock()
+
+    def settle(self, elapsed: float) -> None:
+        """Called as the load runs (``elapsed`` s since it started): once the settling time
+        (``link_flap_settle_s``) has passed, the links and counters are read once more. Link-down
+        events before that reading are the fabric settling (judge_link allows them when none
+        follow); a load that ends first has no such reading, and every down event in it counts.
+        The watch never calls it: a link that flaps in service flapped."""
+        if self.settle_s <= 0 or elapsed < self.settle_s or self.settled_at is not None:
+            return
+        if self.before is None or self.started is None or self.error is not None:
+            return
+        self.settled_at = self.clock() - self.started
+        self.settled, self.links_settled = self._read()
+
+    def _settled(self, ibdev: str) -> dict[str, Any] | None:
+        """judge_link's ``settled`` for one port: its reading at the settling time, or None."""
+        if self.settled is None or self.settled_at is None or self.seconds is None:
+            return None
+        return {
+            "link": (self.links_settled or {}).get(ibdev, {}),
+            "counters": self.settled.get(ibdev, {}),
+            "at_s": self.settled_at,
+            "window_s": self.seconds,
+        }
 
     def stop(self) -> None:
         if self.before is None or self.started is None:
@@ -384,6 +425,7 @@ class Window:
                     self.during,
                     self.peers.get(ibdev),
                     self.thresholds,
+                    self._settled(ibdev),
                 )
             )
             if ibdev in self.before:
@@ -417,6 +459,8 @@ class Window:
         return {
             "ports": [dict(p) for p in self.ports],
             "window_s": None if self.seconds is None else round(self.seconds, 1),
+            # when the links were read at the settling time (None: the load ended first, or no settling)
+            "settled_at_s": None if self.settled_at is None else round(self.settled_at, 1),
             "deltas": deltas(self.before or {}, self.after or {}, self.priority) if both else {},
             "links": links,
             "error": self.error,

@@ -345,7 +345,8 @@ def run(
     """Load on, sample every ``interval`` s for ``seconds`` s, load off.
 
     ``sample()`` returns parse_sample()'s list or raises SampleError. ``counters`` (a
-    roce_reading.Window, or None) is read just before the load starts and just before it stops.
+    roce_reading.Window, or None) is read just before the load starts and just before it stops,
+    and once more at the first sample past its settling time (Window.settle).
     ``health`` (a node_health.AfterLoad, or None) is started just before the load starts and
     stopped once the load has stopped: the node's health when the load ended.
     ``under_load()`` (or None) is called once just before the load stops, while it still runs
@@ -366,6 +367,9 @@ def run(
             t = clock() - start
             if t >= seconds:
                 break
+            if counters is not None:
+                # the links read once more when the fabric's settling time has passed
+                counters.settle(t)
             try:
                 bad = watch.add(t, sample())
             except SampleError as exc:
