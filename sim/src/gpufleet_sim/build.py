@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from gpufleet_sim import kernel_log, thermal
+from gpufleet_sim import gpudirect, kernel_log, thermal
 from gpufleet_sim.state import State, sysfs_bdf
 
 PROFILES = ("b300-16", "h100-8", "h200")
@@ -76,7 +76,11 @@ def build_node_state(node: str, profile_name: str, index: int) -> State:
         "nics": [],
         "faults": [],
         # systemd's view; the driver's persistence daemon is enabled as on a tuned node
-        "units": {"nvidia-persistenced.service": {"enabled": True, "active": False}},
+        "units": {
+            "nvidia-persistenced.service": {"enabled": True, "active": False},
+            # nvidia-fabricmanager and nvidia-dcgm, running (sim/gpudirect.py)
+            **gpudirect.initial_units(),
+        },
     }
     slot = nic_slot = 0
     for sw in range(switches):

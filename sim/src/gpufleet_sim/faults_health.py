@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet_sim import faults_gpu, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
+from gpufleet_sim import faults_gpu, faults_gpudirect, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
 from gpufleet_sim.state import State, present_gpus, sysfs_bdf
 
 Gpu = dict[str, Any]
@@ -307,4 +307,6 @@ FAULTS = {
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
     "nccl-slow": (nccl_slow, nccl_slow),
     "dcgm-diag-fail": (dcgm_diag_fail, dcgm_diag_fail),
+    # GPUDirect RDMA's host pieces, the NVIDIA services, an mlx5 firmware error (issue 38)
+    **faults_gpudirect.FAULTS,
 }

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet_sim import build, sshd_config, state, sysfs, systemd_targets, toolclient, toolserver
+from gpufleet_sim import build, gpudirect, sshd_config, state, sysfs, systemd_targets, toolclient, toolserver
 from gpufleet_sim.tools import INSTALL_DIRS, TOOLS
 
 SRC_DIR = Path(__file__).resolve().parents[1]
@@ -118,6 +118,7 @@ def prepare(spec: NodeSpec, authorized_key: str, client: bytes | None = None) ->
     node_state = build.build_node_state(spec.name, spec.profile, spec.index)
     state.save(spec.directory, node_state)
     sysfs.render(spec.directory / "sys", node_state)
+    gpudirect.render_modules(spec.directory / "sys", node_state)
     for command in TOOLS:
         _install_tool(spec, command, client)
     (spec.directory / "units" / "nvidia-persistenced.service").write_text(PERSISTENCED_UNIT, encoding="utf-8")

@@ -44,6 +44,7 @@ SERVED = (
     "dmesg",
     "all_reduce_perf",
     "dcgmi",
+    "lspci",
 )
 # the server's answer to a call it leaves to the caller (a tool module's ``served(argv)`` is false)
 LOCAL = b"local"

@@ -32,6 +32,7 @@ TOOLS = {
     "dmesg": "dmesg",
     "all_reduce_perf": "all_reduce_perf",
     "dcgmi": "dcgmi",
+    "lspci": "lspci",
 }
 # Where a tool is installed on the node when not on the PATH (/usr/local/sbin): nccl-tests is built,
 # not packaged, and run by its path (sim/node.py mounts the node's own /opt over the host's).
