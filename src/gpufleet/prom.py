@@ -86,6 +86,18 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpufleet_gpu_nvlink_links_active": ("gauge", "The GPU's active NVLink links."),
     "gpufleet_gpu_xid_events": ("gauge", "Xid events of a GPU (by PCI bus id) in the kernel log since boot."),
+    "gpufleet_nvidia_peermem_loaded": (
+        "gauge",
+        "1 while the nvidia_peermem module (GPUDirect RDMA) is loaded; absent where it is not judged.",
+    ),
+    "gpufleet_pcie_acs_enabled": (
+        "gauge",
+        "1 while ACS redirects peer-to-peer traffic at a PCIe switch port (by bridge address).",
+    ),
+    "gpufleet_rdma_firmware_errors": (
+        "gauge",
+        "mlx5_core firmware error lines of the RDMA device in the kernel log since boot.",
+    ),
     "gpufleet_rdma_link_up": ("gauge", "1 when the RoCE port's link was up at the end of the watch window."),
     "gpufleet_rdma_link_speed_bytes": ("gauge", "The RoCE port's link rate in bytes per second, while up."),
     "gpufleet_rdma_link_down_events": ("gauge", "Link-down events of the RoCE port in the watch window."),
@@ -242,6 +254,12 @@ def _health_series(out: Samples, base: dict[str, str], health: dict[str, Any]) -
         event = _dict(event)
         labels = {**base, "pci_bus_id": event.get("pci_bus_id") or "", "xid": event.get("xid")}
         out.add("gpufleet_gpu_xid_events", labels, event.get("events"))
+    gpudirect = _dict(health.get("gpudirect"))
+    out.add("gpufleet_nvidia_peermem_loaded", base, gpudirect.get("peermem_loaded"))
+    for bridge, enabled in sorted(_dict(gpudirect.get("acs_enabled")).items()):
+        out.add("gpufleet_pcie_acs_enabled", {**base, "bridge": bridge}, enabled)
+    for port, lines in sorted(_dict(health.get("nic_firmware_errors")).items()):
+        out.add("gpufleet_rdma_firmware_errors", {**base, "port": port}, lines)
 
 
 def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> None:

@@ -377,6 +377,32 @@ def test_the_recovery_action_is_1_with_its_name_0_when_none_and_absent_when_not_
     }
 
 
+def test_gpudirect_and_nic_firmware_readings_are_series_by_bridge_and_port() -> None:
+    """node_health.fact's gpudirect (peermem, ACS per switch port) and nic_firmware_errors per port;
+    peermem not judged (None): no series."""
+    watch = copy.deepcopy(WATCH)
+    watch["health"] = {
+        "gpu_count": 1,
+        "gpus": [{"uuid": "GPU-a", "index": 0}],
+        "xids": [],
+        "gpudirect": {"peermem_loaded": 0, "acs_enabled": {"0000:1a:00.0": 1, "0000:1b:00.0": 0}},
+        "nic_firmware_errors": {"mlx5_0": 0, "mlx5_1": 3},
+    }
+    text = prom.render(watch_report(watch))
+    check_metrics(text)
+    assert series(text, "gpufleet_nvidia_peermem_loaded", host="node01", command="watch") == {(): 0.0}
+    assert series(text, "gpufleet_pcie_acs_enabled", host="node01", command="watch") == {
+        L(bridge="0000:1a:00.0"): 1.0,
+        L(bridge="0000:1b:00.0"): 0.0,
+    }
+    assert series(text, "gpufleet_rdma_firmware_errors", host="node01", command="watch") == {
+        L(port="mlx5_0"): 0.0,
+        L(port="mlx5_1"): 3.0,
+    }
+    watch["health"]["gpudirect"] = {"peermem_loaded": None, "acs_enabled": {}}
+    assert series(prom.render(watch_report(watch)), "gpufleet_nvidia_peermem_loaded") == {}
+
+
 def test_a_reading_not_taken_is_no_series() -> None:
     watch = copy.deepcopy(WATCH)
     watch["gpus"][0]["power_draw_w"] = None
