@@ -23,6 +23,12 @@ description:
     id), DCGM's message, what it usually means and what to do; a test that warns is reported and does not
     block; C(health.dcgm_diag) fails when DCGM could not run the diagnostic. The gate runs it on the drained
     node; C(gpufleet watch) never does (from level 2 it loads the GPUs for minutes).
+  - With O(gpudirect_rdma), judges GPUDirect RDMA's host pieces - the C(nvidia_peermem) module loaded
+    (C(health.nvidia_peermem), from C(/sys/module/nvidia_peermem/initstate)) and ACS off on every PCIe switch
+    port (C(health.acs[<bdf>]), from C(lspci -D -vvv)'s C(ACSCtl) lines; root ports are not judged). Each
+    unit of O(expected_services) must be active (C(health.service[<unit>]), one C(systemctl is-active)).
+    mlx5_core firmware errors in the kernel log (the health poller's C(health compromised), C(Health issue
+    observed), C(synd), C(Fatal error) lines) fail C(fabric.mlx5_firmware[<dev>]) per RDMA device.
   - The PCIe generation is not judged here - a healthy idle GPU lowers its link to Gen1 to save power. The
     burn-in judges it under load.
   - Fails when a check fails, naming each with its value, limit and what to do; the checks are in the
@@ -66,6 +72,20 @@ options:
       - Seconds the diagnostic may run before it is stopped and the module fails (60-86400); unset, by level
         (600, 1800, 5400, 14400 s).
     type: int
+  gpudirect_rdma:
+    description:
+      - Judge nvidia_peermem and the PCIe switch ports' ACS - C(auto) where the node has RDMA devices (sysfs
+        C(class/infiniband)), C(yes) always, C(no) never. Needs C(lspci) (pciutils) where judged.
+    type: str
+    choices: [auto, "yes", "no"]
+    default: auto
+  expected_services:
+    description:
+      - systemd units that must be active (for example C(nvidia-fabricmanager.service) on an HGX baseboard,
+        C(nvidia-dcgm.service) where DCGM runs, C(nvidia-imex.service) where IMEX is used).
+    type: list
+    elements: str
+    default: []
   turned_off:
     description:
       - Check families the profile does not judge, each with the reason the report shows (for example
@@ -155,6 +175,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect
 from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     OPTIONS_SPEC,
     ReadError,
@@ -196,6 +217,8 @@ def main():
             dcgm_diag_level=dict(type="int", default=0),
             dcgmi_path=dict(type="path"),
             dcgm_diag_timeout_s=dict(type="int"),
+            gpudirect_rdma=dict(type="str", choices=list(gpudirect.GPUDIRECT_CHOICES), default="auto"),
+            expected_services=dict(type="list", elements="str", default=[]),
             **OPTIONS_SPEC,
         ),
         supports_check_mode=True,
@@ -204,6 +227,7 @@ def main():
     errors = input_errors(p, "thermal_gate_health_") + diag_input_errors(
         p["dcgm_diag_level"], p["dcgm_diag_timeout_s"]
     )
+    errors.extend(gpudirect.unit_errors(p["expected_services"]))
     refuse_bad_input(module, "judge the node's health", errors)
     result = dict(changed=False, checks=[], gpus=[], xids=None, dcgm_diag=None, changes=[])
     smi = nvidia_smi(module, p["nvidia_smi_path"])
@@ -212,7 +236,16 @@ def main():
     dcgmi = _dcgmi(module, p["dcgmi_path"], level) if level else None
     try:
         readings = read(module.run_command, smi, dmesg, p["nvlink"])
-    except ReadError as exc:
+        readings["gpudirect"] = gpudirect.read(
+            module.run_command,
+            p["gpudirect_rdma"],
+            tool_path(module, "lspci", required=False)
+            if gpudirect.judged(p["gpudirect_rdma"], gpudirect.rdma_devices())
+            else None,
+            tool_path(module, "systemctl", required=False) if p["expected_services"] else None,
+            p["expected_services"],
+        )
+    except (ReadError, gpudirect.ReadError) as exc:
         module.fail_json(msg="%s; run it by hand on this node to see why (fail closed)" % exc, **result)
     diag_error = None
     if dcgmi:

@@ -59,6 +59,20 @@ _EXPRESS = re.compile(r"Express (?:\(v[0-9]\) )?((?:Root|Upstream|Downstream) Po
 _FLAG = re.compile(r"([A-Za-z]+)([+-])")
 
 
+_UNIT = re.compile(r"^[A-Za-z0-9@._:-]+\.(?:service|target|socket|mount|timer)$")
+
+
+def unit_errors(units: list[str] | None) -> list[str]:
+    """Every expected unit that is not a systemd unit name (expected_services,
+    thermal_gate_health_expected_services)."""
+    return [
+        "expected_services (thermal_gate_health_expected_services): %r is not a systemd unit name "
+        "(nvidia-fabricmanager.service)" % (unit,)
+        for unit in units or []
+        if not isinstance(unit, str) or not _UNIT.match(unit)
+    ]
+
+
 class ParseError(ValueError):
     """Raised when lspci's output is empty or an ACS line does not read."""
 
@@ -154,6 +168,11 @@ def rdma_devices(root: str | None = None) -> dict[str, str]:
     return out
 
 
+def judged(gpudirect_rdma: str, devices: Mapping[str, str]) -> bool:
+    """Whether nvidia_peermem and ACS are judged: ``yes``, or ``auto`` on a node with RDMA devices."""
+    return gpudirect_rdma == "yes" or (gpudirect_rdma == "auto" and bool(devices))
+
+
 def read(
     run_command: RunCommand,
     gpudirect_rdma: str,
@@ -165,7 +184,7 @@ def read(
     """``{rdma_devices, gpudirect, peermem, acs, services}``: ``gpudirect`` whether nvidia_peermem and
     ACS are judged (``auto``: the node has RDMA devices); ``peermem``/``acs`` None when not."""
     devices = rdma_devices(root)
-    used = gpudirect_rdma == "yes" or (gpudirect_rdma == "auto" and bool(devices))
+    used = judged(gpudirect_rdma, devices)
     acs = None
     if used:
         if lspci is None:

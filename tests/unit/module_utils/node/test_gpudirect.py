@@ -113,3 +113,9 @@ def test_auto_judges_peermem_and_acs_only_where_the_node_has_rdma_devices(tmp_pa
         "acs_enabled": {"0000:17:00.0": 0, "0000:18:01.0": 1},
         "services": {},
     }
+
+
+def test_expected_units_must_be_unit_names() -> None:
+    assert gpudirect.unit_errors(["nvidia-fabricmanager.service", "nvidia-imex.service"]) == []
+    bad = gpudirect.unit_errors(["nvidia-fabricmanager", "x.service; reboot"])
+    assert len(bad) == 2 and "'nvidia-fabricmanager' is not a systemd unit name" in bad[0]
