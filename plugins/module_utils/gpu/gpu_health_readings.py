@@ -1,7 +1,7 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The hardware-health readings of ``nvidia-smi -q -x``: PCIe link, replay counter, row remapping,
-ECC, retired pages and the GPU Recovery Action, per GPU.
+ECC, retired pages, the GPU Recovery Action and the NVLink fabric's state, per GPU.
 
 The same document the gate already reads for power and temperatures (nvidia_smi.parse_query_xml);
 :func:`health_from_root` takes the root element nvidia_smi's safe XML parse gives, so a caller
@@ -15,6 +15,13 @@ what the driver says the GPU needs after an uncorrectable fault: ``None``, ``GPU
 Reboot``, ``Drain P2P``, ``Drain and Reset`` (NVML's nvmlDeviceGpuRecoveryAction_t; newer drivers add
 more). It is read as the driver prints it; an older driver without the element, or N/A, is None.
 Unlike the kernel log's Xid lines it stays until the action is taken.
+
+The fabric (``<fabric><state>`` and ``<status>``; ``Fabric`` in ``-q``, ``-q -d FABRIC``) is the GPU's
+registration with the NVSwitch fabric that Fabric Manager sets up on an HGX baseboard: ``Not
+Started``, ``In Progress`` or ``Completed`` (NVML's nvmlGpuFabricState_t), and the result, ``Success``
+or the error NVML names. A GPU that is on no NVSwitch fabric (a PCIe card, a single GPU: every real
+capture here, the H200 of driver 580, the Blackwell workstation card of 590 and the A100 of 535) reads
+``N/A``; a driver older than the section (the A100 of 510) has none: both are None, not judged.
 
 PCIe: a GPU lowers its link generation at idle to save power (an idle H100/H200 may show Gen1 of
 Gen5), so the generation is only meaningful under load; the width should stay at its maximum.
@@ -39,6 +46,9 @@ _COUNT = re.compile(r"^([0-9]{1,20})x?$")
 # A recovery action as the driver names it: words of ASCII letters (NVML's names, and the ones a
 # newer driver adds), nothing else.
 _ACTION = re.compile(r"^[A-Za-z][A-Za-z0-9 /_-]{0,39}$")
+# A fabric state or status as nvidia-smi words it: NVML's state names, "Success" or an NVML error
+# string ("Unknown Error", "Insufficient Resources"), nothing else.
+_FABRIC_WORDS = re.compile(r"^[A-Za-z][A-Za-z0-9 /_.,()'-]{0,59}$")
 
 
 def _count(elem: ET.Element | None, path: str) -> int | None:
@@ -81,6 +91,27 @@ def _recovery_action(gpu: ET.Element) -> str | None:
     if not _ACTION.match(value):
         raise ParseError("%s: <gpu_recovery_action> %r is not a recovery action" % (TOOL, value[:40]))
     return value
+
+
+def _fabric(gpu: ET.Element) -> dict[str, str | None] | None:
+    """``{state, status}`` of the GPU's NVSwitch fabric registration; None without a section or with
+    state N/A (not on a fabric)."""
+    section = gpu.find("fabric")
+    if section is None:
+        return None
+    found: dict[str, str | None] = {}
+    for tag in ("state", "status"):
+        # as printed, but N/A or empty: a failed status may be "Unknown Error", which _clean drops
+        text = (section.findtext(tag) or "").strip()
+        if text in ("", "N/A"):
+            found[tag] = None
+            continue
+        if not _FABRIC_WORDS.match(text):
+            raise ParseError("%s: <fabric><%s> %r is not a fabric %s" % (TOOL, tag, text[:40], tag))
+        found[tag] = text
+    if found["state"] is None:
+        return None
+    return found
 
 
 def _pcie(gpu: ET.Element) -> dict[str, int | None]:
@@ -165,8 +196,9 @@ def health_from_root(root: ET.Element) -> list[dict[str, Any]]:
     replay_rollover_counter}, remapped_rows: {correctable, uncorrectable, pending, failure}, ecc:
     {enabled, volatile: {correctable, uncorrectable, sram_correctable, sram_uncorrectable,
     dram_correctable, dram_uncorrectable}, aggregate: {same}, sram_threshold_exceeded},
-    retired_pages: {single_bit, double_bit, pending}, recovery_action}`` (the driver's words, None when
-    it does not report one). ``correctable``/``uncorrectable`` are the
+    retired_pages: {single_bit, double_bit, pending}, recovery_action, fabric: {state, status}}``
+    (recovery_action: the driver's words, None when it does not report one; fabric: None when the GPU is
+    on no NVSwitch fabric). ``correctable``/``uncorrectable`` are the
     SRAM + DRAM totals (pre-Ampere: the single/double-bit totals)."""
     gpus = root.findall("gpu")
     if not gpus:
@@ -185,6 +217,7 @@ def health_from_root(root: ET.Element) -> list[dict[str, Any]]:
                 "ecc": _ecc(gpu),
                 "retired_pages": _retired(gpu),
                 "recovery_action": _recovery_action(gpu),
+                "fabric": _fabric(gpu),
             }
         )
     return result

@@ -9,6 +9,9 @@
 - :func:`parse_error_counters`: per GPU every link's error counters, named in snake case from
   nvidia-smi's label (``Replay Errors`` -> ``replay``, ``Recovery Errors`` -> ``recovery``,
   ``CRC Errors`` -> ``crc``; a label this module does not know keeps its snake-case name).
+- :func:`error_totals`: per GPU the sum over its links of its CRC, replay and recovery errors, the
+  three counters DCGM's NVLink health watch judges (the CRC count is every counter whose label says
+  CRC: ``CRC Errors``, or a flit and a data CRC counter where a driver prints them apart).
 
 Both tools print one ``GPU i: <name> (UUID: GPU-...)`` line and then its links indented (a tab
 and a space on real drivers, spaces in copies). A line that is neither, a link before any GPU, a
@@ -136,3 +139,28 @@ def parse_error_counters(text: str) -> list[dict[str, Any]]:
             counters[name] = None if match.group(3) == "N/A" else int(match.group(3))
         result.append(dict(record, links=[{"link": k, "counters": v} for k, v in links.items()]))
     return result
+
+
+# error_totals' kinds, in the order DCGM's NVLink health watch reads them.
+ERROR_KINDS = ("crc", "replay", "recovery")
+
+
+def _kind(counter: str) -> str | None:
+    if "crc" in counter.split("_"):
+        return "crc"
+    return counter if counter in ("replay", "recovery") else None
+
+
+def error_totals(gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """parse_error_counters' GPUs -> ``[{index, uuid, crc, replay, recovery}]``: each kind summed over
+    the GPU's links; None where no link reports that kind (N/A, or all links down)."""
+    out = []
+    for gpu in gpus:
+        totals: dict[str, int | None] = dict.fromkeys(ERROR_KINDS)
+        for link in gpu.get("links") or []:
+            for counter, value in (link.get("counters") or {}).items():
+                kind = _kind(counter)
+                if kind is not None and value is not None:
+                    totals[kind] = (totals[kind] or 0) + value
+        out.append(dict(totals, index=gpu["index"], uuid=gpu["uuid"]))
+    return out

@@ -1,6 +1,6 @@
 # Copyright: gpufleet developers
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""NVIDIA Xid events from the kernel log, and what each Xid means for a node.
+"""NVIDIA Xid and NVSwitch SXid events from the kernel log, and what each means for a node.
 
 - :func:`parse_kernel_log`: the text of ``dmesg`` (any ``--time-format``, ``--decode``) or
   ``journalctl -k`` -> every ``NVRM: Xid (PCI:<bus id>): <xid>, ...`` line as an event: the Xid
@@ -9,6 +9,10 @@
 - :data:`XID_CATALOG` / :func:`describe`: Xid -> (severity, what it usually means, the action, NVIDIA's
   resolution bucket), after NVIDIA's catalog (:data:`CATALOG_SOURCE`, with the date it was read). An
   Xid it does not list blocks (:data:`UNKNOWN`): a newer GPU's Xid is not waved through as a warning.
+
+- :func:`parse_kernel_events`: the same one pass over the log, its Xid events and its NVSwitch SXid
+  events (``nvidia-nvswitch<N>: SXid (PCI:<bus id>): <sxid>, ...``, the nvidia-nvswitch driver on an
+  HGX baseboard); :func:`describe_sxid` says what gpufleet does with one.
 
 The driver prints ``NVRM: Xid (PCI:0000:19:00): 48, pid='<unknown>', name=<unknown>, <message>``
 (newer), ``... 119, pid=2024380, name=nvidia-smi, <message>``, or ``... 79, GPU has fallen off
@@ -304,10 +308,28 @@ def parse_kernel_log(text: str) -> list[dict[str, Any]]:
     ``process`` None when the driver printed ``<unknown>`` or nothing; ``timestamp`` the text in
     front of ``NVRM:`` as printed (seconds since boot, ISO or ctime), None when there is none;
     ``line`` the 1-based line number."""
-    events = []
+    return _scan_log(text)[0]
+
+
+@guard(ParseError, TOOL, complete=True)
+def parse_kernel_events(text: str) -> dict[str, list[dict[str, Any]]]:
+    """Kernel log text -> ``{xids: parse_kernel_log's events, sxids: [{sxid, device, pci_bus_id,
+    severity, message, timestamp, line}]}``, one pass. An SXid's ``device`` is the switch as the
+    driver names it (``nvidia-nvswitch0``), ``pci_bus_id`` its full bus id (``0000:05:00.0``, lower
+    case), ``severity`` ``fatal`` or ``non-fatal`` as its line says, None on the lines that follow
+    one (``Severity 1 Engine instance ...``, ``Data {...}``)."""
+    xids, sxids = _scan_log(text)
+    return {"xids": xids, "sxids": sxids}
+
+
+def _scan_log(text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    sxids: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), 1):
         at = line.find("NVRM: Xid")
         if at < 0:
+            if "SXid (" in line:
+                sxids.append(_sxid(line, number))
             continue
         match = _XID.search(line, at)
         if not match or match.start() != at:
@@ -339,4 +361,95 @@ def parse_kernel_log(text: str) -> list[dict[str, Any]]:
                 "line": number,
             }
         )
-    return events
+    return events, sxids
+
+
+# ---------------------------------------------------------------- NVSwitch SXids
+
+_SXID = re.compile(
+    r"(nvidia-nvswitch[0-9]{1,3}): SXid \((?:PCI:)?("
+    + _HEX
+    + r"{4,8}:"
+    + _HEX
+    + r"{2}:"
+    + _HEX
+    + r"{2}\."
+    + _HEX
+    + r")\): ([0-9]{1,6}), (.*)$"
+)
+_SEVERITY = (("Fatal, ", "fatal"), ("Non-fatal, ", "non-fatal"))
+
+
+def _sxid(line: str, number: int) -> dict[str, Any]:
+    match = _SXID.search(line)
+    if not match:
+        raise ParseError(
+            "%s: line %d names SXid but does not read as an NVSwitch SXid: %r" % (TOOL, number, line[:120])
+        )
+    if has_surrogates(line):
+        raise ParseError("%s: line %d holds bytes that are not UTF-8" % (TOOL, number))
+    device, bus_id, sxid, rest = match.groups()
+    severity = None
+    for prefix, name in _SEVERITY:
+        if rest.startswith(prefix):
+            severity, rest = name, rest[len(prefix) :]
+    return {
+        "sxid": int(sxid),
+        "device": device,
+        "pci_bus_id": bus_id.lower(),
+        "severity": severity,
+        "message": rest.strip(),
+        "timestamp": _timestamp(line[: match.start()]),
+        "line": number,
+    }
+
+
+class SxidInfo(NamedTuple):
+    """severity: "block" or "warn"; meaning: NVIDIA's name of the SXid where gpufleet knows it."""
+
+    severity: str
+    meaning: str
+    action: str
+
+
+SXID_SOURCE = (
+    "NVIDIA's Fabric Manager user guide (DU-09883-001), appendix D: the NVSwitch SXid errors, fatal and "
+    "non-fatal"
+)
+# What gpufleet does with an SXid. It does not carry NVIDIA's whole SXid table: the nvswitch driver
+# itself says in the line whether an SXid is fatal ("Fatal, " / "Non-fatal, "), and that is what is
+# judged. A fatal SXid blocks: the Fabric Manager guide says a fatal NVSwitch error leaves the switch
+# (and the NVLink traffic of every GPU through it) unusable until the GPUs and switches are reset,
+# which on a bare-metal HGX node is a reboot. A non-fatal SXid warns: the guide says the switch
+# corrected or contained it and work continues. An SXid whose lines never say which (only
+# "Severity"/"Data" lines, a wrapped log) blocks, as an unknown Xid does: fail closed.
+_SXID_ACTIONS = {
+    "fatal": (
+        "block",
+        "drain the node and reboot it (a fatal NVSwitch error needs the GPUs and switches reset); "
+        "check nvidia-smi -q -d FABRIC and nvidia-fabricmanager's log after it; contact support if it "
+        "repeats",
+    ),
+    "non-fatal": (
+        "warn",
+        "none by itself: the switch contained it; watch for more, and for fatal SXids or Xid 74 beside it",
+    ),
+    None: (
+        "block",
+        "read the SXid's first line in the kernel log (it says Fatal or Non-fatal); drain the node until "
+        "it is known",
+    ),
+}
+# The SXids gpufleet names (their meaning only; the severity is the driver's word, above), from the
+# source's appendix as leptonai/gpud's sxid catalog quotes it.
+SXID_NAMES: dict[int, str] = {
+    12028: "egress non-posted PRIV error",
+    20034: "LTSSM Fault Up: an NVLink link of the switch went down from active",
+}
+
+
+def describe_sxid(sxid: int, severity: str | None) -> SxidInfo:
+    """What gpufleet does with ``sxid`` of ``severity`` (fatal, non-fatal or None: not said)."""
+    rule, action = _SXID_ACTIONS[severity]
+    meaning = SXID_NAMES.get(sxid, "an SXid gpufleet does not name (see %s)" % SXID_SOURCE)
+    return SxidInfo(rule, meaning, action)

@@ -5,7 +5,9 @@
 Readings (each from one tool run, parsed by its module):
 - ``nvidia-smi -q -x`` -> gpu_health_readings: per GPU its PCIe link, remapped rows, ECC counts;
 - ``nvidia-smi nvlink -s`` -> nvlink.parse_status: per GPU each link active and its speed;
-- ``dmesg`` -> xid.parse_kernel_log: the Xid events since boot;
+- ``nvidia-smi nvlink -e`` -> nvlink.error_totals: per GPU its CRC, replay and recovery errors, summed
+  over its links (read with nvlink -s, and when a load or the watch window starts);
+- ``dmesg`` -> xid.parse_kernel_events: the Xid and NVSwitch SXid events since boot;
 - the same -q -x and sysfs ``fw_ver``: the versions that must match across a profile's nodes
   (fleet_versions judges them on the controller, across the run's hosts).
 
@@ -27,6 +29,13 @@ Checks, one name per condition (results.check), per GPU by UUID:
   DCGM's limit of 8 a minute (a window under a minute is allowed a minute's worth);
 - ``health.xid[<bus id>]``: Xid events in the kernel log, per GPU, blocking or warning as
   xid.XID_CATALOG says; the message names the Xid, the GPU's bus id and UUID, and what it means;
+- ``health.fabric_manager[<uuid>]``: the GPU's NVSwitch fabric registration (-q -x fabric state and
+  status) Completed and Success; not judged where the GPU reports none (no NVSwitch fabric);
+- ``health.sxid[<switch bus id>]``: NVSwitch SXid events in the kernel log, per switch: a fatal one
+  blocks, a non-fatal one warns (xid.describe_sxid);
+- ``health.nvlink_errors[<uuid>]`` (the burn-in and the watch): the rise of the GPU's NVLink CRC,
+  replay and recovery errors (nvlink -e, summed over its links) between the load's start and end, or
+  over the watch window, against DCGM's NVLink health watch (CRC 100 a second, replay and recovery 0);
 - ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
   diagnostic (``dcgmi diag -r N -j``, dcgm.parse_diag_json) failing, warning (reported, does not
   block), passing or skipped, naming the GPUs DCGM names; ``health.dcgm_diag`` when DCGM could not run
@@ -75,6 +84,9 @@ FAMILIES = (
     "health.dcgm_diag",
     "health.recovery_action",
     "health.pcie_replays",
+    "health.fabric_manager",
+    "health.sxid",
+    "health.nvlink_errors",
 )
 
 DEFAULT_LIMITS: dict[str, int | None] = {
@@ -151,18 +163,38 @@ def versions(xml_text: str, root: str | None = None) -> dict[str, Any]:
 
 
 def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: bool) -> dict[str, Any]:
-    """The readings: ``{gpus, links, xids, versions}`` (``links``/``xids`` None when not read)."""
+    """The readings: ``{gpus, links, link_errors, xids, sxids, versions}`` (``links``/``link_errors``
+    None when NVLink is not expected, ``xids``/``sxids`` None when the kernel log is not read)."""
     try:
         xml_text = _run(run_command, [smi, "-q", "-x"], "nvidia-smi -q -x")
         gpus = gpu_health_readings.parse_health_xml(xml_text)
         found_versions = versions(xml_text)
-        links = None
+        links = link_errors = None
         if nvlink_expected:
             links = nvlink.parse_status(_run(run_command, [smi, "nvlink", "-s"], nvlink.STATUS_TOOL))
+            link_errors = read_link_errors(run_command, smi)
     except (nvidia_smi.ParseError, nvlink.ParseError) as exc:
         raise ReadError(str(exc)) from exc
-    xids = None if dmesg is None else read_xids(run_command, dmesg)
-    return {"gpus": gpus, "links": links, "xids": xids, "versions": found_versions}
+    log = {"xids": None, "sxids": None} if dmesg is None else read_kernel_log(run_command, dmesg)
+    return {
+        "gpus": gpus,
+        "links": links,
+        "link_errors": link_errors,
+        "xids": log["xids"],
+        "sxids": log["sxids"],
+        "versions": found_versions,
+    }
+
+
+def read_link_errors(run_command: RunCommand, smi: str) -> list[dict[str, Any]]:
+    """Per GPU its NVLink CRC, replay and recovery errors (nvlink.error_totals of nvidia-smi nvlink -e).
+    Raises ReadError naming the tool."""
+    try:
+        return nvlink.error_totals(
+            nvlink.parse_error_counters(_run(run_command, [smi, "nvlink", "-e"], nvlink.ERRORS_TOOL))
+        )
+    except nvlink.ParseError as exc:
+        raise ReadError(str(exc)) from exc
 
 
 def read_gpus(run_command: RunCommand, smi: str) -> list[dict[str, Any]]:
@@ -175,8 +207,15 @@ def read_gpus(run_command: RunCommand, smi: str) -> list[dict[str, Any]]:
 
 def read_xids(run_command: RunCommand, dmesg: str) -> list[dict[str, Any]]:
     """The Xid events of the kernel log (xid.parse_kernel_log). Raises ReadError naming the tool."""
+    return read_kernel_log(run_command, dmesg)["xids"]
+
+
+def read_kernel_log(run_command: RunCommand, dmesg: str) -> dict[str, list[dict[str, Any]]]:
+    """The kernel log's Xid and SXid events, ``{xids, sxids}`` (xid.parse_kernel_events). Raises
+    ReadError naming the tool."""
     try:
-        return xid.parse_kernel_log(_run(run_command, [dmesg], "dmesg"))
+        events: dict[str, list[dict[str, Any]]] = xid.parse_kernel_events(_run(run_command, [dmesg], "dmesg"))
+        return events
     except xid.ParseError as exc:
         raise ReadError(str(exc)) from exc
 
@@ -223,21 +262,30 @@ class AfterLoad:
         self.run_command, self.smi, self.dmesg = run_command, smi, dmesg
         self.options, self.check_name, self.during = options, check_name, during
         self.before: list[dict[str, Any]] | None = None
+        self.sxids_before: list[dict[str, Any]] | None = None
         self.gpus_before: list[dict[str, Any]] | None = None
+        self.link_errors_before: list[dict[str, Any]] | None = None
         self.readings: dict[str, Any] | None = None
         self.error: str | None = None
         self.started = self.seconds = 0.0
 
     def start(self) -> None:
         try:
-            self.before = read_xids(self.run_command, self.dmesg)
+            log = read_kernel_log(self.run_command, self.dmesg)
         except ReadError as exc:
             self.error = "the kernel log could not be read when the load started: %s" % exc
             return
+        self.before, self.sxids_before = log["xids"], log["sxids"]
         try:
             self.gpus_before = read_gpus(self.run_command, self.smi)
         except ReadError as exc:
             self.error = "the GPUs' PCIe replay counters could not be read when the load started: %s" % exc
+        if self.error is None and self.options.get("nvlink", True):
+            try:
+                self.link_errors_before = read_link_errors(self.run_command, self.smi)
+            except ReadError as exc:
+                why = "the GPUs' NVLink error counters could not be read when the load started"
+                self.error = "%s: %s" % (why, exc)
         self.started = time.monotonic()
 
     def stop(self) -> None:
@@ -249,6 +297,7 @@ class AfterLoad:
             self.error = "the node's health could not be read when the load ended: %s" % exc
             return
         readings["xids"] = xids_since(self.before or [], readings["xids"] or [])
+        readings["sxids"] = xids_since(self.sxids_before or [], readings["sxids"] or [])
         self.readings = readings
         self.seconds = round(time.monotonic() - self.started, 1)
 
@@ -265,6 +314,8 @@ class AfterLoad:
             xids_since_text=self.during,
         )
         replays = pcie_replay_checks(self.gpus_before or [], self.readings["gpus"], self.seconds, self.during)
+        links_before, links_after = self.link_errors_before or [], self.readings.get("link_errors") or []
+        replays.extend(nvlink_error_checks(links_before, links_after, self.seconds, self.during))
         return found + turned_off(replays, o.get("turned_off") or {})
 
     def summary(self) -> dict[str, Any] | None:
@@ -609,6 +660,84 @@ def pcie_replay_checks(
     return out
 
 
+# DCGM's NVLink health watch (NVIDIA/DCGM modules/health/DcgmHealthWatch.cpp, MonitorNvLink, with
+# dcgm_gpu_hardware_limits.h): over its window a GPU fails on any replay or recovery error
+# (DCGM_FR_NVLINK_ERROR_CRITICAL) and on CRC errors (flit and data) at 100 a second or more
+# (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR, "RM has informed us that CRC errors only matter at rates of 100+ per
+# second"); fewer CRC errors only warn there. gpufleet takes the same limits: 6000 CRC errors a minute
+# (a window under a minute allowed a minute's worth, results.allowed_in_window) and none of the others.
+MAX_NVLINK_CRC_PER_MINUTE = 6000
+MAX_NVLINK_REPLAYS = 0
+MAX_NVLINK_RECOVERIES = 0
+_NVLINK_LIMITS = (
+    ("crc", "CRC", "DCGM's 100 a second"),
+    ("replay", "replay", "DCGM: any"),
+    ("recovery", "recovery", "DCGM: any"),
+)
+
+
+def nvlink_error_checks(
+    before: list[dict[str, Any]],
+    after: list[dict[str, Any]],
+    seconds: float,
+    during: str,
+) -> list[dict[str, Any]]:
+    """``health.nvlink_errors[<uuid>]``: per GPU in both readings (nvlink.error_totals'), how far its
+    NVLink CRC, replay and recovery errors rose between them (``seconds`` apart; a counter that went
+    down, a driver reload, counts from 0). The value and limit are those of the first kind over its limit
+    (CRC when none is)."""
+    first = {g["uuid"]: g for g in before}
+    limits = {
+        "crc": allowed_in_window(MAX_NVLINK_CRC_PER_MINUTE, seconds),
+        "replay": MAX_NVLINK_REPLAYS,
+        "recovery": MAX_NVLINK_RECOVERIES,
+    }
+    out = []
+    for gpu in after:
+        start = first.get(gpu["uuid"])
+        if start is None:
+            continue
+        rises: dict[str, int] = {}
+        for kind, _, _ in _NVLINK_LIMITS:
+            old, new = start.get(kind), gpu.get(kind)
+            if old is not None and new is not None:
+                rises[kind] = new - old if new >= old else new
+        if not rises:
+            continue
+        over = [kind for kind, _, _ in _NVLINK_LIMITS if rises.get(kind, 0) > limits[kind]]
+        shown = over[0] if over else ("crc" if "crc" in rises else next(iter(rises)))
+        said = ", ".join(
+            "%s %d (limit %d, %s)" % (label, rises[kind], limits[kind], source)
+            for kind, label, source in _NVLINK_LIMITS
+            if kind in rises
+        )
+        message = "%s (GPU %s) NVLink errors %s (%g s), summed over its links: %s" % (
+            gpu["uuid"],
+            gpu.get("index"),
+            during,
+            seconds,
+            said,
+        )
+        if over:
+            message += (
+                ": an NVLink link of the GPU is corrupting or resending traffic, usually a marginal link, "
+                "connector or NVSwitch port. Find the link with nvidia-smi nvlink -e -i %s, look for Xid 74 "
+                "and SXids in the kernel log and nvidia-smi -q -d FABRIC, reseat the GPU or its baseboard's "
+                "NVLink connections at the next drain, then run the gate again" % gpu.get("index")
+            )
+        out.append(
+            check(
+                "health.nvlink_errors[%s]" % gpu["uuid"],
+                not over,
+                rises[shown],
+                limits[shown],
+                "%s errors" % dict((k, label) for k, label, _ in _NVLINK_LIMITS)[shown],
+                message,
+            )
+        )
+    return out
+
+
 def pcie_checks(gpu: Mapping[str, Any], under_load: bool = False) -> list[dict[str, Any]]:
     """The link's width (always) and generation (under load only) against their maximum."""
     uuid, pcie = gpu["uuid"], gpu.get("pcie") or {}
@@ -762,6 +891,35 @@ def recovery_action_checks(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [check("health.recovery_action[%s]" % uuid, ok, action, "None", "", message)]
 
 
+# The GPU's NVSwitch fabric registration that passes: Fabric Manager configured the fabric and the GPU
+# joined it (nvidia-smi -q: "Fabric / State : Completed, Status : Success", as on a real 8x H100 HGX).
+FABRIC_OK = ("Completed", "Success")
+
+
+def fabric_checks(gpu: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``health.fabric_manager[<uuid>]``: the GPU's fabric state Completed and status Success; a GPU on
+    no NVSwitch fabric (no section, state N/A) is not judged."""
+    fabric = gpu.get("fabric")
+    if not fabric:
+        return []
+    state, status = fabric.get("state"), fabric.get("status")
+    ok = (state, status) == FABRIC_OK
+    value = "%s/%s" % (state, status if status is not None else "N/A")
+    where = "%s (%s, GPU %s)" % (gpu["uuid"], gpu.get("pci_bus_id"), gpu.get("index"))
+    if ok:
+        message = "%s: its NVSwitch fabric registration is Completed (Success)" % where
+    else:
+        message = (
+            "%s: its NVSwitch fabric registration is %s (status %s), not Completed/Success: Fabric Manager "
+            "has not set up the NVLink fabric (CUDA fails with 'system not yet initialized' until it has). "
+            "Check systemctl status nvidia-fabricmanager and its log (/var/log/fabricmanager.log), "
+            "nvidia-smi -q -d FABRIC, the NVLink links (nvidia-smi nvlink -s) and SXids in the kernel log; "
+            "restart nvidia-fabricmanager (or reboot the node), then run the gate again"
+            % (where, state, status if status is not None else "N/A")
+        )
+    return [check("health.fabric_manager[%s]" % gpu["uuid"], ok, value, "%s/%s" % FABRIC_OK, "", message)]
+
+
 def nvlink_checks(gpus: list[dict[str, Any]], links: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
     """Per GPU, every NVLink link active (by UUID; a GPU nvlink -s does not list fails)."""
     if links is None:
@@ -852,6 +1010,40 @@ def xid_checks(
     return out
 
 
+def sxid_checks(sxids: list[dict[str, Any]] | None, since: str = XIDS_SINCE_BOOT) -> list[dict[str, Any]]:
+    """One check per NVSwitch with SXid events (by its PCI bus id), failing when one of them blocks
+    (xid.describe_sxid: fatal, or never said)."""
+    if sxids is None:
+        return []
+    by_switch: dict[str, list[dict[str, Any]]] = {}
+    for event in sxids:
+        by_switch.setdefault(event["pci_bus_id"], []).append(event)
+    out = []
+    for bus, events in sorted(by_switch.items()):
+        # an SXid's severity is on its first line; its Severity/Data lines repeat the number only
+        said: dict[int, str | None] = {}
+        for event in events:
+            said[event["sxid"]] = said.get(event["sxid"]) or event["severity"]
+        infos = {n: xid.describe_sxid(n, severity) for n, severity in said.items()}
+        blocking = sorted(n for n, info in infos.items() if info.severity == "block")
+        worst = (blocking or sorted(infos))[0]
+        info = infos[worst]
+        message = "NVSwitch %s (%s): SXid %s in the kernel log %s (%d lines); SXid %d (%s): %s. %s%s" % (
+            events[0]["device"],
+            bus,
+            ", ".join(str(n) for n in sorted(infos)),
+            since,
+            len(events),
+            worst,
+            said[worst] or "severity not said",
+            info.meaning,
+            info.action[:1].upper() + info.action[1:],
+            "" if blocking else " (a warning: it does not block)",
+        )
+        out.append(check("health.sxid[%s]" % bus, not blocking, worst, "no fatal SXid", "", message))
+    return out
+
+
 def judge(
     readings: Mapping[str, Any],
     expected_gpu_count: int | None = None,
@@ -870,8 +1062,10 @@ def judge(
         out.extend(pcie_checks(gpu, under_load))
         out.extend(memory_checks(gpu, merged))
         out.extend(recovery_action_checks(gpu))
+        out.extend(fabric_checks(gpu))
     out.extend(nvlink_checks(gpus, readings.get("links")))
     out.extend(xid_checks(gpus, readings.get("xids"), xids_since_text))
+    out.extend(sxid_checks(readings.get("sxids"), xids_since_text))
     out.extend(diag_checks(readings.get("diag"), gpus))
     return turned_off(out, off or {})
 
@@ -891,9 +1085,9 @@ def turned_off(checks: list[dict[str, Any]], off: Mapping[str, str]) -> list[dic
 
 def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
     """The readings as the watch publishes them (gpufleet_watch's ``health``; gpufleet.prom's series):
-    the GPU count, per GPU its PCIe width, pending remap, uncorrectable ECC, active NVLink links and
-    recovery action,
-    and per GPU and Xid the events since boot."""
+    the GPU count, per GPU its PCIe width, pending remap, uncorrectable ECC, active NVLink links,
+    recovery action, fabric state and status, and per GPU and Xid the events since boot, per NVSwitch
+    and SXid its lines since boot and the severity its first line said (None: not said)."""
     links = {g["uuid"]: g.get("links") or [] for g in readings.get("links") or []}
     gpus = []
     for gpu in readings["gpus"]:
@@ -908,6 +1102,8 @@ def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
             "ecc_uncorrectable_aggregate": (ecc.get("aggregate") or {}).get("uncorrectable"),
             "nvlink_active": None,
             "recovery_action": gpu.get("recovery_action"),
+            "fabric_state": (gpu.get("fabric") or {}).get("state"),
+            "fabric_status": (gpu.get("fabric") or {}).get("status"),
         }
         if readings.get("links") is not None:
             entry["nvlink_active"] = sum(1 for link in links.get(gpu["uuid"], []) if link.get("active"))
@@ -916,10 +1112,20 @@ def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
     for event in readings.get("xids") or []:
         key = (_bus(event["pci_bus_id"]), int(event["xid"]))
         xids[key] = xids.get(key, 0) + 1
+    sxids: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for event in readings.get("sxids") or []:
+        key = (event["pci_bus_id"], event["device"], int(event["sxid"]))
+        entry = sxids.setdefault(key, {"events": 0, "severity": None})
+        entry["events"] += 1
+        entry["severity"] = entry["severity"] or event["severity"]
     return {
         "gpu_count": len(readings["gpus"]),
         "gpus": gpus,
         "xids": [
             {"pci_bus_id": bus, "xid": number, "events": n} for (bus, number), n in sorted(xids.items())
+        ],
+        "sxids": [
+            {"pci_bus_id": bus, "device": device, "sxid": number, **entry}
+            for (bus, device, number), entry in sorted(sxids.items())
         ],
     }

@@ -18,8 +18,9 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
 - the RoCE ports: roce_reading.Window around the window (the burn-in's reader and judge: counters,
   each link's state, rate and flaps, each port's share of the traffic);
 - the hardware's health (node_health, the gate's judge): the GPU count, PCIe width, row remaps,
-  uncorrectable ECC, NVLink links, the GPU Recovery Action, Xid events since boot, and each GPU's PCIe
-  replays over the window (-q -x read when it opens and when it closes);
+  uncorrectable ECC, NVLink links, the GPU Recovery Action, the NVSwitch fabric's state, Xid and SXid
+  events since boot, and each GPU's PCIe replays and NVLink errors over the window (-q -x and nvlink -e
+  read when it opens and when it closes);
 - each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
   queries served in between, as the gate judges it, and what the instance served).
 
@@ -38,7 +39,7 @@ import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
-from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi
+from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi, nvlink
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import power_check
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
@@ -181,6 +182,26 @@ def gpu_fact(gpu):
             r: (None if us is None else round(us / 1e6, 3)) for r, us in (gpu["reason_us"] or {}).items()
         },
     }
+
+
+def nvlink_errors_per_minute(before, after, seconds):
+    """Per GPU (by UUID) its NVLink errors a minute over the window, ``{crc, replay, recovery}`` (a kind
+    either reading lacks left out; a counter that went down counts from 0); {} when not read."""
+    if not before or not after or not seconds:
+        return {}
+    first = {g["uuid"]: g for g in before}
+    out = {}
+    for gpu in after:
+        start = first.get(gpu["uuid"])
+        if start is None:
+            continue
+        rates = {}
+        for kind in nvlink.ERROR_KINDS:
+            old, new = start.get(kind), gpu.get(kind)
+            if old is not None and new is not None:
+                rates[kind] = round((new - old if new >= old else new) * 60.0 / seconds, 3)
+        out[gpu["uuid"]] = rates
+    return out
 
 
 # ---------------------------------------------------------------- RoCE ports
@@ -414,11 +435,16 @@ class Watch:
             self._sample(samples, errors, reads)
 
     def _health_start(self):
-        """The GPUs' -q -x reading when the window opens (their PCIe replay counters), or the error."""
+        """The GPUs' -q -x reading when the window opens (their PCIe replay counters) and their NVLink
+        error counters (when NVLink is expected), or the error: ``(gpus, error, link_errors)``."""
         try:
-            return node_health.read_gpus(self.run_command, self.smi), None
+            gpus = node_health.read_gpus(self.run_command, self.smi)
+            links = None
+            if self.health.get("nvlink", True):
+                links = node_health.read_link_errors(self.run_command, self.smi)
+            return gpus, None, links
         except node_health.ReadError as exc:
-            return None, str(exc)
+            return None, str(exc), None
 
     def _health(self, before=None, seconds=0.0):
         """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
@@ -426,7 +452,7 @@ class Watch:
         events since boot, PCIe replays over the window (``before``: _health_start's; None: not read,
         replays not judged)."""
         h = self.health
-        gpus_before, start_error = before or ([], None)
+        gpus_before, start_error, links_before = before or ([], None, None)
         try:
             if start_error is not None:
                 raise node_health.ReadError("when the window opened: %s" % start_error)
@@ -438,11 +464,16 @@ class Watch:
         replays = node_health.pcie_replay_checks(
             gpus_before, readings["gpus"], seconds, "during the watch window"
         )
-        found.extend(node_health.turned_off(replays, h.get("turned_off") or {}))
+        link_errors = node_health.nvlink_error_checks(
+            links_before or [], readings.get("link_errors") or [], seconds, "during the watch window"
+        )
+        found.extend(node_health.turned_off(replays + link_errors, h.get("turned_off") or {}))
         fact = node_health.fact(readings)
         rises = {c["name"]: c["value"] for c in replays}
+        per_minute = nvlink_errors_per_minute(links_before, readings.get("link_errors"), seconds)
         for gpu in fact["gpus"]:
             gpu["pcie_replays_window"] = rises.get("health.pcie_replays[%s]" % gpu["uuid"])
+            gpu["nvlink_errors_per_minute"] = per_minute.get(gpu["uuid"])
         return found, fact
 
     def run(self):
