@@ -27,8 +27,23 @@ ACS_CAP = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "Dir
 NVIDIA_UNITS = ("nvidia-fabricmanager.service", "nvidia-dcgm.service")
 
 
+# Their unit files (NVIDIA's names and types; the simulated daemons do nothing): the node's systemd starts
+# them at boot (sim/tools/systemctl.py __boot), a stop marks them inactive.
+UNIT_FILES = {
+    "nvidia-fabricmanager.service": "[Unit]\nDescription=NVIDIA fabric manager service\n\n"
+    "[Service]\nType=forking\nExecStart=/bin/true\n\n[Install]\nWantedBy=multi-user.target\n",
+    "nvidia-dcgm.service": "[Unit]\nDescription=NVIDIA DCGM service\n\n"
+    "[Service]\nType=forking\nExecStart=/bin/true\n\n[Install]\nWantedBy=multi-user.target\n",
+}
+
+
 def initial_units() -> dict[str, dict[str, Any]]:
     return {name: {"enabled": True, "active": True} for name in NVIDIA_UNITS}
+
+
+def write_units(units_dir: Path) -> None:
+    for name, text in UNIT_FILES.items():
+        (units_dir / name).write_text(text, encoding="utf-8")
 
 
 def module_dir(sys_root: Path, name: str) -> Path:

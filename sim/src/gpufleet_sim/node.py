@@ -122,6 +122,7 @@ def prepare(spec: NodeSpec, authorized_key: str, client: bytes | None = None) ->
     for command in TOOLS:
         _install_tool(spec, command, client)
     (spec.directory / "units" / "nvidia-persistenced.service").write_text(PERSISTENCED_UNIT, encoding="utf-8")
+    gpudirect.write_units(spec.directory / "units")
     systemd_targets.write(spec.directory / "units")
     keys = spec.directory / "root" / ".ssh" / "authorized_keys"
     keys.write_text(authorized_key, encoding="utf-8")
