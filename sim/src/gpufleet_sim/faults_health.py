@@ -16,7 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet_sim import faults_gpu, faults_gpudirect, faults_rdma, kernel_log, link_flap, sysfs, sysfs_rdma
+from gpufleet_sim import (
+    faults_gpu,
+    faults_gpudirect,
+    faults_nvswitch,
+    faults_rdma,
+    kernel_log,
+    link_flap,
+    node_power,
+    sysfs,
+    sysfs_rdma,
+)
 from gpufleet_sim.state import State, present_gpus, sysfs_bdf
 
 Gpu = dict[str, Any]
@@ -309,4 +319,8 @@ FAULTS = {
     "dcgm-diag-fail": (dcgm_diag_fail, dcgm_diag_fail),
     # GPUDirect RDMA's host pieces, the NVIDIA services, an mlx5 firmware error (issue 38)
     **faults_gpudirect.FAULTS,
+    # a host that hangs: its BMC's graceful resets go unanswered (issue 39)
+    **node_power.FAULTS,
+    # the NVSwitch fabric: an NVLink link's CRC errors, Fabric Manager down on a baseboard, an SXid
+    **faults_nvswitch.FAULTS,
 }

@@ -172,6 +172,14 @@ def recovery_action(gpu: Gpu) -> str:
     return str(gpu.get("recovery_action") or "None")
 
 
+def fabric(gpu: Gpu) -> tuple[str, str]:
+    """The GPU's NVSwitch fabric registration, ``(state, status)`` as nvidia-smi prints it: Completed and
+    Success on an HGX node whose Fabric Manager set up the fabric (the real 8x H100 -q capture); the
+    fault fabric-manager-fault sets another (``gpu["fabric"]``: {state, status})."""
+    found = gpu.get("fabric") or {}
+    return str(found.get("state", "Completed")), str(found.get("status", "Success"))
+
+
 def performance_state(gpu: Gpu) -> str:
     # Datacenter GPUs in persistence mode stay in P0 when idle (both utku H100 captures show P0).
     return "P0"

@@ -173,8 +173,8 @@ FIELDS: list[Field] = [
     Field(("mig.mode.current",), "", _const("Disabled")),
     Field(("mig.mode.pending",), "", _const("Disabled")),
     Field(("c2c.mode",), "", _const("Disabled")),
-    Field(("fabric.state",), "", _const("Completed")),
-    Field(("fabric.status",), "", _const("Success")),
+    Field(("fabric.state",), "", lambda row: c.fabric(row.gpu)[0]),
+    Field(("fabric.status",), "", lambda row: c.fabric(row.gpu)[1]),
     Field(("platform.module_id",), "", _g("module_id")),
 ]
 

@@ -12,15 +12,21 @@ Per-link speeds are the profile's ``nvlink_speed_gbps``: 26.562 GB/s for NVLink 
 capture) and 53.125 GB/s for NVLink 5 (a real 8x B300 SXM6 AC `nvidia-smi nvlink --status`, Korean
 setup notes of a Dell B300 host, search-index id 63125688786: 18 links at 53.125 GB/s per GPU).
 A GPU's links live in its state as ``nvlink: {inactive: [link, ...], errors: {"<link>": {replay,
-recovery, crc}}}``; a link not listed is active with zero errors.
+recovery, crc}}}``; a link not listed is active with zero errors. A link whose CRC errors rise (the
+fault nvlink-crc-storm, sim/faults_nvswitch.py) has ``nvlink.crc_storm: {link, t, count, idle_per_s,
+load_per_s}``: each `-e` read adds ``(idle_per_s + load_per_s * utilization) * elapsed`` to ``count`` (the
+GPU's utilization at the read, as sim/roce_traffic.py advances a port's counters) and saves it, so the
+count only grows and grows fastest while the GPU is loaded.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 from gpufleet_sim import state as sim_state
+from gpufleet_sim import thermal
 from gpufleet_sim.tools import nvsmi_common as c
 
 ALL_INACTIVE = "NVML: Unable to retrieve NVLink information as all links are inactive"
@@ -40,6 +46,12 @@ def links(gpu: c.Gpu) -> dict[str, Any]:
 def run(argv: list[str], node_dir: Path) -> str:
     mode, ids, link = _parse(argv)
     state = sim_state.load(node_dir)  # links do not depend on the thermal model: no need to run it
+    if mode == "errors" and any(links(gpu).get("crc_storm") for gpu in state.get("gpus", [])):
+        with sim_state.locked(node_dir) as locked:
+            now = time.time()
+            for gpu in locked["gpus"]:
+                advance_crc_storm(gpu, now)
+            state = locked
     selected = c.select_gpus(state, ids)
     if link is not None and any(link >= int(gpu["nvlink_count"]) for _, gpu in selected):
         raise _invalid()
@@ -80,6 +92,24 @@ def _parse(argv: list[str]) -> tuple[str, str | None, int | None]:
     return modes[0], values.get("id"), None if link is None else int(link)
 
 
+def advance_crc_storm(gpu: c.Gpu, now: float) -> None:
+    """Adds the CRC errors of the GPU's storming link since its last read (see the module docstring)."""
+    storm = links(gpu).get("crc_storm")
+    if not storm:
+        return
+    elapsed = max(now - float(storm["t"]), 0.0)
+    busy = thermal.utilization(gpu, now) / 100.0
+    storm["count"] = (
+        float(storm["count"]) + (float(storm["idle_per_s"]) + float(storm["load_per_s"]) * busy) * elapsed
+    )
+    storm["t"] = now
+
+
+def _storm(nvlink: dict[str, Any], link: int) -> int:
+    storm = nvlink.get("crc_storm") or {}
+    return int(float(storm["count"])) if storm and int(storm["link"]) == link else 0
+
+
 def _header(index: int, gpu: c.Gpu) -> str:
     return f"GPU {index}: {gpu['name']} (UUID: {gpu['uuid']})\n"
 
@@ -105,7 +135,8 @@ def error_counters(index: int, gpu: c.Gpu, link: int | None = None) -> str:
     errors = nvlink.get("errors", {})
     out = [_header(index, gpu)]
     for n in _numbers(gpu, link):
-        counts = errors.get(str(n), {})
+        counts = dict(errors.get(str(n), {}))
+        counts["crc"] = int(counts.get("crc", 0)) + _storm(nvlink, n)
         out.extend(f"{_INDENT}Link {n}: {label}: {int(counts.get(key, 0))}\n" for key, label in COUNTERS)
         out.append("\n")
     return "".join(out)

@@ -189,7 +189,7 @@ def gpu_sections(state: State, index: int, gpu: c.Gpu, samples: bool = False) ->
         ("Workload Power Profiles", _na("Requested Profiles", "Enforced Profiles")),
         ("EDPp Multiplier", "100.00%"),
         *_clocks(gpu),
-        ("Fabric", _fabric()),
+        ("Fabric", _fabric(gpu)),
         ("Processes", "None"),
         ("Capabilities", [("EGM", "disabled")]),
     ]
@@ -367,7 +367,8 @@ def _clocks(gpu: c.Gpu) -> list[TNode]:
     ]
 
 
-def _fabric() -> list[TNode]:
+def _fabric(gpu: c.Gpu) -> list[TNode]:
+    state, status = c.fabric(gpu)
     health = _na(
         "Summary",
         "Bandwidth",
@@ -377,8 +378,8 @@ def _fabric() -> list[TNode]:
         "Incorrect Configuration",
     )
     return [
-        ("State", "Completed"),
-        ("Status", "Success"),
+        ("State", state),
+        ("Status", status),
         ("CliqueId", "0"),
         ("ClusterUUID", "00000000-0000-0000-0000-000000000000"),
         ("Health", health),

@@ -128,7 +128,7 @@ def gpu_children(state: State, index: int, gpu: c.Gpu) -> list[XNode | str]:
         ("power_profiles", _na("power_profile_requested_profiles", "power_profile_enforced_profiles")),
         ("edpp_multiplier", "100.00%"),
         *_clocks(gpu),
-        ("fabric", _fabric()),
+        ("fabric", _fabric(gpu)),
         ("supported_clocks", [("supported_mem_clock", _supported_clocks(gpu))]),
         ("processes", []),
         ("accounted_processes", []),
@@ -350,8 +350,10 @@ def _clocks(gpu: c.Gpu) -> list[XNode | str]:
     ]
 
 
-def _fabric() -> list[XNode | str]:
-    # NVSwitch-attached HGX GPUs report a completed fabric registration (H100 capture).
+def _fabric(gpu: c.Gpu) -> list[XNode | str]:
+    # NVSwitch-attached HGX GPUs report a completed fabric registration (H100 capture) unless a fault
+    # says otherwise (c.fabric).
+    state, status = c.fabric(gpu)
     health = _na(
         "summary",
         "bandwidth",
@@ -361,8 +363,8 @@ def _fabric() -> list[XNode | str]:
         "incorrect_configuration",
     )
     return [
-        ("state", "Completed"),
-        ("status", "Success"),
+        ("state", state),
+        ("status", status),
         ("cliqueId", "0"),
         ("clusterUuid", "00000000-0000-0000-0000-000000000000"),
         ("health", health),
