@@ -19,6 +19,7 @@ from typing import Any
 from gpufleet_sim import (
     faults_gpu,
     faults_gpudirect,
+    faults_nvswitch,
     faults_rdma,
     kernel_log,
     link_flap,
@@ -320,4 +321,6 @@ FAULTS = {
     **faults_gpudirect.FAULTS,
     # a host that hangs: its BMC's graceful resets go unanswered (issue 39)
     **node_power.FAULTS,
+    # the NVSwitch fabric: an NVLink link's CRC errors, Fabric Manager down on a baseboard, an SXid
+    **faults_nvswitch.FAULTS,
 }
