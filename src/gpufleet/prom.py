@@ -86,6 +86,21 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpufleet_gpu_nvlink_links_active": ("gauge", "The GPU's active NVLink links."),
     "gpufleet_gpu_xid_events": ("gauge", "Xid events of a GPU (by PCI bus id) in the kernel log since boot."),
+    "gpufleet_gpu_fabric_unhealthy": (
+        "gauge",
+        "1 while the GPU's NVSwitch fabric registration (state, status labels) is not Completed/Success, 0 "
+        "when it is; absent on a GPU on no NVSwitch fabric.",
+    ),
+    "gpufleet_gpu_nvlink_errors_per_minute": (
+        "gauge",
+        "The GPU's NVLink errors a minute over the watch window, summed over its links (kind: crc, replay, "
+        "recovery).",
+    ),
+    "gpufleet_nvswitch_sxid_events": (
+        "gauge",
+        "SXid lines of an NVSwitch (by PCI bus id) in the kernel log since boot, with the severity its first "
+        "line says (fatal, non-fatal; unknown when none says).",
+    ),
     "gpufleet_nvidia_peermem_loaded": (
         "gauge",
         "1 while the nvidia_peermem module (GPUDirect RDMA) is loaded; absent where it is not judged.",
@@ -250,10 +265,27 @@ def _health_series(out: Samples, base: dict[str, str], health: dict[str, Any]) -
             errors = gpu.get(f"ecc_uncorrectable_{scope}")
             out.add("gpufleet_gpu_ecc_uncorrectable_errors", {**labels, "scope": scope}, errors)
         out.add("gpufleet_gpu_nvlink_links_active", labels, gpu.get("nvlink_active"))
+        state = gpu.get("fabric_state")
+        if isinstance(state, str):  # a GPU on no NVSwitch fabric: no series
+            status = gpu.get("fabric_status") or "N/A"
+            unhealthy = (state, status) != ("Completed", "Success")
+            out.add("gpufleet_gpu_fabric_unhealthy", {**labels, "state": state, "status": status}, unhealthy)
+        for kind, rate in sorted(_dict(gpu.get("nvlink_errors_per_minute")).items()):
+            out.add("gpufleet_gpu_nvlink_errors_per_minute", {**labels, "kind": kind}, rate)
     for event in _list(health.get("xids")):
         event = _dict(event)
         labels = {**base, "pci_bus_id": event.get("pci_bus_id") or "", "xid": event.get("xid")}
         out.add("gpufleet_gpu_xid_events", labels, event.get("events"))
+    for event in _list(health.get("sxids")):
+        event = _dict(event)
+        labels = {
+            **base,
+            "pci_bus_id": event.get("pci_bus_id") or "",
+            "device": event.get("device") or "",
+            "sxid": event.get("sxid"),
+            "severity": event.get("severity") or "unknown",
+        }
+        out.add("gpufleet_nvswitch_sxid_events", labels, event.get("events"))
     gpudirect = _dict(health.get("gpudirect"))
     out.add("gpufleet_nvidia_peermem_loaded", base, gpudirect.get("peermem_loaded"))
     for bridge, enabled in sorted(_dict(gpudirect.get("acs_enabled")).items()):
