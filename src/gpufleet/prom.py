@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet import atomic_file
+from gpufleet import atomic_file, quarantine
 from gpufleet.checks import STATUSES, one_per_condition
 from gpufleet.printable import printable
 from gpufleet.report import Report, finished_timestamp
@@ -27,6 +27,16 @@ Labels = tuple[tuple[str, str], ...]
 # name -> (TYPE, HELP), in the order the file lists them.
 METRICS: dict[str, tuple[str, str]] = {
     "gpufleet_host_status": ("gauge", "1 for the host's status in the command's last run, 0 for the others."),
+    "gpufleet_node_unsafe": (
+        "gauge",
+        "watch: 1 when a failed check makes the node unsafe to serve (a GPU gone, a blocking Xid or recovery "
+        "action, uncorrectable ECC, a row remap, NVLink down, a RoCE port down, a GPU past its temperature "
+        "limits), else 0.",
+    ),
+    "gpufleet_node_unsafe_class": (
+        "gauge",
+        "watch: 1 for each class of failure that makes the node unsafe to serve (docs/watch.md).",
+    ),
     "gpufleet_failed_checks": (
         "gauge",
         'Failed checks in the last run per area (the check name before the first "."); '
@@ -321,6 +331,15 @@ def _watch_series(out: Samples, base: dict[str, str], watch: dict[str, Any]) -> 
             out.add(f"gpufleet_vllm_{gauge}", labels, instance.get(gauge))
 
 
+def _unsafe_series(out: Samples, base: dict[str, str], found: list[dict[str, Any]]) -> None:
+    """Whether the watch found the node unsafe to serve (quarantine.UNSAFE), and in which classes: no alert
+    of its own reads them (each cause has its alert), they are for dashboards and a router's health."""
+    classes = quarantine.unsafe_classes(found)
+    out.add("gpufleet_node_unsafe", base, bool(classes))
+    for name in classes:
+        out.add("gpufleet_node_unsafe_class", {**base, "class": name}, True)
+
+
 def collect(report: Report) -> Samples:
     """Every series of the report's textfile."""
     out = Samples()
@@ -333,6 +352,8 @@ def collect(report: Report) -> Samples:
         facts = report.hosts[host].facts
         _gpu_series(out, base, facts)
         _watch_series(out, base, _dict(facts.get("gpufleet_watch")))
+        if command == "watch":
+            _unsafe_series(out, base, report.hosts[host].checks)
     out.add("gpufleet_last_run_timestamp_seconds", {"command": command}, finished_timestamp(report))
     summary = report.summary()
     for status in STATUSES:

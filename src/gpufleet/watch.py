@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet import checks, runner
+from gpufleet import checks, quarantine, runner
 from gpufleet.drift import DRIFT_FORKS
 from gpufleet.report import HostReport, Report, now
 
@@ -31,6 +31,10 @@ def watch_host(result: runner.HostResult) -> HostReport:
         host.message = result.failure_message()
     else:
         host.message = summary(result.checks)
+        # what a watch that acts would take out of service (quarantine.UNSAFE); the rest is reported only
+        classes = quarantine.unsafe_classes(result.checks)
+        if classes:
+            host.message = f"unsafe to serve ({quarantine.describe(classes)}): {host.message}"
     return host
 
 

@@ -475,8 +475,8 @@ def test_series_per_node_stay_bounded() -> None:
     check_metrics(text)
     per_node = [key for key in parsed(text) if ("host", "node01") in key[1]]
     # status 7 + areas 5 + GPUs 16 x 16 + ports 8 x 8 (5 rates, symbol errors, 2 phy error kinds)
-    # + instances 2 x 7
-    assert len(per_node) == 7 + 5 + 16 * 16 + 8 * 8 + 2 * 7 == 346
+    # + instances 2 x 7 + unsafe 1 (no unsafe class: none of these checks is of one)
+    assert len(per_node) == 7 + 5 + 16 * 16 + 8 * 8 + 2 * 7 + 1 == 347
     assert series(text, "gpufleet_failed_checks", host="node01", area="thermal") == {L(command="watch"): 29.0}
 
 
