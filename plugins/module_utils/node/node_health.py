@@ -8,6 +8,9 @@ Readings (each from one tool run, parsed by its module):
 - ``nvidia-smi nvlink -e`` -> nvlink.error_totals: per GPU its CRC, replay and recovery errors, summed
   over its links (read with nvlink -s, and when a load or the watch window starts);
 - ``dmesg`` -> xid.parse_kernel_events: the Xid and NVSwitch SXid events since boot;
+  the same text -> mlx5_health.parse_kernel_log: mlx5_core's firmware error lines;
+- gpudirect.read (the modules add it as ``readings["gpudirect"]``): nvidia_peermem, the PCIe switch
+  ports' ACS (lspci), the expected units (systemctl is-active);
 - the same -q -x and sysfs ``fw_ver``: the versions that must match across a profile's nodes
   (fleet_versions judges them on the controller, across the run's hosts).
 
@@ -36,6 +39,9 @@ Checks, one name per condition (results.check), per GPU by UUID:
 - ``health.nvlink_errors[<uuid>]`` (the burn-in and the watch): the rise of the GPU's NVLink CRC,
   replay and recovery errors (nvlink -e, summed over its links) between the load's start and end, or
   over the watch window, against DCGM's NVLink health watch (CRC 100 a second, replay and recovery 0);
+- ``fabric.mlx5_firmware[<dev>]``: mlx5_core firmware error lines for the RDMA device in the kernel
+  log (since boot; the burn-in: during its load), mlx5_health.firmware_checks;
+- ``health.nvidia_peermem``, ``health.acs[<bdf>]``, ``health.service[<unit>]``: gpudirect.judge;
 - ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
   diagnostic (``dcgmi diag -r N -j``, dcgm.parse_diag_json) failing, warning (reported, does not
   block), passing or skipped, naming the GPUs DCGM names; ``health.dcgm_diag`` when DCGM could not run
@@ -66,7 +72,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     nvlink,
     xid,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_read
+from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma import mlx5_health, rdma_read
 
 RunCommand = Callable[..., tuple[int, str, str]]
 
@@ -84,6 +91,10 @@ FAMILIES = (
     "health.dcgm_diag",
     "health.recovery_action",
     "health.pcie_replays",
+    "health.nvidia_peermem",
+    "health.acs",
+    "health.service",
+    "fabric.mlx5_firmware",
     "health.fabric_manager",
     "health.sxid",
     "health.nvlink_errors",
@@ -175,13 +186,17 @@ def read(run_command: RunCommand, smi: str, dmesg: str | None, nvlink_expected: 
             link_errors = read_link_errors(run_command, smi)
     except (nvidia_smi.ParseError, nvlink.ParseError) as exc:
         raise ReadError(str(exc)) from exc
-    log = {"xids": None, "sxids": None} if dmesg is None else read_kernel_log(run_command, dmesg)
+    log = (
+        {"xids": None, "sxids": None, "mlx5": None} if dmesg is None else read_kernel_log(run_command, dmesg)
+    )
     return {
         "gpus": gpus,
         "links": links,
         "link_errors": link_errors,
         "xids": log["xids"],
         "sxids": log["sxids"],
+        "mlx5": log["mlx5"],
+        "nic_devices": {} if dmesg is None else gpudirect.rdma_devices(),
         "versions": found_versions,
     }
 
@@ -214,9 +229,12 @@ def read_kernel_log(run_command: RunCommand, dmesg: str) -> dict[str, list[dict[
     """The kernel log's Xid and SXid events, ``{xids, sxids}`` (xid.parse_kernel_events). Raises
     ReadError naming the tool."""
     try:
-        events: dict[str, list[dict[str, Any]]] = xid.parse_kernel_events(_run(run_command, [dmesg], "dmesg"))
+        text = _run(run_command, [dmesg], "dmesg")
+        events: dict[str, list[dict[str, Any]]] = xid.parse_kernel_events(text)
+        # the same text: mlx5_core's firmware error lines (one read of the log serves both)
+        events["mlx5"] = mlx5_health.parse_kernel_log(text)
         return events
-    except xid.ParseError as exc:
+    except (xid.ParseError, mlx5_health.ParseError) as exc:
         raise ReadError(str(exc)) from exc
 
 
@@ -263,6 +281,7 @@ class AfterLoad:
         self.options, self.check_name, self.during = options, check_name, during
         self.before: list[dict[str, Any]] | None = None
         self.sxids_before: list[dict[str, Any]] | None = None
+        self.mlx5_before: list[dict[str, Any]] | None = None
         self.gpus_before: list[dict[str, Any]] | None = None
         self.link_errors_before: list[dict[str, Any]] | None = None
         self.readings: dict[str, Any] | None = None
@@ -275,7 +294,7 @@ class AfterLoad:
         except ReadError as exc:
             self.error = "the kernel log could not be read when the load started: %s" % exc
             return
-        self.before, self.sxids_before = log["xids"], log["sxids"]
+        self.before, self.sxids_before, self.mlx5_before = log["xids"], log["sxids"], log["mlx5"]
         try:
             self.gpus_before = read_gpus(self.run_command, self.smi)
         except ReadError as exc:
@@ -298,6 +317,7 @@ class AfterLoad:
             return
         readings["xids"] = xids_since(self.before or [], readings["xids"] or [])
         readings["sxids"] = xids_since(self.sxids_before or [], readings["sxids"] or [])
+        readings["mlx5"] = xids_since(self.mlx5_before or [], readings["mlx5"] or [])
         self.readings = readings
         self.seconds = round(time.monotonic() - self.started, 1)
 
@@ -1065,6 +1085,9 @@ def judge(
         out.extend(fabric_checks(gpu))
     out.extend(nvlink_checks(gpus, readings.get("links")))
     out.extend(xid_checks(gpus, readings.get("xids"), xids_since_text))
+    nics = readings.get("nic_devices") or {}
+    out.extend(mlx5_health.firmware_checks(readings.get("mlx5"), nics, xids_since_text))
+    out.extend(gpudirect.judge(readings.get("gpudirect")))
     out.extend(sxid_checks(readings.get("sxids"), xids_since_text))
     out.extend(diag_checks(readings.get("diag"), gpus))
     return turned_off(out, off or {})
@@ -1118,7 +1141,16 @@ def fact(readings: Mapping[str, Any]) -> dict[str, Any]:
         entry = sxids.setdefault(key, {"events": 0, "severity": None})
         entry["events"] += 1
         entry["severity"] = entry["severity"] or event["severity"]
+    nic_errors = None
+    if readings.get("mlx5") is not None:
+        names = dict(readings.get("nic_devices") or {})
+        nic_errors = dict.fromkeys(names.values(), 0)
+        for event in readings["mlx5"]:
+            dev = names.get(event["pci_bus_id"], event["pci_bus_id"])
+            nic_errors[dev] = nic_errors.get(dev, 0) + 1
     return {
+        "gpudirect": gpudirect.fact(readings.get("gpudirect")),
+        "nic_firmware_errors": nic_errors,
         "gpu_count": len(readings["gpus"]),
         "gpus": gpus,
         "xids": [

@@ -41,7 +41,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_run
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi, nvlink
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import power_check
-from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
+from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect, node_health
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
     BUFFER_OVERRUN_COUNTERS,
@@ -457,7 +457,15 @@ class Watch:
             if start_error is not None:
                 raise node_health.ReadError("when the window opened: %s" % start_error)
             readings = node_health.read(self.run_command, self.smi, h.get("dmesg"), h.get("nvlink", True))
-        except node_health.ReadError as exc:
+            # GPUDirect RDMA's host pieces (auto: where the node has RDMA devices) and any units asked for
+            readings["gpudirect"] = gpudirect.read(
+                self.run_command,
+                h.get("gpudirect_rdma", "auto"),
+                h.get("lspci", "lspci"),
+                h.get("systemctl", "systemctl"),
+                h.get("expected_services") or [],
+            )
+        except (node_health.ReadError, gpudirect.ReadError) as exc:
             why = "the node's health could not be read: %s (fail closed)" % exc
             return [check("watch.health", False, str(exc), None, "", why)], None
         found = node_health.judge(readings, h.get("expected_gpu_count"), h.get("limits"), h.get("turned_off"))
