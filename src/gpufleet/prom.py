@@ -293,7 +293,7 @@ def _health_series(out: Samples, base: dict[str, str], health: dict[str, Any]) -
             "pci_bus_id": event.get("pci_bus_id") or "",
             "device": event.get("device") or "",
             "sxid": event.get("sxid"),
-            "severity": event.get("severity") or "unknown",
+            "sxid_severity": event.get("severity") or "unknown",
         }
         out.add("gpufleet_nvswitch_sxid_events", labels, event.get("events"))
     gpudirect = _dict(health.get("gpudirect"))

@@ -55,6 +55,6 @@ def test_fabric_sxid_and_nvlink_error_series() -> None:
         L(gpu="0", uuid="GPU-a", kind="replay"): 0.0,
     }
     assert series(text, "gpufleet_nvswitch_sxid_events", host="node01", command="watch") == {
-        L(pci_bus_id="0000:05:00.0", device="nvidia-nvswitch0", sxid="20034", severity="fatal"): 3.0,
-        L(pci_bus_id="0000:07:00.0", device="nvidia-nvswitch2", sxid="20034", severity="unknown"): 1.0,
+        L(pci_bus_id="0000:05:00.0", device="nvidia-nvswitch0", sxid="20034", sxid_severity="fatal"): 3.0,
+        L(pci_bus_id="0000:07:00.0", device="nvidia-nvswitch2", sxid="20034", sxid_severity="unknown"): 1.0,
     }
