@@ -140,7 +140,10 @@ options:
         burn-in (C(health.xid[<bus id>]); the kernel log is read when the load starts and again when it ends).
       - Also each GPU's PCIe replays under the load (C(health.pcie_replays[<uuid>])) - the rise of its
         C(nvidia-smi -q -x) replay counter from the load's start to its end, at most 8 a minute (DCGM's PCIe
-        health watch). A GPU that falls off the bus or counts an uncorrectable
+        health watch), and its NVLink CRC, replay and recovery errors (C(health.nvlink_errors[<uuid>]),
+        C(nvidia-smi nvlink -e) at the load's start and end; DCGM's NVLink watch, CRC 6000 a minute, the
+        others 0), and the NVSwitch SXids logged during the load (C(health.sxid[<switch bus id>])). A GPU
+        that falls off the bus or counts an uncorrectable
         error under the load fails the burn-in; a read that fails is C(burn_in.health) (fail closed).
       - Needs C(dmesg) (root, kernel.dmesg_restrict).
     type: bool

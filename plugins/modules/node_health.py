@@ -18,6 +18,12 @@ description:
     C(health.ecc_uncorrectable_aggregate[<uuid>])); every NVLink link active (C(health.nvlink[<uuid>]));
     Xid events since boot (C(health.xid[<bus id>])), blocking or warning by gpufleet's Xid table
     (docs/health-checks.md).
+  - The NVSwitch fabric - each GPU's fabric registration from the same C(-q -x)
+    (C(health.fabric_manager[<uuid>]) - Completed with Success passes; not judged on a GPU on no NVSwitch
+    fabric) and the NVSwitch SXid lines of the kernel log (C(health.sxid[<switch bus id>]) - one the driver
+    calls Fatal, or whose severity no line says, blocks). With O(nvlink), C(nvidia-smi nvlink -e) is read
+    too; its counters are judged over the burn-in's load and the watch window
+    (C(health.nvlink_errors[<uuid>])).
   - With O(dcgm_diag_level) 1-4, also runs DCGM's diagnostic (C(dcgmi diag -r N -j)) and judges each of its
     tests (C(health.dcgm_diag[<test>])) - a failed test fails naming the GPUs DCGM names (index, UUID, bus
     id), DCGM's message, what it usually means and what to do; a test that warns is reported and does not

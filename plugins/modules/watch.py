@@ -93,6 +93,11 @@ options:
         (C(health.recovery_action[<uuid>])), Xid events since boot; and each GPU's PCIe replays over the
         window (C(health.pcie_replays[<uuid>]), C(nvidia-smi -q -x) read again when the window opens; at most
         8 a minute, a minute's worth in a shorter window).
+      - The NVSwitch fabric as the gate judges it - each GPU's fabric registration
+        (C(health.fabric_manager[<uuid>])), NVSwitch SXids since boot (C(health.sxid[<switch bus id>])),
+        and with NVLink each GPU's NVLink CRC, replay and recovery errors over the window
+        (C(health.nvlink_errors[<uuid>]), C(nvidia-smi nvlink -e) read when it opens and closes; DCGM's
+        limits, CRC 6000 a minute, the others 0).
     type: bool
     default: true
   expected_gpu_count:
