@@ -94,6 +94,13 @@ options:
         GPUs start thermal slowdown (about 85 to 87).
     type: float
     default: 83.0
+  slowdown_margin_c:
+    description:
+      - When set, each GPU's limit under load is its own slowdown temperature (read once before the load,
+        C(nvidia-smi -q -d TEMPERATURE)) less this margin, in degrees C; O(max_gpu_temp_c) is then the
+        limit of a GPU that reports none. The check's message names the slowdown temperature and the margin.
+      - Null (the default) judges every GPU against O(max_gpu_temp_c) alone. Above 0 and at most 150.
+    type: float
   max_memory_temp_c:
     description:
       - Highest HBM temperature under load, in degrees C; HBM3/HBM3e throttle at about 95.
@@ -368,6 +375,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.thermal.burn_in impo
     checks,
     run,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.slowdown import with_slowdowns
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     GPU_SKIPS,
     gpu_limit_spec,
@@ -543,7 +551,7 @@ def main():
             request_timeout=dict(type="int", default=120),
             max_failed_requests=dict(type="int", default=0),
             gpus=dict(type="list", elements="str", default=[]),
-            **gpu_limit_spec(DEFAULT_LIMITS),
+            **gpu_limit_spec(DEFAULT_LIMITS, slowdown=True),
             min_utilization_pct=dict(type="float"),
             skip_checks=dict(type="list", elements="str", choices=list(GPU_SKIPS), default=[]),
             stop_on_first_bad=dict(type="bool", default=True),
@@ -586,7 +594,9 @@ def main():
         module.fail_json(msg="%s; the burn-in needs every instance answering" % exc, checks=[], changes=[])
     watch = Watch(limits, p["gpus"])
     result = run(
-        thermal_sampler(module, smi, SampleError, power=True),
+        with_slowdowns(
+            thermal_sampler(module, smi, SampleError, power=True), module, smi, limits["slowdown_margin_c"]
+        ),
         load,
         p["seconds"],
         p["sample_interval"],

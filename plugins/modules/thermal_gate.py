@@ -50,6 +50,15 @@ options:
       - 0 to 150; anything else is refused before a GPU is read.
     type: float
     default: 60.0
+  slowdown_margin_c:
+    description:
+      - When set, each GPU's temperature limit is its own slowdown temperature (the temperature at which
+        its hardware halves its clocks, C(nvidia-smi -q -d TEMPERATURE): C(GPU Slowdown Temp), or the
+        current temperature plus C(GPU T.Limit Temp) less C(GPU Slowdown T.Limit Temp)) less this margin,
+        in degrees C; O(max_gpu_temp_c) is then the limit of a GPU that reports none. The check's message
+        names the slowdown temperature and the margin.
+      - Null (the default) judges every GPU against O(max_gpu_temp_c) alone. Above 0 and at most 150.
+    type: float
   max_memory_temp_c:
     description:
       - Highest HBM temperature (C(temperature.memory_c)) allowed at idle, in degrees C, 0 to 150.
@@ -219,6 +228,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_readings imp
     ReadError,
     thermal_sampler,
 )
+from ansible_collections.gpufleet.node.plugins.module_utils.thermal.slowdown import with_slowdowns
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     COOLANT_SKIPS,
     DEFAULT_LIMITS,
@@ -248,7 +258,7 @@ def main():
         argument_spec=dict(
             coolant=dict(type="dict"),
             require_coolant=dict(type="bool", default=True),
-            **gpu_limit_spec(DEFAULT_LIMITS),
+            **gpu_limit_spec(DEFAULT_LIMITS, slowdown=True),
             min_flow_lpm=dict(type="float", default=DEFAULT_LIMITS["min_flow_lpm"]),
             max_supply_c=dict(type="float", default=DEFAULT_LIMITS["max_supply_c"]),
             max_delta_c=dict(type="float", default=DEFAULT_LIMITS["max_delta_c"]),
@@ -276,7 +286,8 @@ def main():
     limits = limits_from_params(p, _LIMITS, _SKIP)
     error = None
     try:
-        readings = thermal_sampler(module, nvidia_smi(module, p["nvidia_smi_path"]))()
+        smi = nvidia_smi(module, p["nvidia_smi_path"])
+        readings = with_slowdowns(thermal_sampler(module, smi), module, smi, limits["slowdown_margin_c"])()
     except ReadError as exc:
         readings, error = [], str(exc)
     result = evaluate(

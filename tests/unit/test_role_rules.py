@@ -60,6 +60,7 @@ GOOD: dict[str, dict[str, Any]] = {
         "thermal_gate_min_prefix_cache_hit_rate": 0.5,
         "thermal_gate_burn_in_seconds": 180,
         "thermal_gate_max_gpu_temp_c": 60,
+        "thermal_gate_slowdown_margin_c": None,
         "thermal_gate_max_memory_temp_c": 70,
         "thermal_gate_min_tlimit_c": 20,
         "thermal_gate_min_flow_lpm": 10,
@@ -71,6 +72,8 @@ GOOD: dict[str, dict[str, Any]] = {
         "thermal_gate_burn_in_min_utilization_pct": 0,
         "thermal_gate_start_timeout": 900,
         "thermal_gate_burn_in_roce_priority": 3,
+        "thermal_gate_burn_in_slowdown_margin_c": None,
+        "thermal_gate_burn_in_roce_thresholds": {},
         "thermal_gate_health_expected_gpu_count": None,
         "thermal_gate_health_max_volatile_uncorrectable_ecc": 0,
         "thermal_gate_health_max_aggregate_uncorrectable_ecc": None,
@@ -170,6 +173,9 @@ EDGES = [
             "thermal_gate_burn_in_min_utilization_pct": 100,
             "thermal_gate_start_timeout": 7200,
             "thermal_gate_burn_in_roce_priority": 7,
+            "thermal_gate_slowdown_margin_c": 150,
+            "thermal_gate_burn_in_slowdown_margin_c": 0.1,
+            "thermal_gate_burn_in_roce_thresholds": {"link_flap_settle_s": 3600, "link_flaps": 0},
             "thermal_gate_health_expected_gpu_count": 64,
             "thermal_gate_health_max_aggregate_uncorrectable_ecc": 0,
             "thermal_gate_dcgm_diag_level": 4,
@@ -466,6 +472,43 @@ BAD = [
         "thermal_gate",
         {"thermal_gate_burn_in_roce_priority": 8},
         "thermal_gate_burn_in_roce_priority must be a priority 0..7, got 8",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_slowdown_margin_c": 0},
+        "thermal_gate_slowdown_margin_c must be above 0 (0 passes a GPU at its slowdown temperature) and at "
+        "most 150 C, or null to judge against the absolute limit alone, got 0",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_slowdown_margin_c": 151},
+        "thermal_gate_burn_in_slowdown_margin_c must be above 0 (0 passes a GPU at its slowdown temperature) "
+        "and at most 150 C, or null to judge against the absolute limit alone, got 151",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_slowdown_margin_c": "warm"},
+        "thermal_gate_burn_in_slowdown_margin_c must be above 0",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_roce_thresholds": {"link_flap_settle_s": 3601}},
+        "thermal_gate_burn_in_roce_thresholds: link_flap_settle_s must be 0..3600 s, not 3601",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_roce_thresholds": {"link_flap_settle_s": -5}},
+        "thermal_gate_burn_in_roce_thresholds: link_flap_settle_s must be 0 or more, not -5",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_roce_thresholds": {"settle_s": 30}},
+        "thermal_gate_burn_in_roce_thresholds: settle_s is not a threshold (known: ",
+    ),
+    (
+        "thermal_gate",
+        {"thermal_gate_burn_in_roce_thresholds": [30]},
+        "thermal_gate_burn_in_roce_thresholds must be a mapping of threshold names to numbers, got",
     ),
     (
         "thermal_gate",

@@ -29,6 +29,10 @@ from typing import Any, NamedTuple
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refusal
 from ansible_collections.gpufleet.node.plugins.module_utils.node.fleet_versions import validate_known
+from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_reading import (
+    threshold_errors,
+    thresholds_from,
+)
 
 # The roles whose inputs the table holds, in the order the gate's first play checks them.
 ROLES = (
@@ -503,6 +507,37 @@ def _temperature(setting: str) -> Rule:
     return _between(setting, 0, 150, setting + " must be between 0 and 150 C, got {got}")
 
 
+def _slowdown_margin(setting: str) -> Rule:
+    """A GPU temperature limit's margin below the GPU's own slowdown temperature: null (the absolute
+    limit alone), or above 0 and at most 150 C (thermal_verdict.LIMIT_RANGES' slowdown_margin_c)."""
+
+    def refuse(v: Mapping[str, Any]) -> list[str]:
+        value = v[setting]
+        if value is None:
+            return []
+        number = as_float(value)
+        if not isinstance(value, bool) and 0 < number <= 150:
+            return []
+        return [
+            "%s must be above 0 (0 passes a GPU at its slowdown temperature) and at most 150 C, or null to "
+            "judge against the absolute limit alone, got %s" % (setting, shown(value))
+        ]
+
+    return Rule("", "", (setting,), refuse)
+
+
+def _roce_thresholds(v: Mapping[str, Any]) -> list[str]:
+    """thermal_gate_burn_in_roce_thresholds: known names, numbers 0 or more, link_flap_settle_s at most
+    3600 s (the modules' own check, roce_reading.threshold_errors, run here before anything runs)."""
+    setting = "thermal_gate_burn_in_roce_thresholds"
+    value = v[setting]
+    if value is None:
+        return []
+    if not isinstance(value, Mapping):
+        return ["%s must be a mapping of threshold names to numbers, got %s" % (setting, shown(value))]
+    return ["%s: %s" % (setting, e) for e in threshold_errors(thresholds_from(value))]
+
+
 def _tlimit(setting: str) -> Rule:
     return _between(
         setting,
@@ -650,6 +685,11 @@ RULES: dict[str, tuple[Rule, ...]] = {
         ),
         _rule(
             "thermal_gate",
+            "Check the idle GPU temperature margin below slowdown",
+            _slowdown_margin("thermal_gate_slowdown_margin_c"),
+        ),
+        _rule(
+            "thermal_gate",
             "Check the idle HBM temperature limit",
             _temperature("thermal_gate_max_memory_temp_c"),
         ),
@@ -690,6 +730,17 @@ RULES: dict[str, tuple[Rule, ...]] = {
             "thermal_gate",
             "Check the GPU temperature limit under load",
             _temperature("thermal_gate_burn_in_max_gpu_temp_c"),
+        ),
+        _rule(
+            "thermal_gate",
+            "Check the GPU temperature margin below slowdown under load",
+            _slowdown_margin("thermal_gate_burn_in_slowdown_margin_c"),
+        ),
+        _one(
+            "thermal_gate",
+            "Check the RoCE thresholds of the burn-in",
+            ("thermal_gate_burn_in_roce_thresholds",),
+            _roce_thresholds,
         ),
         _rule(
             "thermal_gate",

@@ -555,13 +555,16 @@ def judge_link(
             )
         )
     went_down = up_before and not up_after
-    checks.extend(
-        _flap_checks(device, label, counters_before, counters_after, during, limits, went_down, settled)
-    )
+    flaps = _flap_count(device, label, counters_before, counters_after, during, limits, went_down, settled)
+    if flaps is not None:
+        count, ok, said = flaps
+        checks.append(
+            check("fabric.link_flaps[%s]" % device, ok, count, limits["link_flaps"], "link-down events", said)
+        )
     return checks
 
 
-def _flap_checks(
+def _flap_count(
     device: str,
     label: str,
     counters_before: Mapping[str, int],
@@ -570,19 +573,20 @@ def _flap_checks(
     limits: Mapping[str, float],
     went_down: bool,
     settled: Mapping[str, Any] | None,
-) -> list[dict[str, Any]]:
-    """``fabric.link_flaps[<device>]``: the down events judged (those after the settling reading when
-    there is one, else all of them), at most ``link_flaps``."""
+) -> tuple[int, bool, str] | None:
+    """``fabric.link_flaps[<device>]``'s ``(count, ok, message)``: the down events judged (those after
+    the settling reading when there is one, else all of them), at most ``link_flaps``; None when the
+    port counts none and did not go down."""
     total = link_downs(counters_before, counters_after)
     settling, judged = None, total
     if settled is not None and not link_up(settled.get("link") or {}):
         # still down (or training) when the settling time ended: it did not settle, all of them count
-        return _flap_checks(device, label, counters_before, counters_after, during, limits, went_down, None)
+        return _flap_count(device, label, counters_before, counters_after, during, limits, went_down, None)
     if settled is not None:
         settling = link_downs(counters_before, settled["counters"])
         judged = link_downs(settled["counters"], counters_after)
     if total is None and judged is None and not went_down:
-        return []
+        return None
     count = max(judged or 0, 1 if went_down else 0)
     ok = count <= limits["link_flaps"]
     counted = ", ".join(LINK_DOWN_COUNTERS)
@@ -617,9 +621,7 @@ def _flap_checks(
             ": every queue pair on the link was torn down; reseat or replace the cable and transceiver, "
             "then run the gate again"
         )
-    return [
-        check("fabric.link_flaps[%s]" % device, ok, count, limits["link_flaps"], "link-down events", said)
-    ]
+    return count, ok, said
 
 
 def _fmt_s(seconds: float) -> str:

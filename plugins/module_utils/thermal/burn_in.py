@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu.nvidia_smi impor
 from ansible_collections.gpufleet.node.plugins.module_utils.thermal.thermal_verdict import (
     LOAD_LIMITS,
     gpu_checks,
+    gpu_temp_limit,
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.vllm.vllm_client import VllmClient
 
@@ -82,6 +83,8 @@ def violations(gpu, limits):
     found = []
     for key, reading, limit_key, kind in _TEMPS:
         limit = limits.get(limit_key)
+        if limit_key == "max_gpu_temp_c":
+            limit = gpu_temp_limit(limits, gpu)[0]
         if limit is None:
             continue
         value = gpu.get(key)
@@ -137,6 +140,8 @@ class Watch:
                 "requested_limit_w": None,
                 "enforced_limit_w": None,
                 "capped_samples": 0,
+                # its own slowdown temperature (thermal/slowdown.py), when read
+                "slowdown_c": None,
                 "missing": {"gpu_c": 0, "memory_c": 0, "tlimit_c": 0, "reasons": 0, "gpu": 0},
             },
         )
@@ -173,6 +178,8 @@ class Watch:
                 if gpu[key] is None:
                     acc["missing"][key] += 1
             acc["samples"] += 1
+            if gpu.get("slowdown_c") is not None:
+                acc["slowdown_c"] = gpu["slowdown_c"]
             acc["max_power_w"] = self._extreme(acc["max_power_w"], gpu.get("power_w"), max)
             self._power(acc, gpu)
             for reason in gpu["reasons"] or []:
@@ -215,6 +222,11 @@ class Watch:
     def trace_fact(self, interval, duration):
         """``gpufleet_burn_in``: every sample per GPU over time with the limits, for the report."""
         limits = {k: self.limits.get(k) for k in ("max_gpu_temp_c", "max_memory_temp_c", "min_tlimit_c")}
+        # relative to each GPU's slowdown temperature: the lowest of the GPUs' limits
+        own = [gpu_temp_limit(self.limits, acc)[0] for acc in self.gpus.values()]
+        own = [limit for limit in own if limit is not None]
+        if own:
+            limits["max_gpu_temp_c"] = min(own)
         return {
             "interval_s": interval,
             "duration_s": duration,
@@ -411,6 +423,7 @@ def _readings(summary):
             "gpu_c": acc["max_gpu_c"],
             "memory_c": acc["max_memory_c"],
             "tlimit_c": acc["min_tlimit_c"],
+            "slowdown_c": acc.get("slowdown_c"),
             "reasons": acc["reasons_seen"],
             "reason_samples": acc.get("reason_samples"),
             "samples": acc.get("samples"),

@@ -31,6 +31,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core.results import 
 # DOCUMENTATION says why each is what it is. Same keys, same meaning, different defaults.
 IDLE_LIMITS = {
     "max_gpu_temp_c": 60.0,
+    # None: the GPU temperature limit is max_gpu_temp_c; a margin: the GPU's own slowdown temperature
+    # less it, where the GPU reports one (gpu_temp_limit)
+    "slowdown_margin_c": None,
     "max_memory_temp_c": 70.0,
     "max_hotspot_c": None,
     "min_tlimit_c": 20.0,
@@ -38,6 +41,7 @@ IDLE_LIMITS = {
 }
 LOAD_LIMITS = {
     "max_gpu_temp_c": 83.0,
+    "slowdown_margin_c": None,
     "max_memory_temp_c": 90.0,
     "max_hotspot_c": None,
     "min_tlimit_c": 3.0,
@@ -61,6 +65,7 @@ LIMIT_RANGES = {
     "max_gpu_temp_c": (0.0, 150.0, False, "C", "a GPU temperature"),
     "max_memory_temp_c": (0.0, 150.0, False, "C", "an HBM temperature"),
     "min_tlimit_c": (0.0, 150.0, True, "C", "0 or less passes a GPU at its temperature limit"),
+    "slowdown_margin_c": (0.0, 150.0, True, "C", "0 or less passes a GPU at its slowdown temperature"),
     "min_flow_lpm": (0.0, 10000.0, True, "L/min", "0 or less passes a loop with no flow"),
     "max_supply_c": (0.0, 100.0, False, "C", "a liquid coolant temperature"),
     "max_delta_c": (0.0, 100.0, False, "K", "a supply/return difference"),
@@ -98,9 +103,11 @@ COOLANT_SKIPS = {"flow_lpm": "min_flow_lpm", "supply_temp_c": "max_supply_c", "d
 _ABSENT = frozenset(("Absent",))
 
 
-def gpu_limit_spec(defaults):
-    """The argument_spec entries of the GPU limits both modules take (defaults: IDLE/LOAD_LIMITS)."""
-    return dict(
+def gpu_limit_spec(defaults, slowdown=False):
+    """The argument_spec entries of the GPU limits both modules take (defaults: IDLE/LOAD_LIMITS);
+    ``slowdown``: with slowdown_margin_c (the gate's and the burn-in's, which read the slowdown
+    temperatures)."""
+    spec = dict(
         max_gpu_temp_c=dict(type="float", default=defaults["max_gpu_temp_c"]),
         max_memory_temp_c=dict(type="float", default=defaults["max_memory_temp_c"]),
         min_tlimit_c=dict(type="float", default=defaults["min_tlimit_c"]),
@@ -111,14 +118,46 @@ def gpu_limit_spec(defaults):
             default=list(defaults["forbidden_reasons"]),
         ),
     )
+    if slowdown:
+        spec["slowdown_margin_c"] = dict(type="float", default=defaults["slowdown_margin_c"])
+    return spec
 
 
 def limits_from_params(params, keys, skips):
-    """The limits a module's params give: ``keys`` copied, every named skip_checks limit None."""
+    """The limits a module's params give: ``keys`` copied (and slowdown_margin_c), every named
+    skip_checks limit None (skipping the GPU temperature also drops its slowdown margin)."""
     limits = {key: params.get(key) for key in keys}
+    limits["slowdown_margin_c"] = params.get("slowdown_margin_c")
     for name in params.get("skip_checks") or []:
         limits[skips[name]] = None
+        if skips[name] == "max_gpu_temp_c":
+            limits["slowdown_margin_c"] = None
     return limits
+
+
+def gpu_temp_limit(limits, gpu):
+    """The one place a GPU's temperature limit is computed: ``(limit, basis)``.
+
+    With ``slowdown_margin_c`` set and the GPU's own slowdown temperature known (``slowdown_c``, read
+    by thermal/slowdown.py), the limit is that temperature less the margin and ``basis`` says so,
+    naming both; without a slowdown temperature it falls back to ``max_gpu_temp_c`` (the profile's
+    absolute number) and ``basis`` says why; without a margin it is ``max_gpu_temp_c`` and ``basis``
+    None (an operator who sets the margin to null judges against the absolute number alone). A limit
+    of None turns the check off.
+    """
+    margin = limits.get("slowdown_margin_c")
+    absolute = limits.get("max_gpu_temp_c")
+    if margin is None:
+        return absolute, None
+    slowdown = _number(gpu.get("slowdown_c"))
+    if slowdown is None:
+        if absolute is None:
+            return None, None
+        return absolute, "the profile's %s C: the GPU reports no slowdown temperature" % _fmt(absolute)
+    return (
+        slowdown - margin,
+        "its slowdown temperature %s C less the margin %s C" % (_fmt(slowdown), _fmt(margin)),
+    )
 
 
 def _fmt(value):
@@ -179,6 +218,7 @@ def _reading(gpu):
         "memory_c": temp.get("memory_c"),
         "hotspot_c": temp.get("hotspot_c"),
         "tlimit_c": temp.get("tlimit_c"),
+        "slowdown_c": gpu.get("slowdown_c"),
         "reasons": gpu.get("clocks_event_reasons"),
     }
 
@@ -220,21 +260,24 @@ def gpu_checks(gpus, limits, under_load=False, read_error=None):
         label = "GPU %s" % gid
         missing = gpu.get("missing") or {}
         for key, reading, what, limit_key, kind in _GPU_READINGS:
-            limit = limits.get(limit_key)
+            limit, basis = limits.get(limit_key), None
+            if limit_key == "max_gpu_temp_c":
+                limit, basis = gpu_temp_limit(limits, gpu)
             if limit is None:
                 continue
             judge = _max_check if kind == "max" else _min_check
-            checks.append(
-                judge(
-                    "thermal.%s[%s]" % (reading, gid),
-                    "%s %s%s" % (label, what, " under load" if under_load else ""),
-                    _number(gpu.get(key)),
-                    limit,
-                    "C",
-                    missing.get(key, 0),
-                    under_load,
-                )
+            found = judge(
+                "thermal.%s[%s]" % (reading, gid),
+                "%s %s%s" % (label, what, " under load" if under_load else ""),
+                _number(gpu.get(key)),
+                limit,
+                "C",
+                missing.get(key, 0),
+                under_load,
             )
+            if basis:
+                found["message"] += " (%s)" % basis
+            checks.append(found)
         checks.append(
             _reasons_check(
                 "thermal.clocks_event_reasons[%s]" % gid,
