@@ -54,10 +54,17 @@ HEALTH = tuple(faults_health.FAULTS)
 # Output a node's tools print that gpufleet must refuse by name (issue 36 item 2): judged by that
 # item's own tests (tests/integration/test_drift.py), not added to this fleet's node count.
 TOOL_OUTPUT = tuple(faults_tools.FAULTS)
+# A port that retrains once as its fabric settles (issue 38 item 5): judged against the settling window
+# in tests/integration/test_link_flap_settle.py.
+SETTLING = ("nic-link-flap-once",)
 FAULTS = tuple(
     f
     for f in faults.FAULTS
-    if f not in faults_switch.FAULTS and f not in IN_SERVICE and f not in HEALTH and f not in TOOL_OUTPUT
+    if f not in faults_switch.FAULTS
+    and f not in IN_SERVICE
+    and f not in HEALTH
+    and f not in TOOL_OUTPUT
+    and f not in SETTLING
 )
 # Faults the gate re-asserts and admits the node after share a node (each changes a setting of its
 # own, named below): every node costs its whole gate on a 2-core machine.
