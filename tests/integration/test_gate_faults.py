@@ -8,8 +8,10 @@ The nodes the gate must block served before it (their units installed and pinned
 steps, then started with both /run/gpufleet markers, as a passed gate leaves them).
 One gate runs. A node it did not admit ends with no vLLM unit active and no marker left, whatever
 step blocked it (one whose BMC cannot be read is found unfit before the drain and blocked there as
-after it), drained and never resumed, and carries a failed check with value and limit, its message
-naming the step; an admitted node was drained first, resumed only after passing, and serves.
+after it), drained and never resumed, its Slurm reason rewritten to name its first failed check
+(`gpufleet gate: <check> <value>`, as scontrol, sinfo -R and its drain record show it), and carries a
+failed check with value and limit, its message naming the step; an admitted node was drained first,
+resumed only after passing, and serves.
 The RDMA faults are re-asserted (pfc-off, ecn-off, roce-v1) or block the node (link-down), and the
 topology is never rewritten around a dead port. Last, a second gate of three admitted nodes: a GPU
 falls off the bus on one, another counts uncorrectable ECC errors, a third an Xid 94, each while its
@@ -18,12 +20,14 @@ burn-in runs; the health read when the load ends blocks all three.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import urllib.request
 from typing import Any
 
 import pytest
+from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
 from gpufleet_sim import control, faults, faults_health, faults_switch, faults_tools, state, tools
 from gpufleet_sim.fleet import Fleet
 
@@ -42,6 +46,10 @@ from tests.integration.conftest import (
 BURN_IN_SECONDS = "30"
 # the reason the gate drains a Slurm node for, as the real slurmctld keeps it
 DRAINED_FOR = "gpufleet gate (post-maintenance)"
+# ... and the reason a node it blocked keeps: the failed checks it names (drain_state.drain_reason)
+BLOCKED_FOR = "gpufleet gate: "
+# where the gate's drain record is on the node (the drain role's drain_record_path)
+RECORD = "/var/lib/gpufleet/drained"
 MARKERS = GATE_MARKERS
 # The cabling faults block the gate through the fabric role like the switch faults do: each is gated,
 # named, in tests/integration/test_fabric.py (their leaves are shared by the nodes they cable).
@@ -96,6 +104,17 @@ BLOCKING = {
     "bmc-bad-credentials",
     "prefix-cache-cliff",
 }
+# the check each blocking fault is named by in the node's Slurm reason
+BLOCKED_BY = {
+    "gpu-missing": "health.gpu_count",
+    "link-down": "rdma_link.link_state[",
+    "hot-gpu": "thermal.gpu_temp_c[",
+    "low-coolant-flow": "coolant.flow_lpm[",
+    "bmc-down": "coolant.bmc",
+    "bmc-bad-credentials": "coolant.bmc",
+    "prefix-cache-cliff": "service.prefix_cache_hit_rate",
+}
+assert set(BLOCKED_BY) == BLOCKING
 
 
 def _address(fleet: Fleet, name: str) -> str:
@@ -118,6 +137,28 @@ def _failed(host: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 def _node(fault: str) -> str:
     return next(n for n, faults in NODES.items() if fault in faults)
+
+
+def _reason_names_a_failed_check(fleet: Fleet, name: str, host: dict[str, Any]) -> str:
+    """The Slurm reason of a node the gate blocked (the real slurmctld's, as scontrol and sinfo -R show
+    it, and the drain record on the node): `gpufleet gate: <check> <value>...`, naming first one of the
+    node's failed checks; returns it."""
+    reason = fleet.slurm.node(name).get("Reason") or ""
+    assert reason.startswith(BLOCKED_FOR) and len(reason) <= 128, (name, reason)
+    failed = {c["name"] for c in host["checks"] if not c["ok"]}
+    assert reason[len(BLOCKED_FOR) :].split(" ", 1)[0] in failed, (name, reason, sorted(failed))
+    # rewritten after the drain, without a state change: the controller's log has it last
+    assert fleet.slurm.updates(name)[-1][1] == f"reason set to: {reason}", fleet.slurm.updates(name)[-3:]
+    listed = subprocess.run(
+        ["sinfo", "-R", "-h", "-n", name, "-o", "%128E"],
+        capture_output=True,
+        text=True,
+        env=fleet.slurm.env(),
+        check=True,
+    )
+    assert listed.stdout.strip() == reason, listed
+    assert node_ssh(fleet, _address(fleet, name), f"cat {RECORD}").stdout == f"slurm: {reason}\n"
+    return reason
 
 
 def _topology(fleet: Fleet, name: str) -> str:
@@ -182,10 +223,25 @@ def test_a_node_the_gate_did_not_admit_serves_nothing_and_keeps_no_marker(gated)
         # drained, never resumed: the real controller's log and its answer now
         changes = [(c["state"], c["reason"]) for c in fleet.slurm.changes(name)]
         assert changes == [("drain", DRAINED_FOR)], name
-        slurm_node = fleet.slurm.node(name)
-        assert (slurm_node["State"], slurm_node.get("Reason")) == ("IDLE+DRAIN", DRAINED_FOR), name
+        # (its reason: the next test)
+        assert fleet.slurm.node(name)["State"] == "IDLE+DRAIN", name
         assert "; left drained" in report["hosts"][name]["message"], report["hosts"][name]["message"]
     assert gated["code"] == 1
+
+
+def test_a_blocked_nodes_slurm_reason_names_its_failed_check(gated) -> None:
+    """Issue 38 item 6: drained first for DRAINED_FOR, a node the gate blocked keeps its drain with a
+    reason that names the check that blocked it (the real slurmctld's), one gpufleet knows for its own."""
+    fleet, report = gated["fleet"], gated["report"]
+    reasons = {
+        name: _reason_names_a_failed_check(fleet, name, host)
+        for name, host in node_hosts(report).items()
+        if host["status"] != "ok"
+    }
+    assert all(drain_state.is_ours(r) for r in reasons.values()), reasons
+    named = {fault: reasons.get(_node(fault), "(admitted)") for fault in BLOCKED_BY}
+    assert {f: r for f, r in named.items() if BLOCKED_BY[f] not in r} == {}, named
+    assert "thermal." in reasons[WEAK_LOOP], reasons[WEAK_LOOP]
 
 
 def test_every_blocked_node_has_a_failed_check_with_value_and_limit(gated) -> None:
@@ -291,6 +347,9 @@ def test_a_clean_node_passes_serves_and_is_resumed_only_after_passing(gated) -> 
     )
     changes = fleet.slurm.changes("node01")
     assert [(c["state"], c.get("reason")) for c in changes] == [("drain", DRAINED_FOR), ("resume", None)]
+    # passed: no reason rewritten, undrained
+    reasons = [what for _, what in fleet.slurm.updates("node01") if what.startswith("reason set to")]
+    assert reasons == [f"reason set to: {DRAINED_FOR}"], reasons
     drained, resumed = float(changes[0]["time"]), float(changes[1]["time"])  # type: ignore[arg-type]
     # the instances may start only after the thermal gate; the node passed only after the burn-in
     started = _mtime(fleet, "node01", MARKERS[0])
@@ -425,6 +484,8 @@ def test_a_gpu_lost_or_an_ecc_error_during_the_burn_in_blocks_the_node(gated, tm
         assert _markers(fleet, name) == [], name
         changes = [(c["state"], c["reason"]) for c in fleet.slurm.changes(name)[drains[name] :]]
         assert changes == [("drain", DRAINED_FOR)], (name, changes)
+        # the health read when the load ends named it
+        assert "health." in _reason_names_a_failed_check(fleet, name, host), name
     lost = _failed(hosts["node02"], "health.")
     count = next(c for c in lost if c["name"] == "health.gpu_count")
     assert (count["value"], count["limit"]) == (15, 16)
