@@ -53,10 +53,10 @@ options:
   slowdown_margin_c:
     description:
       - When set, each GPU's temperature limit is its own slowdown temperature (the temperature at which
-        its hardware halves its clocks, C(nvidia-smi -q -d TEMPERATURE): C(GPU Slowdown Temp), or the
-        current temperature plus C(GPU T.Limit Temp) less C(GPU Slowdown T.Limit Temp)) less this margin,
-        in degrees C; O(max_gpu_temp_c) is then the limit of a GPU that reports none. The check's message
-        names the slowdown temperature and the margin.
+        its hardware halves its clocks, read with C(nvidia-smi -q -d TEMPERATURE) as C(GPU Slowdown Temp),
+        or the current temperature plus C(GPU T.Limit Temp) less C(GPU Slowdown T.Limit Temp)) less this
+        margin, in degrees C; O(max_gpu_temp_c) is then the limit of a GPU that reports none. The check's
+        message names the slowdown temperature and the margin.
       - Null (the default) judges every GPU against O(max_gpu_temp_c) alone. Above 0 and at most 150.
     type: float
   max_memory_temp_c:
