@@ -32,8 +32,12 @@ FAULTED = [
     ("node02", "ecc-uncorrectable", "health.ecc_uncorrectable"),
     # the driver asks for a node reboot (GPU Recovery Action), nothing in the kernel log
     ("node02", "recovery-action-reboot", "health.recovery_action"),
+    # nvidia-fabricmanager down on the first baseboard: GPUs 0-7's fabric In Progress (-q -x <fabric>)
+    ("node02", "fabric-manager-fault", "health.fabric_manager"),
     ("node03", "xid-79", "health.xid"),
     ("node03", "xid-94", "health.ecc_uncorrectable"),
+    # a fatal NVSwitch SXid (20034, LTSSM Fault Up) in the kernel log beside them
+    ("node03", "sxid", "health.sxid"),
     # the all-reduce's bus bandwidth below the profile's floor, nothing else visibly wrong
     ("node04", "nccl-slow", "health.nccl_busbw"),
     # the last RoCE port flaps every 4 s: the burn-in's link-down counters see it
@@ -51,6 +55,9 @@ FAULTED = [
     ("node08", "dcgm-diag-fail", "health.dcgm_diag"),
     # GPU 0's PCIe link replays 5 a second: one reading is clean, the rise over the burn-in is not
     ("node09", "pcie-replays", "health.pcie_replays"),
+    # and GPU 9's NVLink link 4 counts CRC errors (1500 a second idle, up to 5000 loaded): the same
+    # burn-in window sees the rise
+    ("node09", "nvlink-crc-storm", "health.nvlink_errors"),
 ]
 NODES = sorted({node for node, _, _ in FAULTED})
 CONTROL = "node01"
@@ -116,6 +123,21 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     gpu0 = state.present_gpus(node09)[0]["uuid"]
     replays = _failed(report["hosts"]["node09"])[f"health.pcie_replays[{gpu0}]"]
     assert replays["value"] > replays["limit"] == 8 and "during the burn-in" in replays["message"]
+    gpu9 = state.present_gpus(node09)[9]["uuid"]
+    crc = _failed(report["hosts"]["node09"])[f"health.nvlink_errors[{gpu9}]"]
+    assert crc["value"] > crc["limit"] == 6000 and crc["unit"] == "CRC errors", crc
+    assert "(GPU 9) NVLink errors during the burn-in" in crc["message"]
+    assert [n for n in _failed(report["hosts"]["node09"]) if n.startswith("health.nvlink_errors[")] == [
+        f"health.nvlink_errors[{gpu9}]"
+    ]
+    board = [g["uuid"] for g in state.present_gpus(node02) if g["nvlink_domain"] == 0]
+    fabric = {n: c for n, c in _failed(report["hosts"]["node02"]).items() if "fabric_manager" in n}
+    assert sorted(fabric) == sorted(f"health.fabric_manager[{u}]" for u in board) and len(board) == 8
+    assert {(c["value"], c["limit"]) for c in fabric.values()} == {("In Progress/N/A", "Completed/Success")}
+    assert all("nvidia-fabricmanager" in c["message"] for c in fabric.values())
+    sxid = _failed(report["hosts"]["node03"])["health.sxid[0000:05:00.0]"]
+    assert (sxid["value"], sxid["limit"]) == (20034, "no fatal SXid")
+    assert "NVSwitch nvidia-nvswitch0 (0000:05:00.0): SXid 20034" in sxid["message"]
     gone = _failed(report["hosts"]["node03"])
     assert gone["health.gpu_count"]["value"] == 15 and gone["health.gpu_count"]["limit"] == 16
     xid79 = next(c for n, c in gone.items() if n.startswith("health.xid[") and c["value"] == 79)
@@ -168,6 +190,8 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.pcie_replays",
         "health.ecc_uncorrectable",
         "health.nvlink",
+        "health.nvlink_errors",
+        "health.fabric_manager",
         "health.nccl_busbw",
         "health.dcgm_diag",
     } <= families
@@ -205,6 +229,10 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
         ("pcie-replays", "health.pcie_replays"),
         ("nic-link-flap", "fabric.link_flaps"),
         ("nic-symbol-errors", "fabric.symbol_errors"),
+        ("nvlink-crc-storm", "health.nvlink_errors"),
+        ("fabric-manager-fault", "health.fabric_manager"),
+        # its lines stay in the kernel log: after it only xid-79's, whose line stays too
+        ("sxid", "health.sxid"),
         # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
         ("xid-79", "health.gpu_count"),
     ],
@@ -228,6 +256,15 @@ def test_the_watch_names_a_fault_that_happens_in_service(
         series = r'gpufleet_rdma_symbol_errors_per_minute\{host="node01",command="watch",port="mlx5_0"\} '
         assert re.search(series + "[1-9]", prom), prom
         assert [c["name"] for c in named] == ["fabric.symbol_errors[mlx5_0]"]
+    if fault == "nvlink-crc-storm":
+        series = r'gpufleet_gpu_nvlink_errors_per_minute\{host="node01",command="watch",gpu="9",[^}]*'
+        assert re.search(series + r'kind="crc"\} [1-9]', prom), prom
+        assert [c["value"] > c["limit"] == 6000 for c in named] == [True]
+    if fault == "fabric-manager-fault":
+        assert len(named) == 8 and prom.count('state="In Progress",status="N/A"} 1') == 8, prom
+    if fault == "sxid":
+        assert [c["name"] for c in named] == ["health.sxid[0000:05:00.0]"]
+        assert 'sxid="20034",sxid_severity="fatal"} 3' in prom, prom
     if fault == "recovery-action-reboot":
         assert 'action="Node Reboot"} 1' in prom and prom.count('action="None"} 0') == 15
     if fault == "xid-94":
