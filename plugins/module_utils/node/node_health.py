@@ -689,11 +689,12 @@ def pcie_replay_checks(
 MAX_NVLINK_CRC_PER_MINUTE = 6000
 MAX_NVLINK_REPLAYS = 0
 MAX_NVLINK_RECOVERIES = 0
-_NVLINK_LIMITS = (
-    ("crc", "CRC", "DCGM's 100 a second"),
-    ("replay", "replay", "DCGM: any"),
-    ("recovery", "recovery", "DCGM: any"),
-)
+# Each kind (nvlink.ERROR_KINDS) as the message names it, and where its limit comes from.
+_NVLINK_KINDS = {
+    "crc": ("CRC", "DCGM's 100 a second"),
+    "replay": ("replay", "DCGM: any"),
+    "recovery": ("recovery", "DCGM: any"),
+}
 
 
 def nvlink_error_checks(
@@ -718,19 +719,20 @@ def nvlink_error_checks(
         if start is None:
             continue
         rises: dict[str, int] = {}
-        for kind, _, _ in _NVLINK_LIMITS:
+        for kind in nvlink.ERROR_KINDS:
             old, new = start.get(kind), gpu.get(kind)
             if old is not None and new is not None:
                 rises[kind] = new - old if new >= old else new
         if not rises:
             continue
-        over = [kind for kind, _, _ in _NVLINK_LIMITS if rises.get(kind, 0) > limits[kind]]
+        over = [kind for kind in nvlink.ERROR_KINDS if rises.get(kind, 0) > limits[kind]]
         shown = over[0] if over else ("crc" if "crc" in rises else next(iter(rises)))
-        said = ", ".join(
-            "%s %d (limit %d, %s)" % (label, rises[kind], limits[kind], source)
-            for kind, label, source in _NVLINK_LIMITS
-            if kind in rises
-        )
+        parts = []
+        for kind in nvlink.ERROR_KINDS:
+            if kind in rises:
+                label, source = _NVLINK_KINDS[kind]
+                parts.append("%s %d (limit %d, %s)" % (label, rises[kind], limits[kind], source))
+        said = ", ".join(parts)
         message = "%s (GPU %s) NVLink errors %s (%g s), summed over its links: %s" % (
             gpu["uuid"],
             gpu.get("index"),
@@ -751,7 +753,7 @@ def nvlink_error_checks(
                 not over,
                 rises[shown],
                 limits[shown],
-                "%s errors" % dict((k, label) for k, label, _ in _NVLINK_LIMITS)[shown],
+                "%s errors" % _NVLINK_KINDS[shown][0],
                 message,
             )
         )
