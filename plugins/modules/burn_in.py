@@ -329,13 +329,15 @@ health_after_load:
            "error": null}
 roce:
   description:
-    - The RoCE ports watched (C(ports)), the seconds between their two readings (C(window_s)), per port how
+    - The RoCE ports watched (C(ports)), the seconds between their two readings (C(window_s)), when the links
+      were read again at the settling time (C(settled_at_s), null when the load ended first), per port how
       much each judged counter grew (C(deltas)) and why the counters could not be read (C(error)).
       Null with O(roce_ports=false) or on a node without RoCE ports.
   returned: always
   type: dict
   sample: {"ports": [{"ibdev": "mlx5_0", "port": 1, "netdev": "ens21np0"}], "window_s": 180.3,
-           "deltas": {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 53120}}, "error": null}
+           "settled_at_s": 30.1, "deltas": {"mlx5_0": {"out_of_sequence": 0, "np_cnp_sent": 53120}},
+           "error": null}
 """
 
 import os
