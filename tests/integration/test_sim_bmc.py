@@ -1,5 +1,6 @@
 """Each simulated node's BMC: HTTPS Redfish on the node's address, vaulted credentials in the
-inventory, live readings, faults, and a BMC that stays up while its host reboots."""
+inventory, live readings, faults, a BMC that stays up while its host reboots, and the host's
+ComputerSystem.Reset carried out by the test's own fleet (its request thread)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from gpufleet_sim import faults, state
+from gpufleet_sim import faults, node_power, state
 from gpufleet_sim.bmc import vault
 from gpufleet_sim.fleet import Fleet
 
@@ -25,6 +26,9 @@ from tests.integration.conftest import node_ssh
 SUBNET = "127.0.31"
 ADDRESS = {"node01": f"{SUBNET}.2", "node02": f"{SUBNET}.3"}
 CONNECTOR = "/redfish/v1/Chassis/1/ThermalSubsystem/CoolantConnectors/Baseboard1"
+SYSTEM = "/redfish/v1/Systems/system"
+RESET = f"{SYSTEM}/Actions/ComputerSystem.Reset"
+POWER_LIMIT = "nvidia-smi --query-gpu=power.limit --format=csv,noheader,nounits"
 
 
 @pytest.fixture(scope="module")
@@ -39,13 +43,20 @@ def inventory(fleet: Fleet) -> dict[str, Any]:
 
 
 def get(fleet: Fleet, node: str, path: str, auth: tuple[str, str] | None = None) -> tuple[int, Any]:
+    return request(fleet, node, "GET", path, auth)
+
+
+def request(
+    fleet: Fleet, node: str, method: str, path: str, auth: tuple[str, str] | None = None, body: Any = None
+) -> tuple[int, Any]:
+    """(status, the JSON body or None) of one request to a node's BMC, its certificate verified."""
     context = ssl.create_default_context(cafile=inventory(fleet)["vars"]["gpufleet_bmc_ca_path"])
     conn = http.client.HTTPSConnection(ADDRESS[node], 443, context=context, timeout=5)
-    headers = {}
+    headers = {"Content-Type": "application/json"} if body is not None else {}
     if auth:
         headers["Authorization"] = "Basic " + base64.b64encode(":".join(auth).encode()).decode()
     try:
-        conn.request("GET", path, headers=headers)
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
         response = conn.getresponse()
         return response.status, json.loads(response.read() or b"null")
     finally:
@@ -195,3 +206,80 @@ def test_coolant_facts_fails_closed_on_the_transport(fleet: Fleet, tmp_path: Pat
     rc, result, _ = coolant_facts(fleet, "node01", baseuri=f"http://{ADDRESS['node01']}", ca_path=ca)
     assert rc != 0 and result["checks"][0]["value"] == "config" and result["requests"] == 0
     assert "is plain HTTP" in result["msg"] and "thermal_gate_bmc_address" in result["msg"]
+
+
+# -- the host's reset through Redfish ---------------------------------------------------------------
+def reset(fleet: Fleet, node: str, reset_type: str, timeout: float = 60.0) -> str:
+    """POSTs ComputerSystem.Reset to the node's BMC (204 at once) and waits for the fleet's answer."""
+    answer = fleet.root / "nodes" / node / node_power.REBOOT_ANSWER
+    answer.unlink(missing_ok=True)
+    status, body = request(fleet, node, "POST", RESET, fleet.bmc_credentials(node), {"ResetType": reset_type})
+    assert (status, body) == (204, None)
+    eventually(answer.exists, timeout)
+    return answer.read_text()
+
+
+def power_state(fleet: Fleet, node: str) -> str:
+    status, system = get(fleet, node, SYSTEM, fleet.bmc_credentials(node))
+    assert status == 200
+    return str(system["PowerState"])
+
+
+def test_a_force_restart_through_redfish_reboots_the_node(fleet: Fleet) -> None:
+    assert set(ssh(fleet, "node01", f"nvidia-smi -pl 1000 >/dev/null && {POWER_LIMIT}").split()) == {
+        "1000.00"
+    }
+    unshare = fleet.processes["node01"].pid
+    assert power_state(fleet, "node01") == "On"
+    assert reset(fleet, "node01", "ForceRestart") == "ok"
+    # the node went down and came back: a new node process, its volatile power limit back to default
+    assert fleet.processes["node01"].pid != unshare
+    assert set(ssh(fleet, "node01", POWER_LIMIT).split()) == {"1400.00"}
+    assert power_state(fleet, "node01") == "On"
+
+
+def test_a_hung_node_ignores_a_graceful_restart_and_a_force_restart_brings_it_back(fleet: Fleet) -> None:
+    node_dir = fleet.root / "nodes" / "node02"
+    assert faults.inject(node_dir, node_power.HUNG)
+    try:
+        # its sshd accepts the connection but never answers
+        with pytest.raises(subprocess.TimeoutExpired):
+            node_ssh(fleet, ADDRESS["node02"], "true", timeout=5)
+        unshare = fleet.processes["node02"].pid
+        answer = reset(fleet, "node02", "GracefulRestart")
+        assert answer == "ignored: the OS does not answer (hung, or its sshd is gone)"
+        assert fleet.processes["node02"].pid == unshare and power_state(fleet, "node02") == "On"
+        assert reset(fleet, "node02", "ForceRestart") == "ok"
+        assert fleet.processes["node02"].pid != unshare
+        assert ssh(fleet, "node02", "hostname").strip() == "node02"
+        assert node_power.HUNG not in state.load(node_dir)["faults"]  # the power cycle ended the hang
+    finally:
+        if node_power.HUNG in state.load(node_dir)["faults"]:
+            faults.clear(node_dir, node_power.HUNG)
+
+
+def test_force_off_and_on_through_redfish(fleet: Fleet) -> None:
+    assert reset(fleet, "node02", "ForceOff") == "ok"
+    assert power_state(fleet, "node02") == "Off"
+    assert "node02" not in fleet.processes
+    done = node_ssh(fleet, ADDRESS["node02"], "true", check=False, timeout=10)
+    assert done.returncode == 255 and "Connection refused" in done.stderr
+    assert reset(fleet, "node02", "GracefulRestart") == "ignored: off: no OS to ask"
+    assert reset(fleet, "node02", "On") == "ok"
+    assert power_state(fleet, "node02") == "On"
+    assert ssh(fleet, "node02", "hostname").strip() == "node02"
+
+
+def test_a_bad_reset_type_is_400_naming_the_allowed_values(fleet: Fleet) -> None:
+    auth = fleet.bmc_credentials("node01")
+    status, body = request(fleet, "node01", "POST", RESET, auth, {"ResetType": "Reboot"})
+    assert status == 400
+    assert body["error"]["code"] == "Base.1.18.ActionParameterValueNotInList"
+    allowed = get(fleet, "node01", SYSTEM, auth)[1]["Actions"]["#ComputerSystem.Reset"][
+        "ResetType@Redfish.AllowableValues"
+    ]
+    assert body["error"]["message"].endswith(f"Allowed values: {', '.join(allowed)}.")
+    assert "ForceRestart" in allowed and "GracefulRestart" in allowed
+    status, body = request(fleet, "node01", "POST", RESET, auth, {})
+    assert status == 400 and body["error"]["code"] == "Base.1.18.ActionParameterMissing"
+    assert not (fleet.root / "nodes" / "node01" / node_power.REBOOT_REQUEST).exists()

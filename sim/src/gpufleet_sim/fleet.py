@@ -11,6 +11,9 @@ named in ``sonic_leaves`` is a SONiC one instead (sim/sonic.py: sshd with a fake
 fleet's SSH port, from the same state file).
 With `slurm`, a real Slurm cluster (sim/slurm.py) holds the nodes, its daemons started and stopped
 with the fleet.
+A node is reset through requests left in its directory (node_power.REBOOT_REQUEST: `gpufleet-sim
+reboot`, a Redfish ComputerSystem.Reset to its BMC); service_requests carries them out, called by the
+supervisor's loop, or for a test-owned fleet by a thread Fleet.up starts and Fleet.stop ends.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +36,7 @@ from typing import Any
 import paramiko
 import yaml
 
-from gpufleet_sim import boot, build, node, nvue, processes, slurm, sonic, state, toolclient
+from gpufleet_sim import boot, build, node, node_power, nvue, processes, slurm, sonic, state, toolclient
 from gpufleet_sim.bmc import launch, vault
 
 REPO_DIR = Path(__file__).resolve().parents[3]
@@ -40,8 +45,12 @@ GROUP_VARS = REPO_DIR / "inventory" / "sim" / "group_vars"
 _PR_SET_PDEATHSIG = 1
 # Leaf N listens on <subnet>.(LEAF_BASE + N): above every node address (nodes are .2 to .201).
 LEAF_BASE = 210
-# `gpufleet-sim reboot` leaves this file in a node directory for the supervisor.
-REBOOT_REQUEST = "reboot.request"
+# `gpufleet-sim reboot` and a node's BMC leave this file in a node directory for the fleet's owner.
+REBOOT_REQUEST = node_power.REBOOT_REQUEST
+# How often a test-owned fleet's thread looks for requests (the supervisor's loop looks as often).
+REQUEST_POLL_S = 0.2
+# A reset's wait for the node to answer SSH again.
+RESET_WAIT_S = 30.0
 # How long a fleet may take to come up, from Fleet.up's start to every node, BMC and leaf answering:
 # a fixed part (the client key, the tool client's build with cc, the leaves) and a part per node (its
 # files and host key, then its sshd, BMC and tool server: CPU work, node after node, so the time grows
@@ -186,6 +195,10 @@ class Fleet:
         self.slurm_daemons: dict[str, subprocess.Popen[bytes]] = {}
         # what processes.json says: every process started, and why a node or BMC is down
         self.record: dict[str, Any] = {"nodes": {}}
+        # one reset, reboot or stop at a time (a test-owned fleet's request thread and the test)
+        self._lock = threading.RLock()
+        self._servicer: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     # -- layout -----------------------------------------------------------
     inventory_path = _UnderRoot("inventory.yml")
@@ -319,6 +332,8 @@ class Fleet:
             ),
             encoding="utf-8",
         )
+        if not managed:
+            self._serve_requests()
         return specs
 
     def _save_record(self) -> None:
@@ -435,10 +450,12 @@ class Fleet:
         for proc in procs:
             if proc.poll() is None:
                 # Stop the namespace's PID 1 (sshd) first: unshare reaps it, and the kernel
-                # has reaped every session in the namespace before that wait returns.
+                # has reaped every session in the namespace before that wait returns. SIGCONT: a
+                # hung node's sshd (node-hung, stopped) acts on its SIGTERM once continued.
                 for child in processes.children(proc.pid) or [proc.pid]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(child, signal.SIGTERM)
+                        os.kill(child, signal.SIGCONT)
         deadline = time.monotonic() + 10
         for proc in procs:
             try:
@@ -451,6 +468,14 @@ class Fleet:
         """Kills every node (its PID namespace goes with it) and every BMC, waits for each, then
         makes sure from the record that nothing is left (SIGKILL for what is). Returns what
         could not be stopped; the fleet's files stay then, for `gpufleet-sim down` to try again."""
+        self._stopping.set()
+        if self._servicer is not None:
+            self._servicer.join()  # a reset under way finishes first (within its own wait)
+            self._servicer = None
+        with self._lock:
+            return self._stop_all()
+
+    def _stop_all(self) -> list[str]:
         self._stop_nodes(list(self.processes))
         self.processes.clear()
         self._stop_daemons()
@@ -462,19 +487,108 @@ class Fleet:
             (self.root / processes.RECORD_FILE).unlink(missing_ok=True)
         return left
 
-    def reboot(self, name: str, timeout: float = 30.0) -> None:
-        """Down (every session dropped), volatile settings lost, up again running its boot units.
-        The node's BMC keeps running and answering throughout. A node whose sshd died comes up."""
+    def _spec(self, name: str) -> node.NodeSpec:
         described = json.loads(self.fleet_file.read_text(encoding="utf-8"))
         config = FleetConfig(**described["config"])
         spec = next((s for s in self.specs(config) if s.name == name), None)
         if spec is None:
             raise SimError(f"no simulated node {name!r} in this fleet")
-        self._stop_nodes([name])
-        with state.locked(spec.directory) as current:
-            boot.power_cycle(current, spec.directory / "sys")
+        return spec
+
+    def reboot(self, name: str, timeout: float = RESET_WAIT_S) -> None:
+        """Down (every session dropped), volatile settings lost, up again running its boot units.
+        The node's BMC keeps running and answering throughout (PowerState PoweringOn while the node
+        starts). A node whose sshd died, that hangs or that is off comes up."""
+        with self._lock:
+            spec = self._spec(name)
+            self._stop_nodes([name])
+            with state.locked(spec.directory) as current:
+                boot.power_cycle(current, spec.directory / "sys")
+                node_power.powered_down(current, node_power.POWERING_ON)
+            self._power_on(spec, timeout)
+
+    def _power_on(self, spec: node.NodeSpec, timeout: float) -> None:
         self._start_node(spec)
         self._wait_ready([spec], StartWait.of(timeout, "a reboot's wait"))
+        with state.locked(spec.directory) as current:
+            current["power_state"] = node_power.ON
+
+    def power_off(self, name: str, why: str) -> None:
+        """The node's host off, as its BMC turns it off: its processes stopped, volatile settings
+        lost, PowerState Off, recorded as down for ``why``, until it is powered on or rebooted."""
+        with self._lock:
+            spec = self._spec(name)
+            with state.locked(spec.directory) as current:
+                current["power_state"] = node_power.POWERING_OFF
+            self._stop_nodes([name])
+            self.processes.pop(name, None)
+            with state.locked(spec.directory) as current:
+                boot.power_cycle(current, spec.directory / "sys")
+                node_power.powered_down(current, node_power.OFF)
+            self.record["nodes"].setdefault(name, {})["down"] = f"powered off ({why})"
+            self._save_record()
+
+    def reset(self, name: str, reset_type: str, timeout: float = RESET_WAIT_S) -> str:
+        """Carries out one reset request (node_power.plan: a Redfish ResetType, or `gpufleet-sim
+        reboot`'s); returns the answer: "ok", or "ignored: why" for a request the node does not act on."""
+        with self._lock:
+            spec = self._spec(name)
+            current = state.load(spec.directory)
+            proc = self.processes.get(name)
+            running = proc is not None and proc.poll() is None
+            what, why = node_power.plan(
+                reset_type, node_power.power_state(current), running and node_power.answers(current)
+            )
+            if what == node_power.IGNORE:
+                return f"ignored: {why}"
+            if what == node_power.REBOOT:
+                self.reboot(name, timeout)
+            elif what == node_power.POWER_OFF:
+                self.power_off(name, f"{reset_type} through its BMC")
+            else:
+                with state.locked(spec.directory) as current:
+                    current["power_state"] = node_power.POWERING_ON
+                self._power_on(spec, timeout)
+            return "ok"
+
+    def service_requests(self) -> list[str]:
+        """Carries out every node's pending reset request (REBOOT_REQUEST), each answer left beside it
+        (node_power.REBOOT_ANSWER: "ok", "ignored: ...", or "error: ..."); returns a line per request.
+        A request is taken (renamed) before it is read, so one written meanwhile waits for the next look."""
+        lines = []
+        for request in sorted(self.root.glob(f"nodes/*/{REBOOT_REQUEST}")):
+            name = request.parent.name
+            taken = request.with_name(request.name + ".taken")
+            try:
+                os.replace(request, taken)
+            except FileNotFoundError:
+                continue
+            asked = taken.read_text(encoding="utf-8").strip() or node_power.SIM_REBOOT
+            try:
+                answer = self.reset(name, asked)
+            except SimError as exc:
+                answer = f"error: {exc}"
+            except Exception as exc:  # any failure is the answer; whoever services carries on
+                answer = f"error: {type(exc).__name__}: {exc}"
+            request.with_name(node_power.REBOOT_ANSWER).write_text(answer, encoding="utf-8")
+            taken.unlink(missing_ok=True)
+            lines.append(f"{name} {asked}: {answer}")
+        return lines
+
+    def _serve_requests(self) -> None:
+        """A test-owned fleet's owner of its requests: a daemon thread that services them until stop."""
+        self._stopping = threading.Event()
+
+        def loop() -> None:
+            while not self._stopping.wait(REQUEST_POLL_S):
+                try:
+                    for line in self.service_requests():
+                        print(f"gpufleet-sim: {line}", file=sys.stderr, flush=True)
+                except Exception as exc:  # logged: the next look tries again
+                    print(f"gpufleet-sim: warning: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+
+        self._servicer = threading.Thread(target=loop, name=f"sim-requests {self.root.name}", daemon=True)
+        self._servicer.start()
 
     def _why_down(self, name: str, returncode: int) -> str:
         """What died: the node's PID 1 (its sshd), as its `unshare` tells it. unshare exits as its

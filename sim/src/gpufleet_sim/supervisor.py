@@ -1,8 +1,10 @@
 """Keeps a simulated fleet alive after `gpufleet-sim up` returns, and stops it on SIGTERM.
 
 It owns the node processes (and so reaps them); `gpufleet-sim down` signals it. A node that
-dies is recorded as down (what died, how) and stays down until `gpufleet-sim reboot` starts it
-again; nothing a node or a request does ends the supervisor before `sim down` asks it to.
+dies is recorded as down (what died, how) and stays down until `gpufleet-sim reboot` (or a reset
+through its BMC) starts it again; nothing a node or a request does ends the supervisor before `sim
+down` asks it to. The requests are the Fleet's to carry out (Fleet.service_requests), as a
+test-owned fleet's thread does.
 """
 
 from __future__ import annotations
@@ -14,22 +16,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from gpufleet_sim.fleet import REBOOT_REQUEST, Fleet, FleetConfig, SimError
-
-
-def _reboot(fleet: Fleet, request: Path) -> None:
-    """`gpufleet-sim reboot` asks by file; the answer replaces it ("ok" or the error)."""
-    name = request.parent.name
-    try:
-        fleet.reboot(name)
-        answer = "ok"
-    except SimError as exc:
-        answer = f"error: {exc}"
-    except Exception as exc:  # any failure is the answer; the supervisor carries on
-        answer = f"error: {type(exc).__name__}: {exc}"
-    request.with_suffix(".done").write_text(answer, encoding="utf-8")
-    request.unlink(missing_ok=True)
-    print(f"rebooted {name}: {answer}", flush=True)
+from gpufleet_sim.fleet import REQUEST_POLL_S, Fleet, FleetConfig, SimError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,11 +52,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 for news in fleet.poll():
                     print(f"warning: {news}", file=sys.stderr, flush=True)
-                for request in sorted(args.dir.glob(f"nodes/*/{REBOOT_REQUEST}")):
-                    _reboot(fleet, request)
+                # `gpufleet-sim reboot` and the BMCs' resets ask by file; each answer is left beside it
+                for line in fleet.service_requests():
+                    print(f"reset {line}", flush=True)
             except Exception as exc:  # logged: the fleet must outlive one bad look
                 print(f"warning: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            time.sleep(0.2)
+            time.sleep(REQUEST_POLL_S)
     finally:
         left = fleet.stop()
     if left:

@@ -51,6 +51,28 @@ _MESSAGES: dict[str, tuple[str, str, str]] = {
         "Critical",
         "Ensure that the request body is valid JSON and resubmit the request.",
     ),
+    "ActionParameterMissing": (
+        "The action %1 requires the parameter %2 to be present in the request body.",
+        "Critical",
+        "Supply the action with the required parameter in the request body when the request is resubmitted.",
+    ),
+    "ActionParameterNotSupported": (
+        "The parameter %1 for the action %2 is not supported on the target resource.",
+        "Warning",
+        "Remove the parameter supplied and resubmit the request if the operation failed.",
+    ),
+    "ActionParameterValueNotInList": (
+        "The value '%1' for the parameter %2 in the action %3 is not in the list of acceptable values.",
+        "Warning",
+        "Choose a value from the enumeration list that the implementation can support and resubmit the "
+        "request if the operation failed.",
+    ),
+    "ActionParameterValueTypeError": (
+        "The value '%1' for the parameter %2 in the action %3 is not a type that the parameter can accept.",
+        "Warning",
+        "Correct the value for the parameter in the request body and resubmit the request if the operation "
+        "failed.",
+    ),
     "PropertyMissing": (
         "The property '%1' is a required property and must be included in the request.",
         "Warning",
@@ -60,8 +82,9 @@ _MESSAGES: dict[str, tuple[str, str, str]] = {
 }
 
 
-def body(message_id: str, *args: str) -> dict[str, Any]:
-    """{"error": {"code", "message", "@Message.ExtendedInfo": [Message]}} for one registry message."""
+def body(message_id: str, *args: str, note: str = "") -> dict[str, Any]:
+    """{"error": {"code", "message", "@Message.ExtendedInfo": [Message]}} for one registry message;
+    ``note`` is added to the top-level message only (the Message stays the registry's)."""
     text, severity, resolution = _MESSAGES[message_id]
     for i, arg in enumerate(args, start=1):
         text = text.replace(f"%{i}", arg)
@@ -69,7 +92,7 @@ def body(message_id: str, *args: str) -> dict[str, Any]:
     return {
         "error": {
             "code": full_id,
-            "message": text,
+            "message": f"{text} {note}" if note else text,
             "@Message.ExtendedInfo": [
                 {
                     "@odata.type": "#Message.v1_2_0.Message",

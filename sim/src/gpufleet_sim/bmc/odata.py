@@ -29,6 +29,8 @@ TYPES = (
     "AccountService.v1_18_1",
     "Chassis.v1_28_0",
     "ChassisCollection",
+    "ComputerSystem.v1_22_0",
+    "ComputerSystemCollection",
     "CoolantConnector.v1_3_0",
     "CoolantConnectorCollection",
     "CoolingUnit.v1_5_0",

@@ -6,6 +6,10 @@ Shapes follow DMTF's mockups in tests/fixtures/real/redfish/dmtf: public-liquid-
 LeakDetectors). Readings are excerpt objects (`{"Reading": x}`) as the mockups have them; values
 come from the thermal model.
 
+The node's host is the ComputerSystem `Systems/system` (bmcweb's name for a BMC's one host), with
+its PowerState from the node's state (node_power) and its ComputerSystem.Reset action (server.py
+takes the POST; the Fleet carries the reset out).
+
 The node's leak detectors are served twice, as a BMC of current firmware does: in the chassis'
 `LeakDetectors` collection (Chassis v1_26+), and under `ThermalSubsystem/LeakDetection`, which DMTF
 deprecated in its favour but which older clients (and older firmware) know. Not modelled: anything
@@ -16,13 +20,14 @@ locations.
 from __future__ import annotations
 
 import copy
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 from urllib.parse import unquote
 
-from gpufleet_sim import thermal
+from gpufleet_sim import node_power, thermal
 from gpufleet_sim.bmc import accounts, query
 from gpufleet_sim.bmc.payloads import Resource, collection, link, resource, status
 from gpufleet_sim.state import State
@@ -31,6 +36,18 @@ ROOT = "/redfish/v1"
 CHASSIS = f"{ROOT}/Chassis/1"
 THERMAL = f"{CHASSIS}/ThermalSubsystem"
 CDU = f"{ROOT}/ThermalEquipment/CDUs/1"
+MANAGER = f"{ROOT}/Managers/BMC"
+SYSTEMS = f"{ROOT}/Systems"
+SYSTEM = f"{SYSTEMS}/system"
+RESET_ACTION = "ComputerSystem.Reset"
+RESET_TARGET = f"{SYSTEM}/Actions/{RESET_ACTION}"
+# PowerState -> the system's Status.State, as bmcweb maps its host states
+_POWER_STATUS = {
+    node_power.ON: "Enabled",
+    node_power.POWERING_ON: "Starting",
+    node_power.POWERING_OFF: "Disabled",
+    node_power.OFF: "Disabled",
+}
 SESSIONS = f"{ROOT}/SessionService/Sessions"
 # Flow sensor thresholds as a fraction of rated flow: below caution the connector is Warning,
 # below critical it is Critical (BMCs derive Status.Health from sensor thresholds like these).
@@ -110,6 +127,7 @@ def service_root(view: View) -> Resource:
         RedfishVersion="1.20.0",
         UUID=view.state["gpus"][0]["uuid"].removeprefix("GPU-"),
         ProtocolFeaturesSupported=copy.deepcopy(query.PROTOCOL_FEATURES_SUPPORTED),
+        Systems=link(SYSTEMS),
         Chassis=link(f"{ROOT}/Chassis"),
         Managers=link(f"{ROOT}/Managers"),
         ThermalEquipment=link(f"{ROOT}/ThermalEquipment"),
@@ -124,7 +142,15 @@ def chassis_collection(view: View) -> Resource:
 
 
 def managers(view: View) -> Resource:
-    return collection("ManagerCollection", "Manager Collection", f"{ROOT}/Managers", [f"{ROOT}/Managers/BMC"])
+    return collection("ManagerCollection", "Manager Collection", f"{ROOT}/Managers", [MANAGER])
+
+
+def _model(state: State) -> str:
+    return f"{state['profile'].upper()} liquid-cooled GPU server"
+
+
+def _serial(state: State) -> str:
+    return f"SN{state['gpus'][0]['serial'][-10:]}"
 
 
 def chassis(view: View) -> Resource:
@@ -136,14 +162,15 @@ def chassis(view: View) -> Resource:
         CHASSIS,
         ChassisType="RackMount",
         Manufacturer="Contoso",
-        Model=f"{state['profile'].upper()} liquid-cooled GPU server",
-        SerialNumber=f"SN{state['gpus'][0]['serial'][-10:]}",
+        Model=_model(state),
+        SerialNumber=_serial(state),
         PartNumber="GPU-NODE-" + state["profile"].upper(),
-        PowerState="On",
+        # the host's power is the chassis' (a ForceOff turns the chassis off, as bmcweb's does)
+        PowerState=node_power.power_state(state),
         Status=status("OK", _thermal_health(view)),
         ThermalSubsystem=link(THERMAL),
         LeakDetectors=link(f"{CHASSIS}/LeakDetectors"),
-        Links={"ManagedBy": [link(f"{ROOT}/Managers/BMC")]},
+        Links={"ComputerSystems": [link(SYSTEM)], "ManagedBy": [link(MANAGER)]},
     )
 
 
@@ -152,11 +179,45 @@ def manager(view: View) -> Resource:
         "#Manager.v1_19_0.Manager",
         "BMC",
         "Manager",
-        f"{ROOT}/Managers/BMC",
+        MANAGER,
         ManagerType="BMC",
         FirmwareVersion="1.12.0",
         Status=status(),
-        Links={"ManagerForChassis": [link(CHASSIS)]},
+        Links={"ManagerForServers": [link(SYSTEM)], "ManagerForChassis": [link(CHASSIS)]},
+    )
+
+
+# -- the node's host --------------------------------------------------------------------------
+def systems(view: View) -> Resource:
+    return collection("ComputerSystemCollection", "Computer System Collection", SYSTEMS, [SYSTEM])
+
+
+def system(view: View) -> Resource:
+    """The node's host, shaped as DMTF's public-rackmount1 ComputerSystem and bmcweb's: its power, and
+    the reset action with its allowable values inline (ResetType@Redfish.AllowableValues)."""
+    state = view.state
+    power = node_power.power_state(state)
+    return resource(
+        "#ComputerSystem.v1_22_0.ComputerSystem",
+        "system",
+        "system",
+        SYSTEM,
+        Description="Computer System",
+        SystemType="Physical",
+        Manufacturer="Contoso",
+        Model=_model(state),
+        SerialNumber=_serial(state),
+        UUID=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{state['name']}.gpufleet-sim")),
+        HostName=str(state["name"]),
+        PowerState=power,
+        Status={"State": _POWER_STATUS.get(power, "Disabled"), "Health": "OK"},
+        Links={"Chassis": [link(CHASSIS)], "ManagedBy": [link(MANAGER)]},
+        Actions={
+            f"#{RESET_ACTION}": {
+                "target": RESET_TARGET,
+                "ResetType@Redfish.AllowableValues": list(node_power.RESET_TYPES),
+            }
+        },
     )
 
 
@@ -395,7 +456,9 @@ def _static_routes() -> dict[str, Callable[[View], Resource]]:
         f"{ROOT}/Chassis": chassis_collection,
         CHASSIS: chassis,
         f"{ROOT}/Managers": managers,
-        f"{ROOT}/Managers/BMC": manager,
+        MANAGER: manager,
+        SYSTEMS: systems,
+        SYSTEM: system,
         THERMAL: thermal_subsystem,
         f"{THERMAL}/CoolantConnectors": coolant_connectors,
         f"{THERMAL}/ThermalMetrics": thermal_metrics,

@@ -3,7 +3,10 @@
 The listener follows the node state's `bmc.state`: "down" closes it (clients get connection
 refused) and drops every session, as a BMC that hangs or resets does; "up" opens it again.
 Credentials are checked against the state's salted hash on every request, so a password change
-(the `bmc-bad-credentials` fault) takes effect at once.
+(the `bmc-bad-credentials` fault) takes effect at once. A POST of the host's ComputerSystem.Reset
+(reset.check) leaves the reset for the node's Fleet (node_power.request) and answers 204 at once, as
+bmcweb does; the host's PowerState then follows the Fleet. Privileges are not checked: the BMC's one
+account is an Administrator (accounts.py).
 
 Run: python -m gpufleet_sim.bmc.server --node-dir D --address A --port 443 --cert C --key K
 """
@@ -24,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet_sim import https_service
+from gpufleet_sim import https_service, node_power
 from gpufleet_sim import state as sim_state
-from gpufleet_sim.bmc import errors, odata, passwords, query, resources
+from gpufleet_sim.bmc import errors, odata, passwords, query, reset, resources
 from gpufleet_sim.https_service import context_for
 
 SESSIONS_PATH = f"{resources.ROOT}/SessionService/Sessions"
@@ -229,6 +232,12 @@ class Handler(https_service.Handler):
         if path == odata.SERVICE_DOCUMENT and self.command in ("GET", "HEAD"):
             self._send(200, odata.service_document(resources.service_root(view)), {"Allow": "GET, HEAD"})
             return
+        if path == resources.RESET_TARGET:
+            if self.command == "POST":
+                self._reset()
+            else:
+                self._error(405, "OperationNotAllowed", headers={"Allow": "POST"})
+            return
         found = resources.get(path, view)
         if found is None:
             self._error(404, "ResourceMissingAtURI", path)
@@ -252,6 +261,14 @@ class Handler(https_service.Handler):
         if path == SESSIONS_PATH:
             return "GET, HEAD, POST"
         return "GET, HEAD, DELETE" if path.startswith(SESSIONS_PATH + "/") else "GET, HEAD"
+
+    def _reset(self) -> None:
+        checked = reset.check(self.raw_body)
+        if isinstance(checked, reset.Refusal):
+            self._send(400, errors.body(checked.message_id, *checked.args, note=checked.note))
+            return
+        node_power.request(self.server.bmc.node_dir, checked)
+        self._send(204, None)
 
     def _login(self) -> None:
         body = self._body()
