@@ -527,6 +527,10 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "firmware-mismatch",
         "nccl-slow",
         "dcgm-diag-fail",
+        # the NVSwitch fabric (faults_nvswitch.py)
+        "nvlink-crc-storm",
+        "fabric-manager-fault",
+        "sxid",
     }
     before = (health(b300), smi(b300, "nvlink", "-s"), smi(b300, "-L"), pcie(b300))
     for name in faults_health.FAULTS:
