@@ -23,8 +23,10 @@ from tests.integration.conftest import INSTANCES, node_hosts, run_on, serve_as_a
 
 # (node, fault, the check family that must name it). The hardware faults the health read sees hit
 # different GPUs (faults_health.py: PCIe GPU 3, NVLink GPU 5, row remap GPU 2, ECC GPU 1, Xid 79 GPU 6,
-# Xid 94 GPU 4, recovery action GPU 7), so they share a node and each is still named with its GPU; a
-# fault only a later step sees (the burn-in, the all-reduce, DCGM, the peers) has a node of its own.
+# Xid 94 GPU 4, recovery action GPU 7), so they share a node and each is still named with its GPU (the
+# fabric fault's GPUs 0-7 and the SXid's NVSwitch under check families of their own); a fault only a
+# later step sees (the burn-in, the all-reduce, DCGM, the peers) has a node of its own, or shares one
+# with a fault that same step sees (pcie-replays and nvlink-crc-storm, both in the burn-in's window).
 FAULTED = [
     ("node02", "pcie-degraded", "health.pcie_width"),
     ("node02", "nvlink-down", "health.nvlink"),
