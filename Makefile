@@ -45,10 +45,10 @@ lint: setup
 	$(BIN)/ansible-lint --offline --profile production
 	$(BIN)/python scripts/make_docs.py --check
 	$(BIN)/antsibull-changelog lint
-	@for f in plugins/modules/*.py plugins/callback/*.py; do \
+	@for f in plugins/modules/*.py plugins/callback/*.py plugins/filter/*.py; do \
 	  type=$$(basename $$(dirname $$f)); \
 	  $(BIN)/ansible-doc -t $${type%s} gpufleet.node.$$(basename $$f .py) > /dev/null || exit 1; \
-	done; echo "ansible-doc: every module and callback renders"
+	done; echo "ansible-doc: every module, callback and filter renders"
 
 # ansible-core's ansible-test sanity on what the collection ships (scripts/sanity.sh says how and why;
 # it passes with no ignore file: keep it so). ~1.5 min; the first run builds its
