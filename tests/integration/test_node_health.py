@@ -60,6 +60,12 @@ FAULTED = [
     # and GPU 9's NVLink link 4 counts CRC errors (1500 a second idle, up to 5000 loaded): the same
     # burn-in window sees the rise
     ("node09", "nvlink-crc-storm", "health.nvlink_errors"),
+    # GPUDirect RDMA's host pieces, the NVIDIA services and a NIC's firmware (issue 38): the health read
+    # sees each, naming a thing of its own (the module, a switch port, a unit, an RDMA device)
+    ("node02", "peermem-missing", "health.nvidia_peermem"),
+    ("node02", "acs-enabled", "health.acs"),
+    ("node02", "service-down", "health.service"),
+    ("node02", "mlx5-fw-error", "fabric.mlx5_firmware"),
 ]
 NODES = sorted({node for node, _, _ in FAULTED})
 CONTROL = "node01"
@@ -103,7 +109,14 @@ def test_every_faulted_node_is_blocked_naming_check_value_limit_and_gpu(gated: d
         for c in named.values():
             assert c["value"] is not None and c["limit"] is not None, c
         # the node's message says what failed: the check's family, or the burn-in's or the peers' words
-        said = (family.split(".")[0], "link-down events", "symbol errors", "odd node out", "power budget")
+        said = (
+            family.split(".")[0],
+            "link-down events",
+            "symbol errors",
+            "odd node out",
+            "power budget",
+            "mlx5_core firmware",
+        )
         assert any(word in host["message"] for word in said), host["message"]
         assert _active(gated["fleet"], name) == [False, False], f"{name} ({fault}) still serves"
 
@@ -121,6 +134,34 @@ def test_each_fault_is_named_with_its_gpu(gated: dict[str, Any]) -> None:
     action = _failed(report["hosts"]["node02"])[f"health.recovery_action[{gpu7}]"]
     assert (action["value"], action["limit"]) == ("Node Reboot", "None")
     assert "GPU 7" in action["message"] and "reboot it" in action["message"]
+    peermem = _failed(report["hosts"]["node02"])["health.nvidia_peermem"]
+    assert (peermem["value"], peermem["limit"]) == ("not loaded", "loaded")
+    assert (
+        "modprobe nvidia_peermem (and add it to /etc/modules-load.d) then run the gate again"
+        in peermem["message"]
+    )
+    switch = node02["pci_switches"][0]
+    acs = {n: c for n, c in _failed(report["hosts"]["node02"]).items() if n.startswith("health.acs[")}
+    assert f"health.acs[{switch['upstream']}]" in acs and len(acs) == 1 + len(switch["children"]), sorted(acs)
+    assert all(
+        (c["value"], c["limit"]) == ("SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+", "off")
+        for c in acs.values()
+    )
+    assert "ECAP_ACS+0x6.w=0000" in next(iter(acs.values()))["message"]
+    unit = _failed(report["hosts"]["node02"])["health.service[nvidia-fabricmanager.service]"]
+    assert (unit["value"], unit["limit"]) == ("failed", "active") and "systemctl enable --now" in unit[
+        "message"
+    ]
+    assert "health.service[nvidia-dcgm.service]" not in _failed(report["hosts"]["node02"])
+    firmware = _failed(report["hosts"]["node02"])["fabric.mlx5_firmware[mlx5_1]"]
+    assert (firmware["value"], firmware["limit"]) == (3, 0)
+    assert (
+        "health compromised" in firmware["message"]
+        and "syndrome 0x1: firmware internal error" in firmware["message"]
+    )
+    assert [n for n in _failed(report["hosts"]["node02"]) if n.startswith("fabric.mlx5_firmware[")] == [
+        "fabric.mlx5_firmware[mlx5_1]"
+    ]
     node09 = state.load(gated["fleet"].root / "nodes" / "node09")
     gpu0 = state.present_gpus(node09)[0]["uuid"]
     replays = _failed(report["hosts"]["node09"])[f"health.pcie_replays[{gpu0}]"]
@@ -196,7 +237,16 @@ def test_the_clean_node_is_admitted_and_serves(gated: dict[str, Any]) -> None:
         "health.fabric_manager",
         "health.nccl_busbw",
         "health.dcgm_diag",
+        "health.nvidia_peermem",
+        "health.acs",
+        "health.service",
     } <= families
+    # every RDMA device's firmware judged clean, and both expected units active
+    firmware = [c for c in host["checks"] if c["name"].startswith("fabric.mlx5_firmware[")]
+    # (judged again when the burn-in's load ends: each name twice)
+    assert len({c["name"] for c in firmware}) == 8 and all(c["ok"] for c in firmware), firmware
+    units = {c["name"] for c in host["checks"] if c["name"].startswith("health.service[")}
+    assert units == {"health.service[nvidia-fabricmanager.service]", "health.service[nvidia-dcgm.service]"}
     assert _active(gated["fleet"], CONTROL) == [True, True]
 
 
@@ -212,6 +262,10 @@ def test_a_clean_serving_node_passes_the_watchs_health(gated: dict[str, Any], tm
     assert set(node_hosts(report)) == {CONTROL}
     health = report["hosts"][CONTROL]["facts"]["gpufleet_watch"]["health"]
     assert health["gpu_count"] == 16 and health["xids"] == []
+    assert health["gpudirect"]["peermem_loaded"] == 1 and set(
+        health["gpudirect"]["acs_enabled"].values()
+    ) == {0}
+    assert health["nic_firmware_errors"] == {f"mlx5_{i}": 0 for i in range(8)}
 
 
 def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[str, Any]]:
@@ -233,6 +287,10 @@ def _watch_with(fleet: Fleet, fault: str, report_dir: Path) -> tuple[int, dict[s
         ("nic-symbol-errors", "fabric.symbol_errors"),
         ("nvlink-crc-storm", "health.nvlink_errors"),
         ("fabric-manager-fault", "health.fabric_manager"),
+        ("peermem-missing", "health.nvidia_peermem"),
+        ("acs-enabled", "health.acs"),
+        # its lines stay in the kernel log: after it only the SXid's and xid-79's, whose lines stay too
+        ("mlx5-fw-error", "fabric.mlx5_firmware"),
         # its lines stay in the kernel log: after it only xid-79's, whose line stays too
         ("sxid", "health.sxid"),
         # a GPU that fell off the bus while serving: the watch read 15 GPUs and passed
@@ -251,6 +309,15 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
     gpus = 15 if fault == "xid-79" else 16
     assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} {gpus}' in prom
+    if fault == "peermem-missing":
+        assert f'gpufleet_nvidia_peermem_loaded{{host="{CONTROL}",command="watch"}} 0' in prom
+    if fault == "acs-enabled":
+        assert re.search(
+            r'gpufleet_pcie_acs_enabled\{host="node01",command="watch",bridge="[0-9a-f:.]+"\} 1', prom
+        )
+    if fault == "mlx5-fw-error":
+        assert [c["name"] for c in named] == ["fabric.mlx5_firmware[mlx5_1]"]
+        assert 'gpufleet_rdma_firmware_errors{host="node01",command="watch",port="mlx5_1"} 3' in prom
     if fault == "pcie-replays":
         series = r'gpufleet_gpu_pcie_replays\{host="node01",command="watch",gpu="0",[^}]*\} [1-9]'
         assert re.search(series, prom), prom
