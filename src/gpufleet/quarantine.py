@@ -1,18 +1,19 @@
-"""Which failed checks make a serving node unsafe to serve, and how many nodes automation may take out.
+"""Which failed checks make a serving node unsafe to serve.
 
 The watch judges a node in service; this module says what that verdict means for the fleet (issue 39):
 
 - a failure of an UNSAFE class (a GPU gone, a blocking Xid or recovery action, uncorrectable ECC, a row
-  remap pending or failed, NVLink or its fabric down, a RoCE port down, a GPU past its temperature limits)
-  makes the node one to take out of service at once: its requests would fail or corrupt;
-- any other failure (a power cap from the PDU, a prefix-cache cliff, RoCE counters rising, a slow link)
-  is reported and alerted, never a reason to take a node out: the node still answers correctly, and the
-  cause is often outside it (the PDU, a prompt template, the leaf);
+  remap pending or failed, NVLink or its fabric down, a RoCE port down, a GPU past its temperature limits,
+  the coolant loop beyond the gate's limits or leaking) makes the node one to take out of service at
+  once: its requests would fail or corrupt;
+- any other failure (a power cap from the PDU, a prefix-cache cliff, RoCE counters rising, a slow link, a
+  NIC firmware error line) is reported and alerted, never a reason to take a node out: the node still
+  answers correctly, and the cause is often outside it (the PDU, a prompt template, the leaf).
 
-Pure functions over a report's checks. `gpufleet watch` reports each unsafe node with its classes (the
-report's ``unsafe`` and the Prometheus series ``gpufleet_node_unsafe``), read-only: it names the nodes a
-watch that acts would take out, and acting on it (drain, stop, remediate, a circuit breaker) builds on
-this one classification.
+Pure functions over a report's checks. `gpufleet watch` names each unsafe node with its classes (its
+message, and the Prometheus series ``gpufleet_node_unsafe`` and ``gpufleet_node_unsafe_class``),
+read-only: the nodes a watch that acts would take out. Acting on it (drain, stop, remediate, a circuit
+breaker) builds on this one classification.
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ UNSAFE: tuple[FailureClass, ...] = (
         "thermal",
         ("thermal.gpu_temp_c", "thermal.memory_temp_c", "thermal.hotspot_c", "thermal.tlimit_c"),
         "a GPU is past its temperature limits",
+    ),
+    FailureClass(
+        "coolant",
+        (
+            "coolant.flow_lpm",
+            "coolant.leak",
+            "coolant.cdu_leak",
+            "coolant.supply_temp_c",
+            "coolant.delta_temp_c",
+        ),
+        "the coolant loop is beyond the gate's limits or leaking",
     ),
 )
 

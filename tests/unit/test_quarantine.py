@@ -33,6 +33,8 @@ def _passed(name: str) -> dict[str, object]:
         ("health.nvlink[GPU-a]", "nvlink"),
         ("rdma_link.link_state[mlx5_3]", "roce_port_down"),
         ("thermal.hotspot_c[GPU-a]", "thermal"),
+        ("coolant.flow_lpm[loop0]", "coolant"),
+        ("coolant.leak[board0]", "coolant"),
     ],
 )
 def test_each_unsafe_failure_names_its_class(name: str, cls: str) -> None:
@@ -51,6 +53,10 @@ def test_each_unsafe_failure_names_its_class(name: str, cls: str) -> None:
         "fabric.link_flaps[mlx5_0]",
         "health.pcie_replays[GPU-a]",
         "thermal.clocks_event_reasons[GPU-a]",
+        # the NIC's firmware logged an error: reported (a port it takes down is rdma_link.link_state)
+        "fabric.mlx5_firmware[mlx5_1]",
+        # the BMC could not be read: nothing is known of the loop, which is not a failure of the node
+        "coolant.bmc[node01]",
     ],
 )
 def test_a_failure_that_does_not_make_the_node_unsafe_is_only_reported(name: str) -> None:
