@@ -9,7 +9,7 @@
 - :func:`firmware_checks`: ``fabric.mlx5_firmware[<dev>]`` per RDMA device (by its PCI function):
   any such line fails, naming the first and the syndrome, with what to do.
 
-The lines, as mlx5_core prints them (a real ConnectX-6 Dx, tests/fixtures/real/mellanox/
+The lines, as mlx5_core prints them (a real ConnectX-6 Dx, tests/fixtures/real/xid/
 qemu-devel-dmesg-mlx5-health-compromised-cx6dx.log, INDEX.md §13)::
 
     mlx5_core 0000:0d:00.0: poll_health:801:(pid 0): device's health compromised - reached miss count

@@ -7,7 +7,7 @@ firmware error (sim/gpudirect.py holds the state they change):
   has ACS on as Linux sets it (SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+), as after a BIOS reset;
 - ``service-down``: nvidia-fabricmanager.service failed (systemctl is-active: failed);
 - ``mlx5-fw-error``: the second NIC (mlx5_1)'s firmware stops answering mlx5_core's health poller:
-  the lines of a real capture (tests/fixtures/real/mellanox/qemu-devel-dmesg-mlx5-health-compromised-
+  the lines of a real capture (tests/fixtures/real/xid/qemu-devel-dmesg-mlx5-health-compromised-
   cx6dx.log) with the NIC's address and firmware. The clear leaves the lines in the kernel log (history:
   a reboot clears it), as the Xid faults' clears do.
 """

@@ -533,6 +533,11 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "sxid",
         # a host that hangs (node_power.py; no node runs here, so only its listing)
         "node-hung",
+        # the GPUDirect RDMA host pieces and the NIC's firmware (faults_gpudirect.py)
+        "peermem-missing",
+        "acs-enabled",
+        "service-down",
+        "mlx5-fw-error",
     }
     before = (health(b300), smi(b300, "nvlink", "-s"), smi(b300, "-L"), pcie(b300))
     for name in faults_health.FAULTS:

@@ -15,7 +15,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import rdma_rea
 from tests.unit.mutations import read_capture
 
 H200_IDLE = "h200-device/nvidia-smi-q-x-idle.xml"
-CX6DX = "mellanox/qemu-devel-dmesg-mlx5-health-compromised-cx6dx.log"
+CX6DX = "xid/qemu-devel-dmesg-mlx5-health-compromised-cx6dx.log"
 BOOT_LINE = "[    0.000000] Linux version 6.8.0-51-generic (buildd@lcy02-amd64-045)\n"
 
 

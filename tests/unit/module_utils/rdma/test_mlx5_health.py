@@ -9,7 +9,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.rdma import mlx5_hea
 
 from tests.unit.mutations import read_capture
 
-CX6DX = "mellanox/qemu-devel-dmesg-mlx5-health-compromised-cx6dx.log"
+CX6DX = "xid/qemu-devel-dmesg-mlx5-health-compromised-cx6dx.log"
 XID_LOG = "xid/gpud-dmesg-with-xid-119.log"
 
 
