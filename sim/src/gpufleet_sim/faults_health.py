@@ -27,7 +27,7 @@ from gpufleet_sim import (
     sysfs,
     sysfs_rdma,
 )
-from gpufleet_sim.state import State, present_gpus, sysfs_bdf
+from gpufleet_sim.state import State, pop_fault_record, present_gpus, save_fault_record, sysfs_bdf
 
 Gpu = dict[str, Any]
 
@@ -54,15 +54,6 @@ def _by_uuid(state: State, uuid: str) -> Gpu:
     return gpu
 
 
-def _save(state: State, fault: str, record: dict[str, Any]) -> None:
-    state.setdefault("fault_saved", {})[fault] = record
-
-
-def _saved(state: State, fault: str) -> dict[str, Any] | None:
-    record: dict[str, Any] | None = state.get("fault_saved", {}).pop(fault, None)
-    return record
-
-
 def _write_link_width(sys_root: Path, state: State, gpu: Gpu, width: int) -> None:
     devdir = sysfs.endpoint_dir(sys_root, state, sysfs_bdf(str(gpu["pci_bus_id"])))
     if devdir.is_dir():
@@ -74,14 +65,14 @@ def _write_link_width(sys_root: Path, state: State, gpu: Gpu, width: int) -> Non
 def pcie_degraded(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, PCIE_DEGRADED_GPU)
     pcie = gpu["pcie"]
-    _save(state, "pcie-degraded", {"uuid": gpu["uuid"]})
+    save_fault_record(state, "pcie-degraded", {"uuid": gpu["uuid"]})
     pcie["width_current"] = PCIE_DEGRADED_WIDTH
     pcie["gen_limit"] = PCIE_DEGRADED_GEN
     _write_link_width(sys_root, state, gpu, PCIE_DEGRADED_WIDTH)
 
 
 def pcie_degraded_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "pcie-degraded")
+    record = pop_fault_record(state, "pcie-degraded")
     if record is None:
         return
     gpu = _by_uuid(state, record["uuid"])
@@ -93,14 +84,14 @@ def pcie_degraded_clear(state: State, sys_root: Path) -> None:
 # -- nvlink-down: GPU 5's NVLink link 7 inactive (nvidia-smi nvlink -s prints <inactive>).
 def nvlink_down(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, NVLINK_DOWN_GPU)
-    _save(state, "nvlink-down", {"uuid": gpu["uuid"]})
+    save_fault_record(state, "nvlink-down", {"uuid": gpu["uuid"]})
     inactive = gpu.setdefault("nvlink", {"inactive": [], "errors": {}}).setdefault("inactive", [])
     if NVLINK_DOWN_LINK not in inactive:
         inactive.append(NVLINK_DOWN_LINK)
 
 
 def nvlink_down_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "nvlink-down")
+    record = pop_fault_record(state, "nvlink-down")
     if record is None:
         return
     nvlink = _by_uuid(state, record["uuid"]).get("nvlink", {})
@@ -111,12 +102,14 @@ def nvlink_down_clear(state: State, sys_root: Path) -> None:
 # (-q -x remapped_row_pending Yes; --query-gpu remapped_rows.pending Yes).
 def row_remap_pending(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, ROW_REMAP_GPU)
-    _save(state, "row-remap-pending", {"uuid": gpu["uuid"], "remapped_rows": dict(gpu["remapped_rows"])})
+    save_fault_record(
+        state, "row-remap-pending", {"uuid": gpu["uuid"], "remapped_rows": dict(gpu["remapped_rows"])}
+    )
     gpu["remapped_rows"]["pending"] = True
 
 
 def row_remap_pending_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "row-remap-pending")
+    record = pop_fault_record(state, "row-remap-pending")
     if record is not None:
         _by_uuid(state, record["uuid"])["remapped_rows"] = record["remapped_rows"]
 
@@ -124,11 +117,11 @@ def row_remap_pending_clear(state: State, sys_root: Path) -> None:
 # -- ecc-uncorrectable: GPU 1 counted 2 uncorrectable DRAM ECC errors since the driver loaded, and as
 # many over its life (-q -x ecc_errors volatile/aggregate dram_uncorrectable 2).
 def _save_ecc(state: State, fault: str, gpu: Gpu) -> None:
-    _save(state, fault, {"uuid": gpu["uuid"], "ecc": dict(gpu["ecc"])})
+    save_fault_record(state, fault, {"uuid": gpu["uuid"], "ecc": dict(gpu["ecc"])})
 
 
 def _restore_ecc(state: State, fault: str) -> Gpu | None:
-    record = _saved(state, fault)
+    record = pop_fault_record(state, fault)
     if record is None:
         return None
     gpu = _by_uuid(state, record["uuid"])
@@ -151,13 +144,13 @@ def ecc_uncorrectable_clear(state: State, sys_root: Path) -> None:
 # Xid 79 lines, naming its PCI bus id, in the kernel log (dmesg).
 def xid_79(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, XID_79_GPU)
-    _save(state, "xid-79", {"uuid": gpu["uuid"]})
+    save_fault_record(state, "xid-79", {"uuid": gpu["uuid"]})
     kernel_log.append(state, time.time(), kernel_log.xid_79(gpu))
     faults_gpu.take_off_bus(state, sys_root, gpu)
 
 
 def xid_79_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "xid-79")
+    record = pop_fault_record(state, "xid-79")
     if record is not None:
         faults_gpu.put_on_bus(state, sys_root, _by_uuid(state, record["uuid"]))
 
@@ -183,12 +176,12 @@ def xid_94_clear(state: State, sys_root: Path) -> None:
 def recovery_action_reboot(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, RECOVERY_ACTION_GPU)
     record = {"uuid": gpu["uuid"], "recovery_action": gpu.get("recovery_action")}
-    _save(state, "recovery-action-reboot", record)
+    save_fault_record(state, "recovery-action-reboot", record)
     gpu["recovery_action"] = RECOVERY_ACTION
 
 
 def recovery_action_reboot_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "recovery-action-reboot")
+    record = pop_fault_record(state, "recovery-action-reboot")
     if record is None:
         return
     gpu = _by_uuid(state, record["uuid"])
@@ -203,12 +196,12 @@ def recovery_action_reboot_clear(state: State, sys_root: Path) -> None:
 # fully seated): a reboot restarts the count, the replays go on.
 def pcie_replays(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, PCIE_REPLAYS_GPU)
-    _save(state, "pcie-replays", {"uuid": gpu["uuid"]})
+    save_fault_record(state, "pcie-replays", {"uuid": gpu["uuid"]})
     gpu["pcie"]["replays"] = {"t": time.time(), "per_s": PCIE_REPLAYS_PER_S}
 
 
 def pcie_replays_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "pcie-replays")
+    record = pop_fault_record(state, "pcie-replays")
     if record is not None:
         _by_uuid(state, record["uuid"])["pcie"].pop("replays", None)
 
@@ -233,12 +226,12 @@ def nic_link_flap_clear(state: State, sys_root: Path) -> None:
 # counters (sim/roce_traffic.py). The clear stops the rise; the counts stay, as on a real port.
 def nic_symbol_errors(state: State, sys_root: Path) -> None:
     nic = min(state["nics"], key=lambda n: int(n["slot"]))
-    _save(state, "nic-symbol-errors", {"ibdev": nic["ibdev"]})
+    save_fault_record(state, "nic-symbol-errors", {"ibdev": nic["ibdev"]})
     nic["phy_errors"] = {"per_s": NIC_SYMBOL_ERRORS_PER_S}
 
 
 def nic_symbol_errors_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "nic-symbol-errors")
+    record = pop_fault_record(state, "nic-symbol-errors")
     for nic in state["nics"]:
         if record is not None and nic["ibdev"] == record["ibdev"]:
             nic.pop("phy_errors", None)
@@ -272,7 +265,7 @@ def previous_version(version: str) -> str:
 
 
 def firmware_mismatch(state: State, sys_root: Path) -> None:
-    _save(
+    save_fault_record(
         state,
         "firmware-mismatch",
         {
@@ -287,7 +280,7 @@ def firmware_mismatch(state: State, sys_root: Path) -> None:
 
 
 def firmware_mismatch_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "firmware-mismatch")
+    record = pop_fault_record(state, "firmware-mismatch")
     if record is None:
         return
     for gpu in state["gpus"]:

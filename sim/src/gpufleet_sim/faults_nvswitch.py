@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet_sim import kernel_log
-from gpufleet_sim.state import State, present_gpus
+from gpufleet_sim.state import State, pop_fault_record, present_gpus, save_fault_record
 
 Gpu = dict[str, Any]
 
@@ -44,15 +44,6 @@ def _gpu(state: State, index: int) -> Gpu:
     return gpu
 
 
-def _save(state: State, fault: str, record: dict[str, Any]) -> None:
-    state.setdefault("fault_saved", {})[fault] = record
-
-
-def _saved(state: State, fault: str) -> dict[str, Any] | None:
-    record: dict[str, Any] | None = state.get("fault_saved", {}).pop(fault, None)
-    return record
-
-
 def _by_uuid(state: State, uuid: str) -> Gpu:
     gpu: Gpu = next(g for g in state["gpus"] if g["uuid"] == uuid)
     return gpu
@@ -61,7 +52,7 @@ def _by_uuid(state: State, uuid: str) -> Gpu:
 def nvlink_crc_storm(state: State, sys_root: Path) -> None:
     gpu = _gpu(state, NVLINK_CRC_GPU)
     link = min(NVLINK_CRC_LINK, int(gpu["nvlink_count"]) - 1)
-    _save(state, "nvlink-crc-storm", {"uuid": gpu["uuid"]})
+    save_fault_record(state, "nvlink-crc-storm", {"uuid": gpu["uuid"]})
     gpu.setdefault("nvlink", {"inactive": [], "errors": {}})["crc_storm"] = {
         "link": link,
         "t": time.time(),
@@ -73,7 +64,7 @@ def nvlink_crc_storm(state: State, sys_root: Path) -> None:
 
 def nvlink_crc_storm_clear(state: State, sys_root: Path) -> None:
     """The rise stops; the errors counted so far stay in the link's counters."""
-    record = _saved(state, "nvlink-crc-storm")
+    record = pop_fault_record(state, "nvlink-crc-storm")
     if record is None:
         return
     nvlink = _by_uuid(state, record["uuid"]).setdefault("nvlink", {"inactive": [], "errors": {}})
@@ -86,13 +77,13 @@ def nvlink_crc_storm_clear(state: State, sys_root: Path) -> None:
 def fabric_manager_fault(state: State, sys_root: Path) -> None:
     board = _gpu(state, 0).get("nvlink_domain", 0)
     hit = [g for g in present_gpus(state) if g.get("nvlink_domain", 0) == board]
-    _save(state, "fabric-manager-fault", {"uuids": [g["uuid"] for g in hit]})
+    save_fault_record(state, "fabric-manager-fault", {"uuids": [g["uuid"] for g in hit]})
     for gpu in hit:
         gpu["fabric"] = {"state": FABRIC_FAULT_STATE, "status": FABRIC_FAULT_STATUS}
 
 
 def fabric_manager_fault_clear(state: State, sys_root: Path) -> None:
-    record = _saved(state, "fabric-manager-fault")
+    record = pop_fault_record(state, "fabric-manager-fault")
     for uuid in (record or {}).get("uuids", []):
         _by_uuid(state, uuid).pop("fabric", None)
 

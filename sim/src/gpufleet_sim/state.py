@@ -80,3 +80,14 @@ def sysfs_bdf(nvsmi_bus_id: str) -> str:
     """nvidia-smi prints an 8-digit PCI domain (00000000:18:00.0); sysfs uses 4 (0000:18:00.0)."""
     domain, rest = nvsmi_bus_id.split(":", 1)
     return f"{int(domain, 16):04x}:{rest.lower()}"
+
+
+def save_fault_record(state: State, fault: str, record: dict[str, Any]) -> None:
+    """What a fault's inject did, kept for its clear (``state["fault_saved"][<fault>]``)."""
+    state.setdefault("fault_saved", {})[fault] = record
+
+
+def pop_fault_record(state: State, fault: str) -> dict[str, Any] | None:
+    """The record a fault's inject kept, removed (None when it was never injected)."""
+    record: dict[str, Any] | None = state.get("fault_saved", {}).pop(fault, None)
+    return record

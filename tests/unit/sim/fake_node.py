@@ -12,6 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpufleet_sim import build, state, sysfs
+
+
+def build_nodes(
+    tmp_path_factory: pytest.TempPathFactory, profiles: tuple[str, ...], *more: Callable[[Path, Any], None]
+) -> dict[str, Path]:
+    """Each profile's node (its state and sysfs, then each of ``more`` given the sysfs root and the state)
+    built once in a directory of its own: a test file's ``templates`` fixture."""
+    out = {}
+    for profile in profiles:
+        path = tmp_path_factory.mktemp(profile)
+        node_state = build.build_node_state("node01", profile, 1)
+        state.save(path, node_state)
+        sysfs.render(path / "sys", node_state)
+        for render in more:
+            render(path / "sys", node_state)
+        out[profile] = path
+    return out
 
 
 def copy_node(templates: dict[str, Path], target: Path, profile: str, inside: str = ".") -> Path:

@@ -12,21 +12,16 @@ import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import xid
 from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import mlx5_health
-from gpufleet_sim import build, faults, state, sysfs
+from gpufleet_sim import faults, state
 from gpufleet_sim import gpudirect as sim_gpudirect
 from gpufleet_sim.tools import dmesg, lspci, systemctl
 
-from tests.unit.sim.fake_node import node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, node_fixture, run
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    path = tmp_path_factory.mktemp("b300-16")
-    node_state = build.build_node_state("node01", "b300-16", 1)
-    state.save(path, node_state)
-    sysfs.render(path / "sys", node_state)
-    sim_gpudirect.render_modules(path / "sys", node_state)
-    return {"b300-16": path}
+    return build_nodes(tmp_path_factory, ("b300-16",), sim_gpudirect.render_modules)
 
 
 b300 = node_fixture("b300-16", "built")

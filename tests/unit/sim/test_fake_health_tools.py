@@ -34,7 +34,7 @@ from gpufleet_sim import (
 from gpufleet_sim.tools import dmesg, ethtool
 from gpufleet_sim.tools import nvidia_smi as fake_smi
 
-from tests.unit.sim.fake_node import copy_node, node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, copy_node, node_fixture, run
 
 PCIE_FIELDS = [
     "uuid",
@@ -50,14 +50,7 @@ PCIE_FIELDS = [
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each profile's node (state and sysfs) built once; each test works on a copy."""
-    out = {}
-    for profile in ("b300-16", "h100-8"):
-        path = tmp_path_factory.mktemp(profile)
-        node_state = build.build_node_state("node01", profile, 1)
-        state.save(path, node_state)
-        sysfs.render(path / "sys", node_state)
-        out[profile] = path
-    return out
+    return build_nodes(tmp_path_factory, ("b300-16", "h100-8"))
 
 
 b300 = node_fixture("b300-16", "built")

@@ -8,19 +8,15 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_counters
-from gpufleet_sim import build, faults, link_flap, roce_traffic, state, sysfs, thermal
+from gpufleet_sim import faults, link_flap, roce_traffic, state, thermal
 from gpufleet_sim.tools import dmesg
 
-from tests.unit.sim.fake_node import node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, node_fixture, run
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    path = tmp_path_factory.mktemp("b300-16")
-    node_state = build.build_node_state("node01", "b300-16", 1)
-    state.save(path, node_state)
-    sysfs.render(path / "sys", node_state)
-    return {"b300-16": path}
+    return build_nodes(tmp_path_factory, ("b300-16",))
 
 
 b300 = node_fixture("b300-16", "built")
