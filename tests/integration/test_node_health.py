@@ -307,6 +307,20 @@ def test_the_watch_names_a_fault_that_happens_in_service(
     assert named, {n: (c["value"], c["limit"], c["message"]) for n, c in failed.items()}
     assert all(c["value"] is not None and c["limit"] is not None for c in named)
     prom = (tmp_path / "watch" / "gpufleet.prom").read_text()
+    # a GPU gone, an uncorrectable error, a row remap, a recovery action, the NVLink fabric down or a fatal
+    # SXid makes the node unsafe to serve (quarantine.UNSAFE); replays, flaps, symbol and CRC errors are
+    # reported only
+    unsafe = fault in (
+        "xid-79",
+        "xid-94",
+        "row-remap-pending",
+        "recovery-action-reboot",
+        "fabric-manager-fault",
+        "sxid",
+    )
+    message = report["hosts"][CONTROL]["message"]
+    assert message.startswith("unsafe to serve (") == unsafe, message
+    assert f'gpufleet_node_unsafe{{host="{CONTROL}",command="watch"}} {int(unsafe)}' in prom
     gpus = 15 if fault == "xid-79" else 16
     assert f'gpufleet_gpus{{host="{CONTROL}",command="watch"}} {gpus}' in prom
     if fault == "peermem-missing":
