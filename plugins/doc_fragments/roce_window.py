@@ -37,9 +37,9 @@ options:
         C(rx_out_of_buffer_per_s), C(link_flaps), C(min_traffic_share), C(symbol_errors_per_min),
         C(link_integrity_errors), C(buffer_overrun_errors), C(link_flap_settle_s)); see
         M(gpufleet.node.roce_health) for the defaults and why.
-      - C(link_flap_settle_s) (30, 0..3600 s, 0 turns it off) is the burn-in's settling time. The burn-in reads
-        the links once more that many seconds into its load; link-down events before that reading pass when
-        the link was up in it, none follow and it is up at the end (a ConnectX-8 port retraining once as
+      - C(link_flap_settle_s) (30, 0..3600 s, 0 turns it off) is the burn-in's settling time. The burn-in
+        reads the links once more that many seconds into its load; link-down events before that reading pass
+        when the link was up in it, none follow and it is up at the end (a ConnectX-8 port retraining once as
         its fabric comes up); a burn-in no longer than it counts every down event. The watch never settles.
     type: dict
     default: {}

@@ -126,8 +126,8 @@ def test_a_node_without_roce_ports_warns(
         ({"thresholds": {"pause_pct": -5}}, "thresholds: pause_pct must be 0 or more, not -5"),
         (
             {"thresholds": {"drops": 1}},
-            "thresholds: drops is not a threshold (known: buffer_overrun_errors, link_flap_settle_s, link_flaps, "
-            "link_integrity_errors, min_traffic_share, pause_pct, ",
+            "thresholds: drops is not a threshold (known: buffer_overrun_errors, link_flap_settle_s, "
+            "link_flaps, link_integrity_errors, min_traffic_share, pause_pct, ",
         ),
     ],
 )
