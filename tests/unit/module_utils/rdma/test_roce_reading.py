@@ -236,8 +236,8 @@ def test_judge_matches_judge_port() -> None:
             [
                 "pause_percent is not a threshold (known: buffer_overrun_errors, link_flap_settle_s, "
                 "link_flaps, link_integrity_errors, min_traffic_share, pause_pct, pause_storm_events, "
-                "qp_failures, retransmits_per_s, rx_discards_per_s, rx_out_of_buffer_per_s, symbol_errors_per_min, "
-                "unanswered_ecn_marks_per_s)"
+                "qp_failures, retransmits_per_s, rx_discards_per_s, rx_out_of_buffer_per_s, "
+                "symbol_errors_per_min, unanswered_ecn_marks_per_s)"
             ],
         ),
         ({"pause_pct": -1}, ["pause_pct must be 0 or more, not -1"]),
