@@ -92,3 +92,12 @@ def test_the_fakes_show_node_reads_as_the_real_one_through_a_drain_and_resume(no
         # every key the fake prints is one the real one prints
         keys = {w.split("=")[0] for w in shown.split() if "=" in w}
         assert keys <= {w.split("=")[0] for w in real(capture)[0].split() if "=" in w}
+
+
+def test_a_reason_alone_renames_a_drain_and_keeps_its_state(node: Path) -> None:
+    """The gate names the failed checks of a node it drained with `update nodename=X reason=...` alone."""
+    assert run(scontrol, node, "update", "nodename=node01", "state=drain", f"reason={REASON}")[0] == 0
+    named = "gpufleet gate: health.xid[0000:1b:00.0] 79"
+    assert run(scontrol, node, "update", "nodename=node01", f"reason={named}") == (0, "", "")
+    shown = run(scontrol, node, "show", "node", "node01")[1]
+    assert drain_state.parse_slurm_node(shown) == ("IDLE+DRAIN", named)

@@ -1,4 +1,5 @@
-"""Fake Slurm `scontrol update nodename=<node> state=drain|resume [reason=...]` and `scontrol show node`,
+"""Fake Slurm `scontrol update nodename=<node> state=drain|resume [reason=...]`, `... reason=...` alone and
+`scontrol show node`,
 for a fleet without a real Slurm cluster (sim/slurm.py is the real one, `gpufleet-sim up --slurm`).
 
 Records every call (argv and time) in the node's state under ``scheduler_calls`` and keeps the
@@ -60,6 +61,12 @@ def _show(name: str, node: dict[str, object]) -> str:
 
 def _update(argv: list[str], node: dict[str, object]) -> int:
     values = _pairs(argv[1:])
+    if "state" not in values and values.get("reason"):
+        # a reason alone changes the reason, not the state (the gate naming the checks of a node it drained;
+        # the real slurmctld takes it: tests/integration/test_gate_faults.py)
+        node["slurm_reason"] = values["reason"]
+        node["slurm_reason_time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+        return 0
     wanted = values.get("state", "").lower()
     if wanted not in _STATES:
         print(_BAD_STATE.format(given=values.get("state", "")), file=sys.stderr)
