@@ -104,25 +104,20 @@ def collection_templates(root=COLLECTION):
 
 
 class CallbackModule(CallbackBase):
+    """Installs the store when a playbook starts (ansible's main process, before any fork) and fills it
+    at each play's start."""
+
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
     CALLBACK_NAME = "gpufleet.node.template_cache"
     CALLBACK_NEEDS_ENABLED = True
+    store = None
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.store = None
+    def v2_playbook_on_start(self, playbook):
         if _engine is None or not ANSIBLE_VERSION.startswith("2.21."):
             self._display.vvv("template_cache: ansible-core %s, not 2.21: not installed" % ANSIBLE_VERSION)
             return
-        engine_class = _engine.TemplateEngine
-        self.store = CompiledTemplates(engine_class._compile_template)
-        store = self.store
-
-        def _compile_template(engine, template, options):
-            return store.compile(engine, template, options)
-
-        engine_class._compile_template = _compile_template
+        self.store = install(_engine.TemplateEngine)
 
     def v2_playbook_on_play_start(self, play):
         if self.store is None or os.environ.get("GPUFLEET_TEMPLATE_CACHE") == "0":
@@ -132,3 +127,18 @@ class CallbackModule(CallbackBase):
         engine = Templar(loader=play.get_loader())._engine
         for text in collection_templates():
             self.store.compile(engine, text, _engine.TemplateOptions.DEFAULT)
+
+
+def install(engine_class):
+    """The engine's compile goes through a store (one per process: a second playbook start keeps it)."""
+    current = engine_class._compile_template
+    store = getattr(current, "store", None)
+    if store is None:
+        store = CompiledTemplates(current)
+
+        def _compile_template(engine, template, options):
+            return store.compile(engine, template, options)
+
+        _compile_template.store = store
+        engine_class._compile_template = _compile_template
+    return store

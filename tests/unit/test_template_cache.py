@@ -45,7 +45,10 @@ PROBE = textwrap.dedent(
             return DataLoader()
 
     callback = template_cache.CallbackModule()
+    callback.v2_playbook_on_start(None)
     callback.v2_playbook_on_play_start(Play())
+    # a second playbook start in the process keeps the one store
+    assert template_cache.install(template_cache._engine.TemplateEngine) is callback.store
     store = callback.store.entries
     warmed = sorted({key[1] for key in store})
     cached = [render(t) for t in TEMPLATES]

@@ -15,6 +15,15 @@ import pytest
 from gpufleet_sim import build, state, sysfs
 
 
+def node_state_dir(tmp_path: Path, index: int, profile: str = "b300-16") -> Path:
+    """A node's directory (named after it, its hostname: node<index>) holding only its built state."""
+    name = f"node{index:02d}"
+    directory = tmp_path / name
+    directory.mkdir()
+    state.save(directory, build.build_node_state(name, profile, index))
+    return directory
+
+
 def build_nodes(
     tmp_path_factory: pytest.TempPathFactory, profiles: tuple[str, ...], *more: Callable[[Path, Any], None]
 ) -> dict[str, Path]:

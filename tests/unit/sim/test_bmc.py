@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 import yaml
-from gpufleet_sim import build, faults, state, thermal
+from gpufleet_sim import faults, state, thermal
 from gpufleet_sim.bmc import accounts, errors, launch, odata, query, resources, server, vault
+
+from tests.unit.sim.fake_node import node_state_dir
 
 MOCKUPS = "redfish/dmtf"
 SERVER = f"{MOCKUPS}/public-liquid-cooled-server/Chassis/1U"
@@ -24,10 +26,7 @@ CDU = f"{MOCKUPS}/public-cooling-unit"
 
 @pytest.fixture
 def node_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "node01"
-    directory.mkdir()
-    state.save(directory, build.build_node_state("node01", "b300-16", 1))
-    return directory
+    return node_state_dir(tmp_path, 1)
 
 
 def view(node_dir: Path) -> resources.View:

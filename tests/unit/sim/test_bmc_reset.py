@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from gpufleet_sim import faults, node_power, state
-from gpufleet_sim.bmc import launch, resources, server
+from gpufleet_sim.bmc import resources
 from gpufleet_sim.fleet import Fleet, FleetConfig
 
-from tests.unit.sim.test_bmc import Client, basic, crawl, node_dir, view
+from tests.unit.sim.test_bmc import Client, basic, bmc, crawl, node_dir, view
 
-__all__ = ["node_dir"]  # the fixture, shared with test_bmc
+__all__ = ["bmc", "node_dir"]  # the fixtures, shared with test_bmc (the BMC of the node at node_dir)
 
 RESET = resources.RESET_TARGET
 ACTION = "ComputerSystem.Reset"
@@ -173,18 +173,9 @@ def test_a_failed_reset_is_the_answer_and_the_next_is_still_serviced(fleet: tupl
 
 
 # -- the action over TLS ------------------------------------------------------------------------
-@pytest.fixture
-def bmc(node_dir: Path, tmp_path: Path) -> Iterator[tuple[Client, str, Path]]:
-    """A client of the node's BMC, its password, the node's directory."""
-    bmc_dir = tmp_path / "bmc"
-    password = launch.prepare(bmc_dir, "node01", "127.0.0.1", node_dir)
-    with server.in_process(node_dir, bmc_dir, "node01") as listener:
-        assert listener.server is not None
-        yield Client(listener.server.server_address[1], bmc_dir / "ca.pem"), password, node_dir
-
-
-def test_a_reset_is_left_for_the_fleet_and_answered_204(bmc: tuple[Client, str, Path]) -> None:
-    client, password, node = bmc
+def test_a_reset_is_left_for_the_fleet_and_answered_204(bmc: tuple[Client, str, Any], node_dir: Path) -> None:
+    client, password, _ = bmc
+    node = node_dir
     auth = basic("admin", password)
     status, headers, body = client.request("POST", RESET, {"ResetType": "ForceRestart"}, headers=auth)
     assert (status, body) == (204, None) and headers["OData-Version"] == "4.0"
@@ -197,8 +188,9 @@ def test_a_reset_is_left_for_the_fleet_and_answered_204(bmc: tuple[Client, str, 
     assert (node / "reboot.request").read_text() == "GracefulShutdown"
 
 
-def test_a_reset_needs_credentials(bmc: tuple[Client, str, Path]) -> None:
-    client, _, node = bmc
+def test_a_reset_needs_credentials(bmc: tuple[Client, str, Any], node_dir: Path) -> None:
+    client, _, _ = bmc
+    node = node_dir
     status, _, body = client.request("POST", RESET, {"ResetType": "ForceOff"})
     assert status == 401 and body["error"]["code"] == "Base.1.18.NoValidSession"
     status, _, _ = client.request("POST", RESET, {"ResetType": "ForceOff"}, headers=basic("admin", "wrong"))
@@ -226,9 +218,10 @@ def test_a_reset_needs_credentials(bmc: tuple[Client, str, Path]) -> None:
     ],
 )
 def test_a_bad_reset_is_400_with_the_base_message(
-    bmc: tuple[Client, str, Path], sent: Any, message_id: str, args: list[str]
+    bmc: tuple[Client, str, Any], node_dir: Path, sent: Any, message_id: str, args: list[str]
 ) -> None:
-    client, password, node = bmc
+    client, password, _ = bmc
+    node = node_dir
     status, _, body = client.request("POST", RESET, sent, headers=basic("admin", password))
     assert status == 400, body
     info = body["error"]["@Message.ExtendedInfo"][0]
@@ -242,13 +235,13 @@ def test_a_bad_reset_is_400_with_the_base_message(
     assert not (node / "reboot.request").exists()
 
 
-def test_a_malformed_body_is_400(bmc: tuple[Client, str, Path]) -> None:
+def test_a_malformed_body_is_400(bmc: tuple[Client, str, Any]) -> None:
     client, password, _ = bmc
     status, _, raw = client.raw("POST", RESET, b"{ResetType", headers=basic("admin", password))
     assert status == 400 and json.loads(raw)["error"]["code"] == "Base.1.18.MalformedJSON"
 
 
-def test_the_action_target_takes_only_post(bmc: tuple[Client, str, Path]) -> None:
+def test_the_action_target_takes_only_post(bmc: tuple[Client, str, Any]) -> None:
     client, password, _ = bmc
     auth = basic("admin", password)
     status, headers, body = client.request("GET", RESET, headers=auth)

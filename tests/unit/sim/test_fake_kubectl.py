@@ -9,20 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpufleet_sim import build, state
+from gpufleet_sim import state
 from gpufleet_sim.tools import kubectl
 
-from tests.unit.sim.fake_node import run
+from tests.unit.sim.fake_node import node_state_dir, run
 
 KEY = "gpufleet.io/drain-reason"
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Path:
-    directory = tmp_path / "node02"
-    directory.mkdir()
-    state.save(directory, build.build_node_state("node02", "b300-16", 2))
-    return directory
+    return node_state_dir(tmp_path, 2)
 
 
 def saved(node: Path) -> dict[str, Any]:

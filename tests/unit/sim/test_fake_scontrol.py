@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpufleet.node.plugins.module_utils.node import drain_state
-from gpufleet_sim import build, slurm, state
+from gpufleet_sim import slurm
 from gpufleet_sim.tools import scontrol
 
-from tests.unit.sim.fake_node import run
+from tests.unit.sim.fake_node import node_state_dir, run
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "slurm"
 REASON = "gpufleet gate (post-maintenance)"
@@ -26,10 +26,7 @@ def real(name: str) -> tuple[str, str]:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Path:
-    directory = tmp_path / "node01"  # a node's directory is named after it, its hostname
-    directory.mkdir()
-    state.save(directory, build.build_node_state("node01", "b300-16", 1))
-    return directory
+    return node_state_dir(tmp_path, 1)
 
 
 @pytest.mark.parametrize(
