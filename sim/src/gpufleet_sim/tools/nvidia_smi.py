@@ -2,7 +2,7 @@
 
 Supported: -L; -q [-x] [-d TYPES]; --query-gpu=F --format=csv[,noheader][,nounits]; -pm 0|1;
 -pl WATTS; topo -m; nvlink -s|--status|-e|--errorcounters [-i ID] [-l LINK] (nvsmi_nvlink); --version;
--i ID[,ID] with all but topo/--version. Everything goes to stdout,
+-r|--gpu-reset (sim/gpu_reset.py); -i ID[,ID] with all but topo/--version. Everything goes to stdout,
 errors included, as the real tool does (sources of each error text are noted where it is printed).
 """
 
@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufleet_sim import gpu_reset
 from gpufleet_sim import state as sim_state
 from gpufleet_sim.tools import nvsmi_common as c
 from gpufleet_sim.tools import nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
@@ -27,6 +28,8 @@ _FLAGS = {
     "-L": "list",
     "--list-gpus": "list",
     "--version": "version",
+    "-r": "reset",
+    "--gpu-reset": "reset",
 }
 _VALUED = {
     "-i": "id",
@@ -40,7 +43,7 @@ _VALUED = {
     "-pl": "pl",
     "--power-limit": "pl",
 }
-_ACTIONS = ("query", "query_gpu", "list", "pm", "pl", "version")
+_ACTIONS = ("query", "query_gpu", "list", "pm", "pl", "version", "reset")
 
 
 @dataclass
@@ -111,6 +114,8 @@ def run(argv: list[str], node_dir: Path) -> str:
         return set_persistence(node_dir, args.values["pm"], args.values.get("id"))
     if action == "pl":
         return set_power_limit(node_dir, args.values["pl"], args.values.get("id"))
+    if action == "reset":
+        return gpu_reset.run(node_dir, args.values.get("id"), argv)  # refusals and sources: gpu_reset.py
     state = c.load_live(node_dir)
     if action == "version":
         return version(state)
