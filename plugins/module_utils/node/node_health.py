@@ -686,14 +686,11 @@ def pcie_replay_checks(
 # (DCGM_LIMIT_MAX_NVLINK_CRC_ERROR, "RM has informed us that CRC errors only matter at rates of 100+ per
 # second"); fewer CRC errors only warn there. gpufleet takes the same limits: 6000 CRC errors a minute
 # (a window under a minute allowed a minute's worth, results.allowed_in_window) and none of the others.
-MAX_NVLINK_CRC_PER_MINUTE = 6000
-MAX_NVLINK_REPLAYS = 0
-MAX_NVLINK_RECOVERIES = 0
-# Each kind (nvlink.ERROR_KINDS) as the message names it, and where its limit comes from.
+# Each kind (nvlink.ERROR_KINDS): as the message names it, its limit (CRC's a minute), where that comes from.
 _NVLINK_KINDS = {
-    "crc": ("CRC", "DCGM's 100 a second"),
-    "replay": ("replay", "DCGM: any"),
-    "recovery": ("recovery", "DCGM: any"),
+    "crc": ("CRC", 6000, "DCGM's 100 a second"),
+    "replay": ("replay", 0, "DCGM: any"),
+    "recovery": ("recovery", 0, "DCGM: any"),
 }
 
 
@@ -708,11 +705,8 @@ def nvlink_error_checks(
     down, a driver reload, counts from 0). The value and limit are those of the first kind over its limit
     (CRC when none is)."""
     first = {g["uuid"]: g for g in before}
-    limits = {
-        "crc": allowed_in_window(MAX_NVLINK_CRC_PER_MINUTE, seconds),
-        "replay": MAX_NVLINK_REPLAYS,
-        "recovery": MAX_NVLINK_RECOVERIES,
-    }
+    limits = dict((kind, entry[1]) for kind, entry in _NVLINK_KINDS.items())
+    limits["crc"] = allowed_in_window(limits["crc"], seconds)
     out = []
     for gpu in after:
         start = first.get(gpu["uuid"])
@@ -730,7 +724,7 @@ def nvlink_error_checks(
         parts = []
         for kind in nvlink.ERROR_KINDS:
             if kind in rises:
-                label, source = _NVLINK_KINDS[kind]
+                label, source = _NVLINK_KINDS[kind][0], _NVLINK_KINDS[kind][2]
                 parts.append("%s %d (limit %d, %s)" % (label, rises[kind], limits[kind], source))
         said = ", ".join(parts)
         message = "%s (GPU %s) NVLink errors %s (%g s), summed over its links: %s" % (

@@ -555,7 +555,9 @@ def judge_link(
             )
         )
     went_down = up_before and not up_after
-    flaps = _flap_count(device, label, counters_before, counters_after, during, limits, went_down, settled)
+    flaps = _flap_count(
+        label, (counters_before, counters_after), during, limits=limits, went_down=went_down, settled=settled
+    )
     if flaps is not None:
         count, ok, said = flaps
         checks.append(
@@ -565,23 +567,23 @@ def judge_link(
 
 
 def _flap_count(
-    device: str,
     label: str,
-    counters_before: Mapping[str, int],
-    counters_after: Mapping[str, int],
+    counters: tuple[Mapping[str, int], Mapping[str, int]],
     during: str,
+    *,
     limits: Mapping[str, float],
     went_down: bool,
     settled: Mapping[str, Any] | None,
 ) -> tuple[int, bool, str] | None:
     """``fabric.link_flaps[<device>]``'s ``(count, ok, message)``: the down events judged (those after
-    the settling reading when there is one, else all of them), at most ``link_flaps``; None when the
-    port counts none and did not go down."""
+    the settling reading when there is one, else all of them) between the port's ``counters`` (before,
+    after), at most ``link_flaps``; None when the port counts none and did not go down."""
+    counters_before, counters_after = counters
     total = link_downs(counters_before, counters_after)
     settling, judged = None, total
     if settled is not None and not link_up(settled.get("link") or {}):
         # still down (or training) when the settling time ended: it did not settle, all of them count
-        return _flap_count(device, label, counters_before, counters_after, during, limits, went_down, None)
+        return _flap_count(label, counters, during, limits=limits, went_down=went_down, settled=None)
     if settled is not None:
         settling = link_downs(counters_before, settled["counters"])
         judged = link_downs(settled["counters"], counters_after)

@@ -220,6 +220,17 @@ def nic_link_flap_clear(state: State, sys_root: Path) -> None:
             link_flap.stop(state, sys_root, nic, time.time())
 
 
+# -- nic-link-flap-once: the last RoCE port (as link-down and nic-link-flap) retrains once when the load's
+# traffic first crosses it after the inject, then holds (link_flap.arm_once): one count in
+# link_down_events_phy, carrier_down_count and the kernel log. The clear disarms it; a count stays.
+def nic_link_flap_once(state: State, sys_root: Path) -> None:
+    link_flap.arm_once(faults_rdma.last_nic(state))
+
+
+def nic_link_flap_once_clear(state: State, sys_root: Path) -> None:
+    link_flap.stop_all(state, sys_root, time.time())
+
+
 # -- nic-symbol-errors: the first RoCE port (the lowest slot, mlx5_0) corrupts symbols while the fault
 # holds, as a dirty fibre or a failing transceiver does: rx_symbol_err_phy (ethtool -S) and sysfs
 # counters/symbol_error rise NIC_SYMBOL_ERRORS_PER_S a second, idle or loaded, counted at each read of its
@@ -306,6 +317,7 @@ FAULTS = {
     "recovery-action-reboot": (recovery_action_reboot, recovery_action_reboot_clear),
     "pcie-replays": (pcie_replays, pcie_replays_clear),
     "nic-link-flap": (nic_link_flap, nic_link_flap_clear),
+    "nic-link-flap-once": (nic_link_flap_once, nic_link_flap_once_clear),
     "nic-symbol-errors": (nic_symbol_errors, nic_symbol_errors_clear),
     "firmware-mismatch": (firmware_mismatch, firmware_mismatch_clear),
     "nccl-slow": (nccl_slow, nccl_slow),

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gpufleet_sim import link_flap, roce_traffic, sysfs_rdma
+from gpufleet_sim import roce_traffic, sysfs_rdma
 from gpufleet_sim.state import State
 
 TUNED_PFC = [1 if prio == sysfs_rdma.ROCE_PRIORITY else 0 for prio in range(8)]
@@ -68,21 +68,9 @@ def link_up(state: State, sys_root: Path) -> None:
     set_port_link(state, sys_root, last_nic(state), up=True)
 
 
-# -- nic-link-flap-once: the last RoCE port (as link-down and nic-link-flap) retrains once when the load's
-# traffic first crosses it after the inject, then holds (link_flap.arm_once): one count in
-# link_down_events_phy, carrier_down_count and the kernel log. The clear disarms it; a count stays.
-def nic_link_flap_once(state: State, sys_root: Path) -> None:
-    link_flap.arm_once(last_nic(state))
-
-
-def nic_link_flap_once_clear(state: State, sys_root: Path) -> None:
-    link_flap.stop_all(state, sys_root, time.time())
-
-
 FAULTS = {
     "pfc-off": (pfc_off, pfc_on),
     "ecn-off": (ecn_off, ecn_on),
     "roce-v1": (roce_v1, roce_v2),
     "link-down": (link_down, link_up),
-    "nic-link-flap-once": (nic_link_flap_once, nic_link_flap_once_clear),
 }

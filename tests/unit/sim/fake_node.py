@@ -64,3 +64,12 @@ def run(tool: Any, node_dir: Path, *argv: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = tool.main(list(argv), node_dir)
     return rc, out.getvalue(), err.getvalue()
+
+
+def smi(node_dir: Path, *argv: str) -> str:
+    """The fake nvidia-smi's output on the node, which must succeed."""
+    from gpufleet_sim.tools import nvidia_smi
+
+    rc, out, _ = run(nvidia_smi, node_dir, *argv)
+    assert rc == 0, out
+    return out

@@ -15,7 +15,7 @@ from gpufleet_sim import faults, state, thermal
 from gpufleet_sim.tools import nvidia_smi as fake_smi
 from gpufleet_sim.tools import vllm_engine
 
-from tests.unit.sim.fake_node import build_nodes, node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, node_fixture, run, smi
 
 IN_USE_TAIL = (
     "currently being used by one or more other processes (e.g., Fabric Manager, CUDA application, graphics "
@@ -30,12 +30,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 b300 = node_fixture("b300-16", "built")
 h100 = node_fixture("h100-8", "built")
-
-
-def smi(node_dir: Path, *argv: str) -> str:
-    rc, out, _ = run(fake_smi, node_dir, *argv)
-    assert rc == 0, out
-    return out
 
 
 def health(node_dir: Path) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,7 @@ from gpufleet_sim import (
 from gpufleet_sim.tools import dmesg, ethtool
 from gpufleet_sim.tools import nvidia_smi as fake_smi
 
-from tests.unit.sim.fake_node import build_nodes, copy_node, node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, copy_node, node_fixture, run, smi
 
 PCIE_FIELDS = [
     "uuid",
@@ -55,12 +55,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 b300 = node_fixture("b300-16", "built")
 h100 = node_fixture("h100-8", "built")
-
-
-def smi(node_dir: Path, *argv: str) -> str:
-    rc, out, _ = run(fake_smi, node_dir, *argv)
-    assert rc == 0, out
-    return out
 
 
 def health(node_dir: Path) -> list[dict[str, Any]]:
@@ -516,6 +510,7 @@ def test_every_health_fault_is_registered_and_undone_by_its_clear(b300: Path) ->
         "recovery-action-reboot",
         "pcie-replays",
         "nic-link-flap",
+        "nic-link-flap-once",
         "nic-symbol-errors",
         "firmware-mismatch",
         "nccl-slow",

@@ -19,9 +19,8 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
 from ansible_collections.gpufleet.node.plugins.module_utils.node import node_health
 from gpufleet_sim import boot, faults, faults_health, faults_nvswitch, state, thermal
 from gpufleet_sim.tools import dmesg
-from gpufleet_sim.tools import nvidia_smi as fake_smi
 
-from tests.unit.sim.fake_node import build_nodes, node_fixture, run
+from tests.unit.sim.fake_node import build_nodes, node_fixture, run, smi
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +29,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 b300 = node_fixture("b300-16", "built")
-
-
-def smi(node_dir: Path, *argv: str) -> str:
-    rc, out, _ = run(fake_smi, node_dir, *argv)
-    assert rc == 0, out
-    return out
 
 
 def errors(node_dir: Path) -> dict[str, dict[str, Any]]:

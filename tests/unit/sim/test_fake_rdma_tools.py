@@ -444,4 +444,4 @@ def test_link_down_and_clear(root: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_fault_names_are_the_contract() -> None:
-    assert sorted(faults_rdma.FAULTS) == ["ecn-off", "link-down", "nic-link-flap-once", "pfc-off", "roce-v1"]
+    assert sorted(faults_rdma.FAULTS) == ["ecn-off", "link-down", "pfc-off", "roce-v1"]
