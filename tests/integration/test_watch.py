@@ -108,10 +108,12 @@ def test_a_healthy_serving_fleet_gives_nothing_and_the_watch_changes_nothing(
         } == {
             ("nvidia-smi", "--query-gpu"),
             ("ethtool", "-S"),
-            # the hardware health: one -q -x, nvlink -s and the kernel log
+            # the hardware health: one -q -x, nvlink -s and -e, the kernel log, and the PCIe switches' ACS
+            # (lspci -D -vvv: the node has RDMA devices, so GPUDirect RDMA is judged)
             ("nvidia-smi", "-q"),
             ("nvidia-smi", "nvlink"),
             ("dmesg", ""),
+            ("lspci", "-D"),
         }
     prom = textfiles / "gpufleet_watch.prom"
     assert prom.read_text() == (tmp_path / "watch" / "gpufleet.prom").read_text()
