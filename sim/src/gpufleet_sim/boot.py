@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet_sim import faults, kernel_log, sysfs_rdma, thermal
+from gpufleet_sim import faults, gpu_reset, kernel_log, sysfs_rdma, thermal
 from gpufleet_sim.state import State
 
 # What the driver and kernel come up with, before any boot unit runs.
@@ -33,23 +33,12 @@ def power_cycle(state: State, sys_root: Path) -> None:
             unit.pop(key, None)
     for gpu in state["gpus"]:
         gpu["memory_used_mib"] = 0
-        power = gpu["power"]
-        power["requested_limit_w"] = power["default_limit_w"]
-        power["enforced_limit_w"] = power["default_limit_w"]
         gpu["persistence_mode"] = False
-        gpu["clocks_event_reasons"] = ["gpu_idle"]
-        # The driver counts volatile ECC errors from its load; a GPU reset applies a pending row
-        # remap (the remapped uncorrectable row then counts as remapped).
-        gpu["ecc"]["volatile_uncorrected"] = 0
-        # A reboot resets every GPU: whatever recovery action the driver asked for is taken.
+        # A reboot resets every GPU (gpu_reset.apply: a pending row remap applied, volatile ECC counts,
+        # the power limit, the clocks and the replay count start again) and takes whatever recovery action
+        # the driver asked for, a node reboot included.
+        gpu_reset.apply(gpu, now)
         gpu.pop("recovery_action", None)
-        # The replay counter counts from the GPU's reset (a marginal link, pcie-replays, replays on).
-        if gpu["pcie"].get("replays"):
-            gpu["pcie"]["replays"]["t"] = now
-        rows = gpu["remapped_rows"]
-        if rows["pending"]:
-            rows["pending"] = False
-            rows["uncorrectable"] = int(rows["uncorrectable"]) + 1
     for nic in state["nics"]:
         if nic.get("pending_link_type"):
             nic["link_type"], nic["pending_link_type"] = nic["pending_link_type"], None

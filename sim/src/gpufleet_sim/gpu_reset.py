@@ -77,7 +77,7 @@ def refusal(bus_ids: list[str]) -> str:
 
 
 def apply(gpu: c.Gpu, now: float) -> None:
-    """The reset's effects on one GPU's state."""
+    """The reset's effects on one GPU's state (a reboot's too: sim/boot.py)."""
     rows = gpu["remapped_rows"]
     if rows["pending"]:
         rows["pending"] = False
