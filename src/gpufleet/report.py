@@ -37,6 +37,9 @@ class HostReport:
     # The host was refused for its inputs (a role input out of range, for this node or any): nothing
     # was changed on it, and the command exits 2 (configuration), not 1.
     configuration_error: bool = False
+    # A watch that acts (issue 39, gpufleet.guardian): what it decided for this node and each step it
+    # took, with its time (docs/guardian.md); empty for every other run.
+    guardian: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -49,6 +52,8 @@ class HostReport:
             data["message"] = self.message
         if self.configuration_error:
             data["configuration_error"] = True
+        if self.guardian:
+            data["guardian"] = self.guardian
         return data
 
 
@@ -61,6 +66,8 @@ class Report:
     # A signal came during the run: what was asked and what was done about it (interrupt.py); a run
     # that finished all its work after one says so too, so no signal is ever absorbed silently.
     interrupted: str = ""
+    # A watch that acts: the circuit breaker's state, the leaves that explain failures, check mode.
+    guardian: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> dict[str, int]:
         counts = dict.fromkeys(STATUSES, 0)
@@ -85,6 +92,8 @@ class Report:
         }
         if self.interrupted:
             data["interrupted"] = self.interrupted
+        if self.guardian:
+            data["guardian"] = self.guardian
         data["hosts"] = {name: self.hosts[name].as_dict() for name in sorted(self.hosts)}
         data["summary"] = self.summary()
         return data
@@ -113,7 +122,13 @@ def _host_from_dict(data: Any, where: str) -> HostReport:
         f"{where}.configuration_error",
         "not a boolean",
     )
-    for key, kind in (("checks", list), ("changes", list), ("facts", dict), ("message", str)):
+    for key, kind in (
+        ("checks", list),
+        ("changes", list),
+        ("facts", dict),
+        ("message", str),
+        ("guardian", dict),
+    ):
         _require(isinstance(data.get(key, kind()), kind), f"{where}.{key}", f"not a {kind.__name__}")
     fields = {
         "checks": ("name", "ok", "value", "limit", "unit", "message"),
@@ -145,6 +160,7 @@ def _host_from_dict(data: Any, where: str) -> HostReport:
         facts=dict(facts),
         message=data.get("message", ""),
         configuration_error=data.get("configuration_error", False),
+        guardian=dict(data.get("guardian", {})),
     )
 
 
@@ -161,6 +177,7 @@ def from_dict(data: Any, where: str = "report") -> Report:
     for key in ("command", "started", "finished"):
         _require(isinstance(data.get(key), str), f"{where}: {key}", "missing or not a string")
     _require(isinstance(data.get("interrupted", ""), str), f"{where}: interrupted", "not a string")
+    _require(isinstance(data.get("guardian", {}), dict), f"{where}: guardian", "not an object")
     hosts = data.get("hosts")
     _require(isinstance(hosts, dict), f"{where}: hosts", "missing or not an object")
     report = Report(
@@ -168,6 +185,7 @@ def from_dict(data: Any, where: str = "report") -> Report:
         started=data["started"],
         finished=data["finished"],
         interrupted=data.get("interrupted", ""),
+        guardian=dict(data.get("guardian", {})),
     )
     for name, host in hosts.items():
         report.hosts[name] = _host_from_dict(host, f"{where}: hosts.{name}")
