@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 from gpufleet import catalog, interrupt, preflight, prom, report_files, runlock, runner
 from gpufleet import report as report_mod
@@ -74,9 +75,12 @@ def _vault_file(given: Path | None) -> Path | None:
     return given
 
 
-def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) -> tuple[dict[str, str], int]:
+def _preflight(
+    args: argparse.Namespace, inventory: Path, vault: Path | None
+) -> tuple[dict[str, str], int, dict[str, Any]]:
     """Configuration errors, found before the first play (nothing drained, nothing changed); the
-    hosts the run holds (its lock), and how many hosts it reaches (the leaves it reads too)."""
+    hosts the run holds (its lock), how many hosts it reaches (the leaves it reads too), and the
+    inventory's listing of them."""
     command = registry.COMMANDS[args.command]
     playbook = command.playbook
     if playbook is None:
@@ -110,7 +114,7 @@ def _preflight(args: argparse.Namespace, inventory: Path, vault: Path | None) ->
         # the other commands only read the leaves: two gates on different nodes share them
         leaves = preflight.group_members(listed, runner.SWITCH_GROUP)
         held = {address: name for address, name in held.items() if name not in leaves}
-    return held, reached
+    return held, reached, listed
 
 
 def _finish(args: argparse.Namespace, report: Report) -> int:
@@ -156,11 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         command.validate(args)
         inventory = preflight.inventory_file(args.inventory)
         vault = _vault_file(args.vault_password_file)
-        hosts, reached = _preflight(args, inventory, vault)
+        hosts, reached, listed = _preflight(args, inventory, vault)
         # the console says of each host what its command's report will (the registry's judges)
         console = registry.console(verbose=args.verbose, total=reached)
         asked = interrupt.Interrupt()
-        run = base.Run(inventory, args.limit, args.report_dir, vault, console, asked)
+        run = base.Run(inventory, args.limit, args.report_dir, vault, console, asked, listed)
         with interrupt.installed(asked), _held(command.holds_as(args), hosts):
             try:
                 report = command.started(args, run)

@@ -101,4 +101,7 @@ def test_the_preflight_holds_and_counts_what_the_run_reaches(
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(INVENTORY, encoding="utf-8")
     args = argparse.Namespace(command=command, limit=limit, report_dir=tmp_path / "report", tags=None)
-    assert cli._preflight(args, inventory, None) == (held, reached)
+    got_held, got_reached, listed = cli._preflight(args, inventory, None)
+    assert (got_held, got_reached) == (held, reached)
+    # the listing the command is given: the hosts it reaches, with their variables
+    assert set(listed["_meta"]["hostvars"]) >= set(held.values())

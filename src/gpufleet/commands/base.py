@@ -65,6 +65,9 @@ class Run:
     progress: Display | None = None
     # the signals the operator sends during the command (interrupt.installed in the CLI)
     interrupt: Interrupt | None = None
+    # the preflight's `ansible-inventory --list` of the hosts it reaches (hostvars: the guardian's
+    # settings and cabling, read without a second ansible-inventory)
+    listing: Mapping[str, Any] = field(default_factory=dict)
 
     def target(self, kind: type[TargetT], **settings: Any) -> TargetT:
         """The options ``kind`` (runner.Target or one that extends it) of a run against this run's
