@@ -37,6 +37,45 @@ METRICS: dict[str, tuple[str, str]] = {
         "gauge",
         "watch: 1 for each class of failure that makes the node unsafe to serve (docs/watch.md).",
     ),
+    "gpufleet_node_quarantined": (
+        "gauge",
+        "watch --act: 1 for each class of failure for which gpufleet holds the node out of service "
+        "(quarantined, kept out after its gate, or still drained from an earlier quarantine; "
+        "docs/guardian.md).",
+    ),
+    "gpufleet_node_would_quarantine": (
+        "gauge",
+        "watch --act: 1 for each class of failure of a node gpufleet would take out of service but did not "
+        "(the circuit breaker is open or would open, or a --check run).",
+    ),
+    "gpufleet_node_remediation": (
+        "gauge",
+        "watch --act: 1 for each remediation (action gpu_reset or reboot) the run took on the node, with its "
+        "outcome (ok, failed, stopped; would in a --check run).",
+    ),
+    "gpufleet_node_replace_hardware": (
+        "gauge",
+        "watch --act: 1 for the class of failure that made the node replace hardware: it stays out until "
+        "gpufleet release clears it.",
+    ),
+    "gpufleet_guardian_breaker_open": (
+        "gauge",
+        "watch --act: 1 while the circuit breaker is open (no node is taken out until a person closes it), "
+        "else 0.",
+    ),
+    "gpufleet_guardian_breaker_used": (
+        "gauge",
+        "watch --act: nodes gpufleet took out of service within the breaker's window, this run's included.",
+    ),
+    "gpufleet_guardian_breaker_limit": (
+        "gauge",
+        "watch --act: the most nodes gpufleet may take out of service within the breaker's window.",
+    ),
+    "gpufleet_leaf_explains_failures": (
+        "gauge",
+        "watch --act: 1 for a leaf switch that explains its nodes' failures (down, or without PFC or ECN): "
+        "no node behind it is quarantined for them.",
+    ),
     "gpufleet_failed_checks": (
         "gauge",
         'Failed checks in the last run per area (the check name before the first "."); '
@@ -340,6 +379,69 @@ def _unsafe_series(out: Samples, base: dict[str, str], found: list[dict[str, Any
         out.add("gpufleet_node_unsafe_class", {**base, "class": name}, True)
 
 
+# A node's guardian decision -> the series that says what gpufleet holds it as (report.HostReport.guardian).
+_HELD = {"quarantined": "gpufleet_node_quarantined", "kept_out": "gpufleet_node_quarantined"}
+_REMEDIATIONS = ("gpu_reset", "reboot")
+# History events (the node's remediation history, docs/guardian.md) that end a quarantine or a replace.
+_QUARANTINE_ENDS = ("gate_passed", "cleared")
+
+
+def _still_held(history: list[Any]) -> tuple[str, list[str]]:
+    """From a drained node's own history: ("gpufleet_node_replace_hardware", classes) while its latest
+    replace_hardware has no later cleared, ("gpufleet_node_quarantined", classes) while its latest
+    quarantine has no later gate_passed or cleared, else ("", [])."""
+    events = [e for e in history if isinstance(e, dict)]
+    for metric, opening, ends in (
+        ("gpufleet_node_replace_hardware", "replace_hardware", ("cleared",)),
+        ("gpufleet_node_quarantined", "quarantine", _QUARANTINE_ENDS),
+    ):
+        classes: list[str] = []
+        for event in events:
+            if event.get("action") in ends:
+                classes = []
+            elif event.get("action") == opening and isinstance(event.get("class"), str):
+                classes.append(event["class"])
+        if classes:
+            return metric, list(dict.fromkeys(classes))
+    return "", []
+
+
+def _guardian_host_series(
+    out: Samples, base: dict[str, str], guardian: dict[str, Any], check: bool, history: list[Any]
+) -> None:
+    """What a watch that acts decided for the node: held out (and for which classes), would have taken
+    out, to replace; and each remediation with its outcome."""
+    decision = guardian.get("decision")
+    classes = list(_dict(guardian.get("classes")))
+    metric = _HELD.get(str(decision), "")
+    if decision == "replace_hardware":
+        metric = "gpufleet_node_replace_hardware"
+    elif decision == "would_quarantine" or (check and metric):
+        metric = "gpufleet_node_would_quarantine"  # a --check run took nothing out
+    elif decision == "left_alone":
+        metric, held = _still_held(history)
+        classes = held or classes
+    if metric:
+        for name in classes or ["unknown"]:
+            out.add(metric, {**base, "class": name}, True)
+    for step in _list(guardian.get("steps")):
+        step = _dict(step)
+        if step.get("step") in _REMEDIATIONS and isinstance(step.get("outcome"), str):
+            labels = {**base, "action": step["step"], "outcome": step["outcome"]}
+            out.add("gpufleet_node_remediation", labels, True)
+
+
+def _guardian_series(out: Samples, command: str, guardian: dict[str, Any]) -> None:
+    """The run's circuit breaker and the leaves that explain failures."""
+    breaker = _dict(guardian.get("breaker"))
+    if breaker:
+        out.add("gpufleet_guardian_breaker_open", {"command": command}, bool(breaker.get("open")))
+        out.add("gpufleet_guardian_breaker_used", {"command": command}, breaker.get("used"))
+        out.add("gpufleet_guardian_breaker_limit", {"command": command}, breaker.get("limit"))
+    for leaf in sorted(_dict(guardian.get("leaves"))):
+        out.add("gpufleet_leaf_explains_failures", {"command": command, "leaf": leaf}, True)
+
+
 def collect(report: Report) -> Samples:
     """Every series of the report's textfile."""
     out = Samples()
@@ -354,6 +456,11 @@ def collect(report: Report) -> Samples:
         _watch_series(out, base, _dict(facts.get("gpufleet_watch")))
         if command == "watch":
             _unsafe_series(out, base, report.hosts[host].checks)
+        if report.hosts[host].guardian:
+            history = _list(_dict(facts.get("gpufleet_watch")).get("history"))
+            check = bool(report.guardian.get("check"))
+            _guardian_host_series(out, base, report.hosts[host].guardian, check, history)
+    _guardian_series(out, command, report.guardian)
     out.add("gpufleet_last_run_timestamp_seconds", {"command": command}, finished_timestamp(report))
     summary = report.summary()
     for status in STATUSES:
