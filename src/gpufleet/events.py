@@ -93,6 +93,11 @@ def task_entry(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         entry.update(outcome="failed", msg=DROPPED_RESULT % os.environ.get("MAX_EVENT_RES", "700000"))
     elif kind == "runner_on_failed" and data.get("ignore_errors"):
         entry["ignored"] = True
+    for key in ("start", "end"):
+        # when the task began and ended on this host (ansible-runner's ISO times, UTC): the guardian's
+        # report times each step it took with them
+        if data.get(key):
+            entry[key] = str(data[key])
     if data.get("task_path"):
         # the task's file (ansible-runner's task_path less its line): the drain role drains and undrains
         entry["file"] = str(data["task_path"]).rsplit(":", 1)[0]
