@@ -875,6 +875,51 @@ def parse_watch_sample(text):
     return records
 
 
+# ---------------------------------------------------------------- compute processes (one CSV query)
+
+# The processes with a compute context on a GPU, as a GPU reset must find none (nvidia-smi(1), -r: "There
+# can't be any applications using these devices"). With its header: a node with no process prints the
+# header alone (the 590-driver capture), so an empty output is a cut one, never "no process".
+COMPUTE_APP_FIELDS = ("gpu_bus_id", "gpu_uuid", "pid", "process_name", "used_gpu_memory")
+_APPS_TOOL = "nvidia-smi --query-compute-apps --format=csv"
+
+
+def compute_apps_query(smi):
+    """argv of the compute process list (``--format=csv``, with its header; parse_compute_apps)."""
+    return [smi, "--query-compute-apps=" + ",".join(COMPUTE_APP_FIELDS), "--format=csv"]
+
+
+@_guard(_APPS_TOOL)
+def parse_compute_apps(text):
+    """One ``compute_apps_query`` output -> ``[{pci_bus_id, uuid, pid, name, used_memory_mib}]``, one per
+    process (none when the header stands alone); a pid or memory the driver does not give is None.
+    Raises ParseError when the header is missing or a row is cut."""
+    try:
+        rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
+    except csv.Error as exc:
+        raise ParseError("%s: not CSV (%s)" % (_APPS_TOOL, exc)) from None
+    if not rows or [_csv_field_name(h) for h in rows[0]] != list(COMPUTE_APP_FIELDS):
+        raise ParseError("%s: no header line naming %s" % (_APPS_TOOL, ", ".join(COMPUTE_APP_FIELDS)))
+    apps = []
+    for number, row in enumerate(rows[1:], start=1):
+        if len(row) != len(COMPUTE_APP_FIELDS):
+            raise ParseError(
+                "%s: row %d has %d values for %d fields (truncated output?)"
+                % (_APPS_TOOL, number, len(row), len(COMPUTE_APP_FIELDS))
+            )
+        bus, uuid, pid, name, memory = (v.strip() for v in row)
+        apps.append(
+            {
+                "pci_bus_id": bus,
+                "uuid": uuid,
+                "pid": _reading(pid),
+                "name": _clean(name),
+                "used_memory_mib": _reading(memory),
+            }
+        )
+    return apps
+
+
 # ---------------------------------------------------------------- nvidia-smi -L
 
 _LIST_TOOL = "nvidia-smi -L"

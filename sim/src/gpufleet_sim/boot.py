@@ -49,10 +49,19 @@ def power_cycle(state: State, sys_root: Path) -> None:
         _write(sysfs_rdma.configfs_port_dir(sys_root, nic) / "default_roce_tos", BOOT_TOS)
         _write(sysfs_rdma.netdev_dir(sys_root, nic) / "mtu", BOOT_MTU)
         _write(sysfs_rdma.ibdev_dir(sys_root, nic) / "tc" / str(nic["port"]) / "traffic_class", "")
+    gpu_reset.stays_pending(state, {str(gpu["uuid"]) for gpu in state["gpus"]})
+    # A GPU that fell off the bus (Xid 79) is back on it: the reboot is what clears it (the fault is gone).
+    for name in CLEARED_BY_REBOOT:
+        if name in state["faults"]:
+            faults.FAULTS[name][1](state, sys_root)
+            state["faults"].remove(name)
     # A PDU still caps, a cable is still pulled, a GPU is still off the bus, a valve still half shut.
     for name in state["faults"]:
         if name in PERSISTENT_FAULTS:
             faults.FAULTS[name][0](state, sys_root)
 
 
+# Faults a reboot ends: the GPU that fell off the bus is found again when the node comes up (a GPU
+# missing for good is gpu-missing, which stays).
+CLEARED_BY_REBOOT = ("xid-79",)
 PERSISTENT_FAULTS = ("power-capped", "link-down", "gpu-missing", "hot-gpu", "low-coolant-flow")

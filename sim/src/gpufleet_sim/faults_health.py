@@ -21,6 +21,7 @@ from gpufleet_sim import (
     faults_gpudirect,
     faults_nvswitch,
     faults_rdma,
+    gpu_reset,
     kernel_log,
     link_flap,
     node_power,
@@ -110,6 +111,22 @@ def row_remap_pending(state: State, sys_root: Path) -> None:
 
 def row_remap_pending_clear(state: State, sys_root: Path) -> None:
     record = pop_fault_record(state, "row-remap-pending")
+    if record is not None:
+        _by_uuid(state, record["uuid"])["remapped_rows"] = record["remapped_rows"]
+
+
+# -- row-remap-pending-persistent: GPU 2's pending remap is one its hardware cannot carry out: pending again
+# after every GPU reset and every reboot, nothing remapped (gpu_reset.stays_pending); only replacing the GPU
+# (clearing the fault) ends it.
+def row_remap_pending_persistent(state: State, sys_root: Path) -> None:
+    gpu = _gpu(state, ROW_REMAP_GPU)
+    record = {"uuid": gpu["uuid"], "remapped_rows": dict(gpu["remapped_rows"])}
+    save_fault_record(state, gpu_reset.PERSISTENT_REMAP, record)
+    gpu["remapped_rows"]["pending"] = True
+
+
+def row_remap_pending_persistent_clear(state: State, sys_root: Path) -> None:
+    record = pop_fault_record(state, gpu_reset.PERSISTENT_REMAP)
     if record is not None:
         _by_uuid(state, record["uuid"])["remapped_rows"] = record["remapped_rows"]
 
@@ -311,6 +328,7 @@ FAULTS = {
     "pcie-degraded": (pcie_degraded, pcie_degraded_clear),
     "nvlink-down": (nvlink_down, nvlink_down_clear),
     "row-remap-pending": (row_remap_pending, row_remap_pending_clear),
+    gpu_reset.PERSISTENT_REMAP: (row_remap_pending_persistent, row_remap_pending_persistent_clear),
     "ecc-uncorrectable": (ecc_uncorrectable, ecc_uncorrectable_clear),
     "xid-79": (xid_79, xid_79_clear),
     "xid-94": (xid_94, xid_94_clear),

@@ -33,6 +33,9 @@ What a reset does to the GPU (as a reboot does to each GPU, sim/boot.py): a pend
 (the row then counts as remapped), volatile ECC counts restart, a reset-class recovery action ("GPU
 Reset", "Drain and Reset") is taken ("Node Reboot" stays: a reset does not satisfy it), the power limit
 goes back to its default (volatile), the clocks event reasons to idle, the replay counter restarts.
+The `row-remap-pending-persistent` fault (faults_health) is a row the hardware cannot remap: after every
+reset (and every reboot, which resets each GPU) its remap is pending again and nothing was remapped
+(stays_pending).
 Every call is recorded in ``state["gpu_resets"]`` (argv, time, the bus ids reset or refused) for tests.
 """
 
@@ -49,6 +52,8 @@ from gpufleet_sim.tools import nvsmi_common as c
 RC_RESET_REFUSED = 255  # nvidia-smi(1): "Other error or internal driver error occurred"
 # The recovery actions a GPU reset takes; "Node Reboot" needs the node rebooted (sim/boot.py).
 RESET_ACTIONS = ("GPU Reset", "Drain and Reset")
+# A pending remap the hardware cannot carry out: back after every reset (faults_health injects it).
+PERSISTENT_REMAP = "row-remap-pending-persistent"
 
 
 def busy(gpu: c.Gpu) -> bool:
@@ -93,6 +98,17 @@ def apply(gpu: c.Gpu, now: float) -> None:
         gpu["pcie"]["replays"]["t"] = now
 
 
+def stays_pending(state: State, uuids: set[str]) -> None:
+    """After a reset of the GPUs ``uuids``: the one with a row it cannot remap (PERSISTENT_REMAP) has
+    it pending again, its remapped counts as before the reset (nothing was remapped)."""
+    record = state.get("fault_saved", {}).get(PERSISTENT_REMAP)
+    if PERSISTENT_REMAP not in state.get("faults", []) or not record or record["uuid"] not in uuids:
+        return
+    for gpu in state["gpus"]:
+        if gpu["uuid"] == record["uuid"]:
+            gpu["remapped_rows"] = {**record["remapped_rows"], "pending": True}
+
+
 def reset(state: State, ids: str | None, argv: list[str]) -> tuple[str, int]:
     """Resets the GPUs ``ids`` names (all present GPUs without it), or none when any is in use:
     (what nvidia-smi prints, its exit status)."""
@@ -108,6 +124,7 @@ def reset(state: State, ids: str | None, argv: list[str]) -> tuple[str, int]:
         apply(gpu, now)
         record["reset"].append(str(gpu["pci_bus_id"]))
         lines.append(f"GPU {gpu['pci_bus_id']} was successfully reset.")
+    stays_pending(state, {str(gpu["uuid"]) for gpu in selected})
     return "\n".join([*lines, "All done."]) + "\n", 0
 
 

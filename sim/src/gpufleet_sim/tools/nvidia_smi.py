@@ -1,6 +1,7 @@
 """The fake `nvidia-smi`: reads and changes a simulated node's GPUs through its state.json.
 
 Supported: -L; -q [-x] [-d TYPES]; --query-gpu=F --format=csv[,noheader][,nounits]; -pm 0|1;
+--query-compute-apps=F --format=csv[,noheader][,nounits] (nvsmi_apps);
 -pl WATTS; topo -m; nvlink -s|--status|-e|--errorcounters [-i ID] [-l LINK] (nvsmi_nvlink); --version;
 -r|--gpu-reset (sim/gpu_reset.py); -i ID[,ID] with all but topo/--version. Everything goes to stdout,
 errors included, as the real tool does (sources of each error text are noted where it is printed).
@@ -14,8 +15,8 @@ from pathlib import Path
 
 from gpufleet_sim import gpu_reset
 from gpufleet_sim import state as sim_state
+from gpufleet_sim.tools import nvsmi_apps, nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
 from gpufleet_sim.tools import nvsmi_common as c
-from gpufleet_sim.tools import nvsmi_csv, nvsmi_nvlink, nvsmi_text, nvsmi_topo, nvsmi_xml
 
 HELP_HINT = "Please run 'nvidia-smi -h' for help."
 
@@ -37,13 +38,14 @@ _VALUED = {
     "-d": "display",
     "--display": "display",
     "--query-gpu": "query_gpu",
+    "--query-compute-apps": "query_apps",
     "--format": "format",
     "-pm": "pm",
     "--persistence-mode": "pm",
     "-pl": "pl",
     "--power-limit": "pl",
 }
-_ACTIONS = ("query", "query_gpu", "list", "pm", "pl", "version", "reset")
+_ACTIONS = ("query", "query_gpu", "query_apps", "list", "pm", "pl", "version", "reset")
 
 
 @dataclass
@@ -127,6 +129,9 @@ def run(argv: list[str], node_dir: Path) -> str:
         header, units = _csv_format(args.values.get("format"))
         fields = nvsmi_csv.parse_fields(args.values["query_gpu"])
         return nvsmi_csv.render(state, selected, attached, fields, header, units)
+    if action == "query_apps":
+        header, units = _csv_format(args.values.get("format"))
+        return nvsmi_apps.query(state, selected, args.values["query_apps"], header, units)
     if "xml" in args.flags:
         return nvsmi_xml.render(state, selected, attached)
     return nvsmi_text.render(state, selected, attached, _display(args.values.get("display")))
@@ -138,8 +143,8 @@ def _check_modifiers(args: Args, action: str) -> None:
         raise invalid_combination()
     if "xml" in args.flags and "display" in args.values:
         raise invalid_combination()
-    if ("format" in args.values) != (action == "query_gpu"):
-        if action == "query_gpu":
+    if ("format" in args.values) != (action in ("query_gpu", "query_apps")):
+        if action in ("query_gpu", "query_apps"):
             # Wording as mirrored by the fake-gpu project (chaunceyjiang/fake-gpu, pkg/nvidia/query).
             raise c.ToolError(f'"--format=" switch is missing. {HELP_HINT}\n', c.RC_INVALID_ARGUMENT)
         raise invalid_combination()
