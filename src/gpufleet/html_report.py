@@ -33,7 +33,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from gpufleet import html_charts
+from gpufleet import html_charts, markdown_report
 from gpufleet.checks import STATUSES, is_good
 from gpufleet.printable import printable
 from gpufleet.report import HostReport, Report
@@ -111,6 +111,11 @@ class HostView:
     burn_in: dict[str, Any] | None = None
     chart: str | None = None
     coolant: list[CoolantRow] = field(default_factory=list)
+    # a watch that acts (host.guardian): the decision on one line, the drain reason, each step
+    guardian_decision: str = ""
+    guardian_line: str = ""
+    guardian_reason: str = ""
+    guardian_steps: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -231,7 +236,20 @@ def _host_view(name: str, anchor: str, host: HostReport, large: bool) -> HostVie
         gpus=len(gpus) if isinstance(gpus, list) else None,
         burn_in=html_charts.summary(burn_in) if html_charts.has_samples(burn_in) else None,
         coolant=_coolant_rows(host),
+        guardian_decision=str(host.guardian.get("decision") or ""),
+        guardian_line=markdown_report.guardian_host_line(host.guardian),
+        guardian_reason=str(host.guardian.get("reason") or ""),
+        guardian_steps=_guardian_steps(host.guardian),
     )
+
+
+_STEP_KEYS = ("step", "started", "finished", "outcome", "message")
+
+
+def _guardian_steps(guardian: dict[str, Any]) -> list[dict[str, str]]:
+    """The guardian's steps, each with every key the template shows (a missing one empty)."""
+    steps = guardian.get("steps") or []
+    return [{k: str(st.get(k) or "") for k in _STEP_KEYS} for st in steps if isinstance(st, dict)]
 
 
 def _members_kind(devices: list[str]) -> str:
@@ -308,7 +326,13 @@ def page(report: Report) -> dict[str, Any]:
     shown = [
         v
         for v in views
-        if (v.burn_in is not None or bool(v.coolant) or bool(v.failed) or bool(v.message_lines))
+        if (
+            v.burn_in is not None
+            or bool(v.coolant)
+            or bool(v.failed)
+            or bool(v.message_lines)
+            or bool(v.guardian_line)
+        )
         and (not v.good or not large)
     ]
     charted = 0
@@ -337,6 +361,8 @@ def page(report: Report) -> dict[str, Any]:
         "cards": shown,
         "charted": charted,
         "gate": gate,
+        "guardian_lines": markdown_report.guardian_run_lines(report, leaves=False),
+        "guardian_leaves": sorted((report.guardian.get("leaves") or {}).items()),
     }
 
 

@@ -50,6 +50,76 @@ def _drift_tables(report: Report) -> list[str]:
     return lines
 
 
+def guardian_run_lines(report: Report, leaves: bool = True) -> list[str]:
+    """A watch that acts (docs/guardian.md): a --check run's note, the circuit breaker, the leaves that
+    explain failures (unless report.html's table shows them); plain text, one line each (the console
+    prints them too)."""
+    guardian = report.guardian
+    if not guardian:
+        return []
+    lines = []
+    if guardian.get("check"):
+        lines.append("Check mode (--check): nothing was changed; each decision is what the run would do.")
+    breaker = guardian.get("breaker") or {}
+    if breaker:
+        state = f"open since {breaker.get('opened') or '?'}" if breaker.get("open") else "closed"
+        lines.append(
+            f"Circuit breaker {state}: {breaker.get('used')} of {breaker.get('limit')} node(s) taken out "
+            f"in {breaker.get('window_min')} min."
+        )
+    for leaf, why in sorted((guardian.get("leaves") or {}).items()) if leaves else []:
+        lines.append(f"Leaf {leaf} explains its nodes' failures: {why}")
+    return lines
+
+
+def guardian_host_line(guardian: dict[str, Any]) -> str:
+    """A node's guardian decision on one line: the decision, its classes, remediation, leaf and why."""
+    if not guardian:
+        return ""
+    line = str(guardian.get("decision") or "?").replace("_", " ")
+    classes = guardian.get("classes") or {}
+    if classes:
+        line += f" ({', '.join(classes)})"
+    if guardian.get("remediation"):
+        line += f", remediation {guardian['remediation']}"
+    if guardian.get("leaf"):
+        line += f", leaf {guardian['leaf']}"
+    if guardian.get("why"):
+        line += f": {guardian['why']}"
+    return line
+
+
+def _guardian_host(guardian: dict[str, Any]) -> list[str]:
+    """The node's decision, its drain reason and each step with its times and outcome."""
+    lines = [f"**Guardian:** {_md_text(guardian_host_line(guardian))}", ""]
+    if guardian.get("reason"):
+        lines += [f"Drain reason: {_md_text(guardian['reason'])}", ""]
+    steps = guardian.get("steps") or []
+    if steps:
+        lines += ["| step | started | finished | outcome | message |", "|---|---|---|---|---|"]
+        for st in steps:
+            cells = [st.get(k) for k in ("step", "started", "finished", "outcome", "message")]
+            lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+        lines.append("")
+    return lines
+
+
+def guardian_console(report: Report) -> list[str]:
+    """What the console prints after a watch that acts: the run's lines, then one per node with a
+    decision and its steps' outcomes (the reports have the times)."""
+    lines = [f"guardian: {line}" for line in guardian_run_lines(report)]
+    for name in sorted(report.hosts):
+        guardian = report.hosts[name].guardian
+        if not guardian:
+            continue
+        line = f"guardian: {name}: {guardian_host_line(guardian)}"
+        steps = [s for s in guardian.get("steps") or [] if isinstance(s, dict)]
+        if steps:
+            line += "; steps: " + ", ".join(f"{s.get('step')} {s.get('outcome')}" for s in steps)
+        lines.append(line)
+    return lines
+
+
 def render(report: Report) -> str:
     summary = report.summary()
     lines = [
@@ -62,6 +132,8 @@ def render(report: Report) -> str:
     ]
     if report.interrupted:
         lines += [f"**Interrupted:** {_md_text(report.interrupted)}", ""]
+    for line in guardian_run_lines(report):
+        lines += [f"**Guardian:** {_md_text(line)}", ""]
     lines += [
         "| host | status | GPUs | failed checks | changes |",
         "|---|---|---|---|---|",
@@ -78,11 +150,13 @@ def render(report: Report) -> str:
     for name in sorted(report.hosts):
         host = report.hosts[name]
         failed = [c for c in host.checks if not c["ok"]]
-        if not (failed or host.changes or host.message):
+        if not (failed or host.changes or host.message or host.guardian):
             continue
         lines += ["", f"## {_md_text(name)}: {host.status}", ""]
         if host.message:
             lines += [_md_text(host.message), ""]
+        if host.guardian:
+            lines += _guardian_host(host.guardian)
         if failed:
             lines += ["| check | value | limit | message |", "|---|---|---|---|"]
             for c in failed:

@@ -14,6 +14,7 @@ import pytest
 from gpufleet import html_charts, html_report
 from gpufleet.report import HostReport, Report, from_dict
 from tests.browser import ARTIFACTS, Chromium, PageFacts
+from tests.unit.test_prom_guardian import acting_report
 
 ESCAPED_MESSAGE = "reboot node <script>alert(1)</script> & check"
 
@@ -145,7 +146,18 @@ def old_report() -> Report:
     return from_dict(data)
 
 
-REPORTS = {"drift": drift_report, "gate": gate_report, "facts": facts_report, "old": old_report}
+def guardian_report() -> Report:
+    """A watch that acts (docs/guardian.md): decisions, steps, the breaker and a leaf."""
+    return acting_report()
+
+
+REPORTS = {
+    "drift": drift_report,
+    "gate": gate_report,
+    "facts": facts_report,
+    "old": old_report,
+    "guardian": guardian_report,
+}
 
 
 @pytest.fixture(scope="module")
@@ -297,6 +309,20 @@ def test_chromium_shows_the_blocked_nodes_reading_and_burn_in(
     assert chart is not None and chart.drawn, facts.charts
     _, old = pages["old"]
     assert old.charts == [] and "97 C\t90 C" in old.text
+
+
+def test_chromium_shows_the_guardians_breaker_decisions_and_steps(
+    pages: dict[str, tuple[str, PageFacts]],
+) -> None:
+    _, facts = pages["guardian"]
+    assert (
+        "Circuit breaker open since 2026-12-06T20:31:00Z: 1 of 1 node(s) taken out in 60 min." in facts.text
+    )
+    assert "leaf02\tPFC off on priority 3" in facts.text
+    # node02's card: its decision and each step with its times and outcome
+    assert "kept out (row_remap, xid), remediation gpu_reset" in facts.text
+    assert "gpu_reset\t2026-12-06T20:31:05Z\t2026-12-06T20:33:40Z\tfailed" in facts.text
+    assert "would quarantine (nvlink)" in facts.text and "fabric (roce_port_down), leaf leaf02" in facts.text
 
 
 def test_an_empty_report_renders() -> None:
