@@ -379,8 +379,13 @@ def _unsafe_series(out: Samples, base: dict[str, str], found: list[dict[str, Any
         out.add("gpufleet_node_unsafe_class", {**base, "class": name}, True)
 
 
-# A node's guardian decision -> the series that says what gpufleet holds it as (report.HostReport.guardian).
-_HELD = {"quarantined": "gpufleet_node_quarantined", "kept_out": "gpufleet_node_quarantined"}
+# A node's guardian decision (report.HostReport.guardian) -> the series that says what gpufleet holds it as.
+_HELD = {
+    "quarantined": "gpufleet_node_quarantined",
+    "kept_out": "gpufleet_node_quarantined",
+    "replace_hardware": "gpufleet_node_replace_hardware",
+    "would_quarantine": "gpufleet_node_would_quarantine",
+}
 _REMEDIATIONS = ("gpu_reset", "reboot")
 # History events (the node's remediation history, docs/guardian.md) that end a quarantine or a replace.
 _QUARANTINE_ENDS = ("gate_passed", "cleared")
@@ -414,10 +419,8 @@ def _guardian_host_series(
     decision = guardian.get("decision")
     classes = list(_dict(guardian.get("classes")))
     metric = _HELD.get(str(decision), "")
-    if decision == "replace_hardware":
-        metric = "gpufleet_node_replace_hardware"
-    elif decision == "would_quarantine" or (check and metric):
-        metric = "gpufleet_node_would_quarantine"  # a --check run took nothing out
+    if check and metric:
+        metric = "gpufleet_node_would_quarantine"  # a --check run took nothing out, escalated nothing
     elif decision == "left_alone":
         metric, held = _still_held(history)
         classes = held or classes

@@ -123,10 +123,14 @@ def test_a_check_run_took_nothing_out_so_it_only_would_have() -> None:
         L(host="node02", **{"class": "row_remap"}): 1.0,
         L(host="node02", **{"class": "xid"}): 1.0,
         L(host="node03", **{"class": "nvlink"}): 1.0,
+        L(host="node04", **{"class": "row_remap"}): 1.0,
     }
-    # node05's quarantine was an earlier, real run's: it is still held
+    # node05's quarantine and node07's replace hardware were earlier, real runs': still held
     assert series(text, "gpufleet_node_quarantined", command="watch") == {
         L(host="node05", **{"class": "ecc_uncorrectable"}): 1.0
+    }
+    assert series(text, "gpufleet_node_replace_hardware", command="watch") == {
+        L(host="node07", **{"class": "xid"}): 1.0
     }
     assert series(text, "gpufleet_guardian_breaker_open") == {L(command="watch"): 0.0}
     assert series(text, "gpufleet_guardian_breaker_limit") == {L(command="watch"): 2.0}
