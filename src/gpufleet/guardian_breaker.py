@@ -193,10 +193,15 @@ def limit(settings: BreakerSettings, serving_nodes: int) -> int:
     return min(settings.max_nodes, max(share, 1))
 
 
-def used(state: BreakerState, now: datetime, window: timedelta) -> int:
+def in_window(state: BreakerState, now: datetime, window: timedelta) -> list[dict[str, str]]:
     """The quarantines counted within ``window`` before ``now`` (since the breaker's last close)."""
     start = now - window
-    return sum(1 for e in state.events if (parse_time(e.get("time")) or now) >= start)
+    return [e for e in state.events if (parse_time(e.get("time")) or now) >= start]
+
+
+def used(state: BreakerState, now: datetime, window: timedelta) -> int:
+    """How many quarantines are counted within ``window`` before ``now``."""
+    return len(in_window(state, now, window))
 
 
 def admit(state: BreakerState, node: str, now: datetime, limit: int, window: timedelta) -> bool:

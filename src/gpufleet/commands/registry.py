@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from gpufleet.commands import base, check, drift, facts, gate, provision, report, switch, watch
+from gpufleet.commands import base, breaker, check, drift, facts, gate, provision, report, switch, watch
 from gpufleet.progress import Display, Judges
 
 # In `gpufleet --help`'s order.
@@ -20,6 +20,7 @@ COMMANDS: dict[str, base.Command] = {
         gate.COMMAND,
         drift.COMMAND,
         watch.COMMAND,
+        breaker.COMMAND,
         report.COMMAND,
     )
 }
