@@ -218,6 +218,14 @@ def _candidate(
     return Decision(QUARANTINE, classes, reason, remediation, False, why=f"{unsafe}; {then}{history_note}")
 
 
+def _history(given: Any) -> list[Any]:
+    """A node's history events: the list the watch's reading carries (the module's ``history``), or the
+    file's own ``{"events": [...]}``; nothing else is a history."""
+    if isinstance(given, Mapping):
+        given = given.get("events")
+    return list(given) if isinstance(given, list | tuple) else []
+
+
 def serving_count(decisions: Mapping[str, Decision]) -> int:
     """The nodes in service when the run started: every node not left alone."""
     return sum(1 for d in decisions.values() if d.decision != LEFT_ALONE)
@@ -238,19 +246,23 @@ def plan(
 ) -> Plan:
     """Every node's decision and the breaker after this run.
 
-    ``hosts``: node -> the watch's checks for it; ``histories``: node -> its remediation history events
-    (oldest first); ``drain_records``: node -> the drain role's record on it, None when there is none;
-    ``settings``: guardian_settings.settings_for's result; ``breaker_state``: the breaker as loaded (not
-    changed: the plan's ``breaker`` is a new state); ``leaf_verdicts``: leaf -> why it is bad (the leaves
-    this run found down or without PFC/ECN); ``cabling``: node -> its fabric_cabling hostvar;
-    ``scheduler_drained``: node -> the reason the scheduler shows it drained for (absent or None: not
-    drained); ``serving_nodes``: the breaker's base, by default every node not left alone."""
+    - ``hosts``: node -> the watch's checks for it;
+    - ``histories``: node -> its remediation history events, oldest first (or the history file's
+      ``{"events": [...]}``);
+    - ``drain_records``: node -> the drain role's record on it, None when there is none;
+    - ``settings``: guardian_settings.settings_for's result (a node without: the defaults);
+    - ``breaker_state``: the breaker as loaded, not changed (the plan's ``breaker`` is a new state);
+    - ``leaf_verdicts``: leaf -> why it is bad (the leaves this run found down or without PFC/ECN);
+    - ``cabling``: node -> its fabric_cabling hostvar (RoCE device -> "leaf:port");
+    - ``scheduler_drained``: node -> the reason the scheduler shows it drained for (absent or None: not
+      drained);
+    - ``serving_nodes``: the breaker's base, by default every node not left alone."""
     drained = scheduler_drained or {}
     decisions: dict[str, Decision] = {}
     candidates: dict[str, Decision] = {}
     for node in sorted(hosts):
         checks = [c for c in hosts[node] if isinstance(c, Mapping)]
-        history = list(histories.get(node) or [])
+        history = _history(histories.get(node))
         classes = quarantine.unsafe_classes(checks)
         out = _out_of_service(node, history, drain_records.get(node), drained.get(node), classes)
         if out is not None:

@@ -43,7 +43,7 @@ PORT_DOWN = [failed("rdma_link.link_state[mlx5_0]", "DOWN")]
 def _decide(
     hosts: dict[str, list[dict[str, Any]]],
     *,
-    histories: dict[str, list[dict[str, Any]]] | None = None,
+    histories: dict[str, Any] | None = None,
     drain_records: dict[str, str | None] | None = None,
     hostvars: dict[str, dict[str, Any]] | None = None,
     breaker: BreakerState | None = None,
@@ -97,6 +97,9 @@ def test_replace_hardware_pending_is_left_alone_until_cleared() -> None:
     assert found.decision == "left_alone" and found.replace_hardware
     assert "replace hardware (row_remap, since 2026-12-05T20:30:00Z)" in found.why
     assert 'gpufleet release --limit gpu-01 --reason "..."' in found.why
+    # the history file's own shape is read too
+    as_file = _decide({"gpu-01": XID_79}, histories={"gpu-01": {"events": history}})
+    assert as_file["gpu-01"].decision == "left_alone"
     cleared = [*history, {"time": iso(NOW), "class": "", "action": "cleared"}]
     assert _decide({"gpu-01": XID_79}, histories={"gpu-01": cleared})["gpu-01"].decision == "quarantine"
 
