@@ -37,6 +37,10 @@ description:
     observed), C(synd), C(Fatal error) lines) fail C(fabric.mlx5_firmware[<dev>]) per RDMA device.
   - The PCIe generation is not judged here - a healthy idle GPU lowers its link to Gen1 to save power. The
     burn-in judges it under load.
+  - The node's remediation history (O(history_path)) - C(guardian.replace_hardware) fails while the node is
+    marked "replace hardware" by C(gpufleet watch --act), naming the failure class, when it was marked and
+    C(gpufleet release) as what clears it, so the gate never returns such a node. Not a family a profile
+    turns off.
   - Fails when a check fails, naming each with its value, limit and what to do; the checks are in the
     failed result too. A tool that is missing or prints something unreadable fails the module, naming it
     (C(dcgmi) too when a diagnostic level is set - fail closed).
@@ -99,8 +103,8 @@ options:
         above without their C([...]).
     type: dict
     default: {}
-extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.attributes.read_only,
-  gpufleet.node.attributes]
+extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.remediation_history,
+  gpufleet.node.attributes.read_only, gpufleet.node.attributes]
 attributes:
   check_mode:
     details:
@@ -181,7 +185,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
-from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect
+from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect, remediation_history
 from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     OPTIONS_SPEC,
     ReadError,
@@ -226,6 +230,7 @@ def main():
             gpudirect_rdma=dict(type="str", choices=list(gpudirect.GPUDIRECT_CHOICES), default="auto"),
             expected_services=dict(type="list", elements="str", default=[]),
             **OPTIONS_SPEC,
+            **remediation_history.OPTIONS_SPEC,
         ),
         supports_check_mode=True,
     )
@@ -253,6 +258,8 @@ def main():
         )
     except (ReadError, gpudirect.ReadError) as exc:
         module.fail_json(msg="%s; run it by hand on this node to see why (fail closed)" % exc, **result)
+    # the replace-hardware mark (guardian.replace_hardware): one small file read, read-only
+    readings["history"] = remediation_history.reading(p["history_path"], p["node_name"])
     diag_error = None
     if dcgmi:
         try:

@@ -13,14 +13,14 @@ description:
   - The node's own record of what a watch that acts (C(gpufleet watch --act)) did to it and why - each
     quarantine, GPU reset, reboot, the gate's verdict after it, a replace-hardware mark and an operator's
     clearing of it. It lives on the node, so it survives a new controller, and every report shows it.
-  - The file at O(path) is C({"events": [...]}), oldest first; at most the newest 200 events are kept. It is
-    written atomically (a temporary file in the same directory renamed over it, mode 0644; a link at the
-    path is replaced, never written through) under a lock of its directory, so two appends never lose one
-    another's event. Its directory is made (0755) when missing.
+  - The file at O(path) is a JSON object whose C(events) list holds the events, oldest first; at most the
+    newest 200 events are kept. It is written atomically (a temporary file in the same directory renamed
+    over it, mode 0644; a link at the path is replaced, never written through) under a lock of its
+    directory, so two appends never lose one another's event. Its directory is made (0755) when missing.
   - V(read) returns the events (none when the file is missing). V(append) validates O(events) (every fault
     named at once, before anything is written), gives each its time (now, UTC) where it has none and O(run)
     where it names none, and appends them.
-  - A file that cannot be read or is not a history (not JSON, not C({"events": [...]}), an event of another
+  - A file that cannot be read or is not a history (not JSON, no C(events) list, an event of another
     shape, a FIFO, a link, larger than 1 MiB) fails the module naming the file and why; nothing is written
     over it.
   - A node whose latest V(replace_hardware) event has no later V(cleared) one is marked "replace hardware"

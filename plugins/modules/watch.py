@@ -32,6 +32,10 @@ description:
     (C(service.prefix_cache_hit_rate[<name>]), not judged when the instance served nothing), generation
     tokens/s, requests running and waiting, preemptions/s and KV-cache usage, under vLLM's old and new
     metric names.
+  - What a watch that acts (C(gpufleet watch --act)) decides from, two small file reads before the window -
+    the node's remediation history (O(history_path), the reading's C(history); C(guardian.replace_hardware)
+    fails while the node is marked "replace hardware", judged with the health checks, or alone when
+    O(health) is off) and the drain role's record (O(drain_record_path), the reading's C(drain_record)).
   - Never fails for what it finds - a failed check is the report's; it fails only for bad options.
     The readings are returned as the fact C(gpufleet_watch), which gpufleet.prom publishes.
 options:
@@ -120,8 +124,16 @@ options:
         (see M(gpufleet.node.node_health)).
     type: dict
     default: {}
+  drain_record_path:
+    description:
+      - The drain role's record on the node (its C(drain_record_path)) - present while gpufleet keeps the node
+        out of service. Its text is the reading's C(drain_record) (null when there is none; a record that is
+        there but cannot be read says so). Empty, not read.
+    type: path
+    default: /var/lib/gpufleet/drained
 extends_documentation_fragment: [gpufleet.node.nvidia_smi, gpufleet.node.clock_events,
-  gpufleet.node.roce_window.judge, gpufleet.node.attributes.read_only, gpufleet.node.attributes]
+  gpufleet.node.roce_window.judge, gpufleet.node.remediation_history, gpufleet.node.attributes.read_only,
+  gpufleet.node.attributes]
 notes:
   - The module sleeps O(window_s) seconds. Every tool runs with C(LC_ALL=C).
   - Clock event reason counters need driver R535 or later; without them only the samples are judged.
@@ -170,7 +182,10 @@ ansible_facts:
           C(pause_seconds_per_second) per priority, C(rx_discards_per_second), C(cnp_sent_per_second),
           C(ecn_marked_per_second)); C(instances) (C(name), C(up), C(prefix_cache_hit_ratio),
           C(generation_tokens_per_second), C(requests_running), C(requests_waiting),
-          C(preemptions_per_second), C(kv_cache_usage_ratio)). A reading that could not be taken is null.
+          C(preemptions_per_second), C(kv_cache_usage_ratio)); C(history) (the node's remediation history,
+          oldest first - C(time), C(class), C(action), C(outcome), C(checks), C(detail), C(run) - null when it
+          could not be read, when C(guardian.replace_hardware) fails closed); C(drain_record) (the text of
+          the drain role's record, null when the node has none). A reading that could not be taken is null.
       type: dict
 """
 
@@ -179,6 +194,7 @@ import math
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.node.plugins.module_utils.core.inputs import refuse_bad_input
 from ansible_collections.gpufleet.node.plugins.module_utils.core.tool_runner import nvidia_smi, tool_path
+from ansible_collections.gpufleet.node.plugins.module_utils.node import remediation_history
 from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import (
     OPTIONS_SPEC as HEALTH_SPEC,
 )
@@ -187,6 +203,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health imp
 )
 from ansible_collections.gpufleet.node.plugins.module_utils.node.node_health import limits_from
 from ansible_collections.gpufleet.node.plugins.module_utils.node.watch import (
+    DEFAULT_DRAIN_RECORD_PATH,
     DEFAULT_MAX_SAMPLE_GAP_S,
     DEFAULT_SAMPLE_INTERVAL_S,
     MAX_SAMPLE_GAP_RANGE,
@@ -283,6 +300,8 @@ def main():
             health=dict(type="bool", default=True),
             nvidia_smi_path=dict(type="path"),
             **HEALTH_SPEC,
+            **remediation_history.OPTIONS_SPEC,
+            drain_record_path=dict(type="path", default=DEFAULT_DRAIN_RECORD_PATH),
             **gpu_limit_spec(LOAD_LIMITS),
         ),
         supports_check_mode=True,
@@ -314,6 +333,9 @@ def main():
         health=_health_options(module) if p["health"] else None,
         sample_interval_s=p["sample_interval_s"],
         max_sample_gap_s=p["max_sample_gap_s"],
+        history_path=p["history_path"] or None,
+        drain_record_path=p["drain_record_path"] or None,
+        node_name=p["node_name"],
     )
     checks, fact = watch.run()
     failed = [c for c in checks if not c["ok"]]

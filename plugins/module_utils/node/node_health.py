@@ -42,6 +42,9 @@ Checks, one name per condition (results.check), per GPU by UUID:
 - ``fabric.mlx5_firmware[<dev>]``: mlx5_core firmware error lines for the RDMA device in the kernel
   log (since boot; the burn-in: during its load), mlx5_health.firmware_checks;
 - ``health.nvidia_peermem``, ``health.acs[<bdf>]``, ``health.service[<unit>]``: gpudirect.judge;
+- ``guardian.replace_hardware`` (the modules add the node's remediation history as
+  ``readings["history"]``): remediation_history.replace_hardware_check, the node marked "replace
+  hardware" by the guardian until ``gpufleet release`` clears it (not a family a profile turns off);
 - ``health.dcgm_diag[<test>]`` (the gate only, when the profile sets a level): each test of DCGM's
   diagnostic (``dcgmi diag -r N -j``, dcgm.parse_diag_json) failing, warning (reported, does not
   block), passing or skipped, naming the GPUs DCGM names; ``health.dcgm_diag`` when DCGM could not run
@@ -72,7 +75,7 @@ from ansible_collections.gpufleet.node.plugins.module_utils.gpu import (
     nvlink,
     xid,
 )
-from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect
+from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect, remediation_history
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import mlx5_health, rdma_read
 
 RunCommand = Callable[..., tuple[int, str, str]]
@@ -1086,6 +1089,10 @@ def judge(
     out.extend(gpudirect.judge(readings.get("gpudirect")))
     out.extend(sxid_checks(readings.get("sxids"), xids_since_text))
     out.extend(diag_checks(readings.get("diag"), gpus))
+    if readings.get("history") is not None:
+        # the replace-hardware mark (the modules add remediation_history.reading as readings["history"]):
+        # never turned off, so neither the gate nor the guardian returns a marked node
+        out.append(remediation_history.replace_hardware_check(readings["history"]))
     return turned_off(out, off or {})
 
 

@@ -46,6 +46,11 @@ MAX_CHECKS = 50
 MAX_TEXT = 200
 FILE_MODE = 0o644
 CHECK = "guardian.replace_hardware"
+# The options of the modules that judge CHECK (node_health, watch; doc fragment remediation_history).
+OPTIONS_SPEC = {
+    "history_path": {"type": "path", "default": DEFAULT_PATH},
+    "node_name": {"type": "str", "default": ""},
+}
 NO_MARK = "no replace-hardware mark"
 
 

@@ -24,6 +24,11 @@ collapsed the prefix-cache hit rate with no error anywhere. A watch reads, over 
 - each vLLM instance: ``/health`` and ``/metrics`` at the start and the end (the hit rate of the
   queries served in between, as the gate judges it, and what the instance served).
 
+What a watch that acts decides from is in the reading too: the node's remediation history (its
+events, remediation_history.read; ``guardian.replace_hardware`` fails on a node marked "replace
+hardware", judged with node_health's checks) and the drain role's record (its text: gpufleet left the
+node out of service), two small file reads.
+
 Nothing is written, no load is generated, nothing is restarted. The checks carry the names the
 other commands use (``gpu_power.enforced_limit_w[<uuid>]``, ``thermal.*[<uuid>]``,
 ``fabric.*[<ibdev>]``, ``service.*[<instance>]``); :func:`fact` is the ``gpufleet_watch``
@@ -35,13 +40,19 @@ Runs on the managed node (Python 3.11, stdlib only).
 from __future__ import annotations
 
 import itertools
+import os
+import stat
 import time
 
 from ansible_collections.gpufleet.node.plugins.module_utils.core import tool_runner
 from ansible_collections.gpufleet.node.plugins.module_utils.core.results import HARMFUL_REASONS, check
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu import nvidia_smi, nvlink
 from ansible_collections.gpufleet.node.plugins.module_utils.gpu.gpu_judge import power_check
-from ansible_collections.gpufleet.node.plugins.module_utils.node import gpudirect, node_health
+from ansible_collections.gpufleet.node.plugins.module_utils.node import (
+    gpudirect,
+    node_health,
+    remediation_history,
+)
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma import roce_reading
 from ansible_collections.gpufleet.node.plugins.module_utils.rdma.roce_counters import (
     BUFFER_OVERRUN_COUNTERS,
@@ -327,6 +338,35 @@ def serving_keys():
     )
 
 
+# ---------------------------------------------------------------- what a watch that acts reads
+
+DEFAULT_DRAIN_RECORD_PATH = "/var/lib/gpufleet/drained"
+# The drain role's record is one reason line (drain_state.MAX_REASON); more is not a record's.
+MAX_DRAIN_RECORD_BYTES = 4096
+
+
+def read_drain_record(path):
+    """The text of the drain role's record at ``path`` (whitespace folded to one line), None when there
+    is none. A record that is there but cannot be read (not a regular file, no permission) is still a
+    record: its text says so, so a watch that acts never takes such a node for one in service. Opened
+    without following a link and without waiting (a FIFO is never read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return "record unreadable: %s (%s)" % (exc.strerror or exc, path)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "record unreadable: not a regular file (%s)" % path
+        data = os.read(fd, MAX_DRAIN_RECORD_BYTES)
+    except OSError as exc:
+        return "record unreadable: %s (%s)" % (exc.strerror or exc, path)
+    finally:
+        os.close(fd)
+    return " ".join(data.decode("utf-8", "replace").split()) or "drained"
+
+
 # ---------------------------------------------------------------- the window
 
 
@@ -393,9 +433,14 @@ class Watch:
         health=None,
         sample_interval_s=DEFAULT_SAMPLE_INTERVAL_S,
         max_sample_gap_s=DEFAULT_MAX_SAMPLE_GAP_S,
+        history_path=None,
+        drain_record_path=None,
+        node_name="",
     ):
         # health: node_health's options ({expected_gpu_count, dmesg, nvlink, limits, turned_off}), or None
         self.health = health
+        # the remediation history and the drain record (None: not read, the reading's entries null)
+        self.history_path, self.drain_record_path, self.node_name = history_path, drain_record_path, node_name
         self.sample_interval_s, self.max_sample_gap_s = sample_interval_s, max_sample_gap_s
         self.run_command, self.smi, self.window_s, self.limits = run_command, smi, window_s, limits
         self.instances = instances
@@ -446,7 +491,7 @@ class Watch:
         except node_health.ReadError as exc:
             return None, str(exc), None
 
-    def _health(self, before=None, seconds=0.0):
+    def _health(self, before=None, seconds=0.0, history=None):
         """node_health's checks and reading, the gate's judge on the serving node: a GPU that fell off
         the bus, a row remap pending, uncorrectable ECC, an NVLink link down, a recovery action, Xid
         events since boot, PCIe replays over the window (``before``: _health_start's; None: not read,
@@ -467,7 +512,13 @@ class Watch:
             )
         except (node_health.ReadError, gpudirect.ReadError) as exc:
             why = "the node's health could not be read: %s (fail closed)" % exc
-            return [check("watch.health", False, str(exc), None, "", why)], None
+            found = [check("watch.health", False, str(exc), None, "", why)]
+            if history is not None:
+                # the mark is the history's, read apart from the tools: still judged
+                found.append(remediation_history.replace_hardware_check(history))
+            return found, None
+        # the replace-hardware mark, judged with the rest (remediation_history.reading, or None: not read)
+        readings["history"] = history
         found = node_health.judge(readings, h.get("expected_gpu_count"), h.get("limits"), h.get("turned_off"))
         replays = node_health.pcie_replay_checks(
             gpus_before, readings["gpus"], seconds, "during the watch window"
@@ -485,6 +536,12 @@ class Watch:
         return found, fact
 
     def run(self):
+        # first, the two small files a watch that acts decides from (before the window: what it finds
+        # then is what the node was when the watch began)
+        history = None
+        if self.history_path:
+            history = remediation_history.reading(self.history_path, self.node_name)
+        drain_record = read_drain_record(self.drain_record_path) if self.drain_record_path else None
         samples, errors, reads = [], [], []
         health_before = self._health_start() if self.health is not None else None
         started = self.clock()
@@ -504,6 +561,8 @@ class Watch:
             "gpus": [],
             "ports": port_facts(self.roce),
             "instances": [],
+            "history": history["events"] if history else None,
+            "drain_record": drain_record,
         }
         if errors or not samples:
             checks.append(
@@ -524,8 +583,11 @@ class Watch:
             fact["gpus"] = [gpu_fact(g) for g in gpus]
         checks.extend(self.roce.checks())
         if self.health is not None:
-            found, fact["health"] = self._health(health_before, seconds)
+            found, fact["health"] = self._health(health_before, seconds, history)
             checks.extend(found)
+        elif history is not None:
+            # the hardware's health not judged: the replace-hardware mark still is
+            checks.append(remediation_history.replace_hardware_check(history))
         for instance in self.instances:
             found, entry = instance.stop(seconds)
             checks.extend(found)
