@@ -100,6 +100,8 @@ class Plan:
     limit: int
     serving: int
     window_min: int
+    # Report.guardian's ``leaves``: each bad leaf that explains a node's failures -> why, and whose
+    leaves: dict[str, str] = field(default_factory=dict)
 
 
 def _drain_state() -> Any:
@@ -309,7 +311,16 @@ def plan(
                 'gpufleet breaker close --reason "..." closes it'
             ),
         )
-    return Plan(dict(sorted(decisions.items())), after, limit, serving, breaker.window_min)
+    explained: dict[str, list[str]] = {}
+    for node, decision in sorted(decisions.items()):
+        if decision.decision == FABRIC:
+            for leaf in decision.leaf.split(", "):
+                explained.setdefault(leaf, []).append(node)
+    named = {
+        leaf: f"{leaf_verdicts[leaf]}: explains the RoCE ports down on {', '.join(nodes)}"
+        for leaf, nodes in sorted(explained.items())
+    }
+    return Plan(dict(sorted(decisions.items())), after, limit, serving, breaker.window_min, named)
 
 
 def decide(

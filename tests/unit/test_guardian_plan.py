@@ -123,6 +123,8 @@ def test_a_port_down_behind_a_bad_leaf_names_the_leaf_and_quarantines_nothing() 
     assert first.as_guardian()["leaf"] == "leaf02" and first.as_guardian()["decision"] == "fabric"
     assert result.decisions["gpu-02"].decision == "fabric"
     assert result.breaker.events == [] and not result.breaker.open
+    explains = "PFC off on its RoCE ports: explains the RoCE ports down on gpu-01, gpu-02"
+    assert result.leaves == {"leaf02": explains}
 
 
 def test_the_fabric_explains_only_ports_all_cabled_to_bad_leaves() -> None:
