@@ -37,7 +37,9 @@ def test_close_with_a_reason(state_dir: Path, capsys: pytest.CaptureFixture[str]
     where = _opened(state_dir)
     assert cli.main(["breaker", "close", "--reason", "gpu-01 RMA filed; gpu-02 checked"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"closed the breaker (open since {iso(NOW)})")
+    assert out.startswith(
+        f"closed the breaker (open since {iso(NOW)}); 1 quarantine counted so far forgiven (gpu-01)"
+    )
     assert "breaker: closed" in out and "last closed:" in out and "gpu-01 RMA filed; gpu-02 checked" in out
     state = guardian_breaker.load(where)
     assert not state.open and state.events == []

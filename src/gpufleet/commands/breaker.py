@@ -72,10 +72,11 @@ def close(where: Path, reason: str, now: datetime) -> list[str]:
         was_open = guardian_breaker.close(state, reason, now)
         guardian_breaker.save(state, where)
     said = f"closed the breaker (open since {opened})" if was_open else "the breaker was not open"
-    return [
-        printable(f"{said}; reason recorded at {iso(now)}; quarantines counted so far forgiven"),
-        *describe(state, where, now),
-    ]
+    forgiven = state.closed_by_reason[-1].get("forgiven") or []
+    if forgiven:
+        said += f"; {len(forgiven)} quarantine{'s' if len(forgiven) != 1 else ''} counted so far forgiven"
+        said += f" ({', '.join(str(n) for n in forgiven[-5:])})"
+    return [printable(f"{said}; reason recorded at {iso(now)}"), *describe(state, where, now)]
 
 
 def _alone(args: argparse.Namespace, commands: Mapping[str, Command]) -> int:
