@@ -4,7 +4,8 @@ Per node, in this order:
 
 - ``left_alone``: already out of service, so not acted on again: the drain role's record is on the node
   (gpufleet's: a gate that blocked it, an earlier quarantine), the scheduler shows it drained (a person's
-  reason, or gpufleet's), or its history holds a ``replace_hardware`` with no later ``cleared``;
+  reason, or gpufleet's), or its history holds a ``replace_hardware`` with no later ``cleared`` (or the
+  watch's ``guardian.replace_hardware`` check fails with that mark);
 - ``none``: no failed check of an unsafe class (quarantine.unsafe_classes): nothing to do;
 - ``fabric``: its only unsafe failures are RoCE ports down (class roce_port_down), and every such port is
   cabled (its ``fabric_cabling``) to a leaf the run found bad (``leaf_verdicts``: the leaf down, or without
@@ -14,7 +15,8 @@ Per node, in this order:
   (drain_state.drain_reason, ``gpufleet watch: health.xid[...] 79 +1 more``), then either
   ``replace_hardware`` (guardian_escalation: no remediation, it stays out until ``gpufleet release``) or the
   remediation configured for the first of its classes (in quarantine.UNSAFE's order) that has one
-  (``gpu_reset`` | ``reboot``; none: quarantine only);
+  (``gpu_reset`` | ``reboot``; none: quarantine only; none either when its history could not be read:
+  ``guardian.replace_hardware`` "unread", whether it is a repeat offender is unknown);
 - ``would_quarantine``: the same, but the circuit breaker is open or this quarantine would pass its limit
   (guardian_breaker): nothing changes on the node.
 
@@ -48,6 +50,11 @@ DECISIONS = (NONE, LEFT_ALONE, FABRIC, QUARANTINE, WOULD_QUARANTINE)
 # what the drain reason says gpufleet is doing: "gpufleet watch: <failed checks>"
 WHAT = "watch"
 ROCE_PORT_DOWN = "roce_port_down"
+# node_health's (gate and watch) judge of the history's replace-hardware mark
+# (module_utils/node/remediation_history.replace_hardware_check): failed with the class as its value while
+# marked, with "unread" when the history could not be read.
+MARK_CHECK = "guardian.replace_hardware"
+UNREAD = "unread"
 _DRAIN_STATE = "ansible_collections.gpufleet.node.plugins.module_utils.node.drain_state"
 _ORDER = [cls.name for cls in quarantine.UNSAFE]
 
@@ -162,9 +169,19 @@ def _out_of_service(
     record: str | None,
     drained: str | None,
     classes: Mapping[str, list[str]],
+    mark: Mapping[str, Any] | None = None,
 ) -> Decision | None:
-    """left_alone when the node is already out of service, else None."""
+    """left_alone when the node is already out of service, else None (``mark``: the node's failed
+    guardian.replace_hardware check, when its history was not given)."""
     pending = pending_replace(history)
+    if pending is None and mark is not None and mark.get("value") != UNREAD:
+        return Decision(
+            LEFT_ALONE,
+            classes,
+            replace_hardware=True,
+            why=f"replace hardware ({mark.get('value')}): "
+            f'never remediated again; gpufleet release --limit {node} --reason "..." clears it',
+        )
     if pending is not None:
         return Decision(
             LEFT_ALONE,
@@ -201,14 +218,24 @@ def _candidate(
     classes: dict[str, list[str]],
     settings: GuardianSettings,
     now: datetime,
+    history_unread: bool = False,
 ) -> Decision:
-    """A node to quarantine: its drain reason, and replace_hardware or its remediation."""
+    """A node to quarantine: its drain reason, and replace_hardware or its remediation (none when its
+    history could not be read: whether it is a repeat offender is unknown)."""
     reason = drain_reason(checks, classes)
     failed = [c for c in checks if isinstance(c, Mapping) and not c.get("ok", True)]
     escalation = escalate_node(history, classes, failed, now, settings)
     unsafe = quarantine.describe(classes)
     if escalation.replace:
         return Decision(QUARANTINE, classes, reason, "", True, why=f"{unsafe}; {escalation.why}")
+    if history_unread:
+        return Decision(
+            QUARANTINE,
+            classes,
+            reason,
+            why=f"{unsafe}; its remediation history could not be read ({MARK_CHECK}): no remediation "
+            "(whether it is a repeat offender is unknown): it stays out",
+        )
     chosen = next((c for c in classes if settings.remediation_for(c)), "")
     if chosen:
         remediation = settings.remediation_for(chosen)
@@ -266,7 +293,8 @@ def plan(
         checks = [c for c in hosts[node] if isinstance(c, Mapping)]
         history = _history(histories.get(node))
         classes = quarantine.unsafe_classes(checks)
-        out = _out_of_service(node, history, drain_records.get(node), drained.get(node), classes)
+        mark = next((c for c in checks if c.get("name") == MARK_CHECK and not c.get("ok", True)), None)
+        out = _out_of_service(node, history, drain_records.get(node), drained.get(node), classes, mark)
         if out is not None:
             decisions[node] = out
             continue
@@ -287,7 +315,8 @@ def plan(
             )
             continue
         own = settings.get(node) or GuardianSettings()
-        candidates[node] = decisions[node] = _candidate(node, checks, history, classes, own, now)
+        unread = mark is not None and mark.get("value") == UNREAD
+        candidates[node] = decisions[node] = _candidate(node, checks, history, classes, own, now, unread)
     breaker = fleet_breaker(settings)
     serving = serving_count(decisions) if serving_nodes is None else serving_nodes
     limit = guardian_breaker.limit(breaker, serving)

@@ -263,3 +263,18 @@ def test_missing_settings_are_the_defaults() -> None:
     found = decide({"gpu-01": XID_79}, {}, {}, {}, BreakerState(), {}, {}, NOW)
     assert found["gpu-01"].decision == "quarantine" and found["gpu-01"].remediation == ""
     assert GuardianSettings().breaker.max_nodes == 2
+
+
+def test_the_nodes_replace_hardware_check_is_read_too() -> None:
+    # marked (the watch's node_health judged the history): left alone even without the events given
+    marked = [*XID_79, failed("guardian.replace_hardware", "row_remap")]
+    found = _decide({"gpu-01": marked}, hostvars={"gpu-01": {"guardian_remediation": {"xid": "reboot"}}})
+    assert found["gpu-01"].decision == "left_alone" and found["gpu-01"].replace_hardware
+    assert "replace hardware (row_remap)" in found["gpu-01"].why
+    # the history could not be read: quarantined, never remediated
+    unread = [*XID_79, failed("guardian.replace_hardware", "unread")]
+    found = _decide({"gpu-01": unread}, hostvars={"gpu-01": {"guardian_remediation": {"xid": "reboot"}}})
+    assert found["gpu-01"].decision == "quarantine" and found["gpu-01"].remediation == ""
+    assert "remediation history could not be read" in found["gpu-01"].why
+    # unread and nothing unsafe: nothing to do
+    assert _decide({"gpu-01": [failed("guardian.replace_hardware", "unread")]})["gpu-01"].decision == "none"
