@@ -43,6 +43,8 @@ PLAYBOOKS: dict[str, Playbook] = {
     "gate_stop.yml": Playbook("gate", holds_as="gpufleet gate"),
     # the nodes a changing run still held when it ended (a node failed, a second signal): released
     "release_lock.yml": Playbook("release"),
+    # gpufleet release: a person clears a node's replace-hardware mark (its remediation history)
+    "release.yml": Playbook("release", holds_as="gpufleet release"),
     "switch_qos.yml": Playbook("switch", runs_on_leaves=True),
     "watch.yml": Playbook("watch", read_only=True),
 }

@@ -6,7 +6,19 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from gpufleet.commands import base, breaker, check, drift, facts, gate, provision, report, switch, watch
+from gpufleet.commands import (
+    base,
+    breaker,
+    check,
+    drift,
+    facts,
+    gate,
+    provision,
+    release,
+    report,
+    switch,
+    watch,
+)
 from gpufleet.progress import Display, Judges
 
 # In `gpufleet --help`'s order.
@@ -21,6 +33,7 @@ COMMANDS: dict[str, base.Command] = {
         drift.COMMAND,
         watch.COMMAND,
         breaker.COMMAND,
+        release.COMMAND,
         report.COMMAND,
     )
 }
