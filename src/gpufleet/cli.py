@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, interrupt, preflight, prom, report_files, runlock, runner
+from gpufleet import catalog, interrupt, markdown_report, preflight, prom, report_files, runlock, runner
 from gpufleet import report as report_mod
 from gpufleet.commands import base, registry
 from gpufleet.printable import printable
@@ -131,6 +131,8 @@ def print_summary(report: Report, report_dir: Path) -> int:
         + ", ".join(str(report_dir / report_files.FILES[kind]) for kind in ("json", "md", "prom", "html"))
     )
     print("summary: " + ", ".join(f"{k} {v}" for k, v in summary.items() if v))
+    for line in markdown_report.guardian_console(report):  # a watch that acts: what it did per node
+        print(printable(line))
     return _exit_status(report)
 
 

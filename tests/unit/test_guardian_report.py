@@ -93,3 +93,19 @@ def test_console_lines_name_each_decision() -> None:
         "steps: quarantine ok, gpu_reset failed, gate failed" in lines
     )
     assert not any(line.startswith("guardian: node09") for line in lines)
+
+
+def test_the_console_prints_them_after_the_summary_and_nothing_for_a_plain_run(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from gpufleet import cli
+
+    report = _report()
+    report.hosts["node03"].guardian["why"] = "breaker open\x1b[2J"
+    assert cli.print_summary(report, tmp_path) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("summary: ") and out[2].startswith("guardian: Circuit breaker open")
+    assert "guardian: node03: would quarantine (nvlink): breaker open\\x1b[2J" in out
+    report.guardian = {}
+    for host in report.hosts.values():
+        host.guardian = {}
+    cli.print_summary(report, tmp_path)
+    assert not [line for line in capsys.readouterr().out.splitlines() if line.startswith("guardian")]
