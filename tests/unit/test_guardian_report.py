@@ -4,12 +4,16 @@ its leaves, and a --check run's note. A plain watch's report shows none of it.""
 
 from __future__ import annotations
 
-from gpufleet import html_report, markdown_report
-from gpufleet.report import from_dict
+from pathlib import Path
+
+import pytest
+
+from gpufleet import cli, html_report, markdown_report
+from gpufleet.report import Report, from_dict
 from tests.unit.test_prom_guardian import acting_report
 
 
-def _report():  # type: ignore[no-untyped-def]
+def _report() -> Report:
     report = acting_report()
     report.hosts["node02"].guardian["reason"] = "gpufleet watch: health.row_remap_pending[GPU-b] (row_remap)"
     report.hosts["node02"].guardian["steps"][1]["message"] = (
@@ -95,9 +99,9 @@ def test_console_lines_name_each_decision() -> None:
     assert not any(line.startswith("guardian: node09") for line in lines)
 
 
-def test_the_console_prints_them_after_the_summary_and_nothing_for_a_plain_run(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
-    from gpufleet import cli
-
+def test_the_console_prints_them_after_the_summary_and_nothing_for_a_plain_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = _report()
     report.hosts["node03"].guardian["why"] = "breaker open\x1b[2J"
     assert cli.print_summary(report, tmp_path) == 1
