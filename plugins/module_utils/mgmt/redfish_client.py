@@ -521,6 +521,16 @@ class RedfishClient(HttpsClient):
             )
         return doc
 
+    def post_action(self, path, body):
+        """POST ``body`` to an action's target (ComputerSystem.Reset), sent once: an action is not
+        retried, as a second reset is a second reboot. Returns the HTTP status (204: no body)."""
+        saved, self.retries = self.retries, 0
+        try:
+            status, _headers, _doc = self._call("POST", path, body=body)
+        finally:
+            self.retries = saved
+        return status
+
     def members(self, path):
         """Every member URI of a collection, following Members@odata.nextLink pages."""
         uris, page, pages = [], path, 0

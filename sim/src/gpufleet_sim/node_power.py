@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import time
 from pathlib import Path
 
 from gpufleet_sim import processes
@@ -93,6 +94,8 @@ def powered_down(state: State, power: str) -> None:
     """The node's host went down (power is POWERING_ON for a restart, OFF for a power off): a hang
     ends with it."""
     state["power_state"] = power
+    # what its BMC shows as the ComputerSystem's LastResetTime (bmcweb: the host state's last change)
+    state["last_reset_time"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
     if HUNG in state.get("faults", []):
         state["faults"].remove(HUNG)
 

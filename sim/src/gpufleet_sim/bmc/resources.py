@@ -210,6 +210,9 @@ def system(view: View) -> Resource:
         UUID=str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{state['name']}.gpufleet-sim")),
         HostName=str(state["name"]),
         PowerState=power,
+        # when the host last went down (a reset, a power off): bmcweb's, from the host state's last change;
+        # absent until the node's first reset (nothing recorded)
+        **({"LastResetTime": str(state["last_reset_time"])} if state.get("last_reset_time") else {}),
         Status={"State": _POWER_STATUS.get(power, "Disabled"), "Health": "OK"},
         Links={"Chassis": [link(CHASSIS)], "ManagedBy": [link(MANAGER)]},
         Actions={
