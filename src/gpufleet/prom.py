@@ -427,11 +427,15 @@ def _guardian_host_series(
     if metric:
         for name in classes or ["unknown"]:
             out.add(metric, {**base, "class": name}, True)
-    for step in _list(guardian.get("steps")):
-        step = _dict(step)
-        if step.get("step") in _REMEDIATIONS and isinstance(step.get("outcome"), str):
-            labels = {**base, "action": step["step"], "outcome": step["outcome"]}
-            out.add("gpufleet_node_remediation", labels, True)
+    steps = [_dict(step) for step in _list(guardian.get("steps"))]
+    for i, step in enumerate(steps):
+        outcome = step.get("outcome")
+        if step.get("step") not in _REMEDIATIONS or not isinstance(outcome, str):
+            continue
+        # a run stopped after it (a "stopped" step follows): its end was never confirmed
+        if outcome == "ok" and any(later.get("step") == "stopped" for later in steps[i + 1 :]):
+            outcome = "stopped"
+        out.add("gpufleet_node_remediation", {**base, "action": step["step"], "outcome": outcome}, True)
 
 
 def _guardian_series(out: Samples, command: str, guardian: dict[str, Any]) -> None:

@@ -136,6 +136,25 @@ def test_a_check_run_took_nothing_out_so_it_only_would_have() -> None:
     assert series(text, "gpufleet_guardian_breaker_limit") == {L(command="watch"): 2.0}
 
 
+def test_a_remediation_a_stopped_run_did_not_see_end_is_stopped() -> None:
+    """SIGTERM during the reboot wait: the reboot's tasks so far were ok, then the run stopped."""
+    report = acting_report()
+    report.hosts["node01"].guardian = {
+        "decision": "kept_out",
+        "classes": {"gpu_lost": ["health.gpu_count"]},
+        "remediation": "reboot",
+        "steps": [_step("quarantine", "ok"), _step("reboot", "ok"), _step("stopped", "stopped")],
+    }
+    text = prom.render(report)
+    check_metrics(text)
+    assert series(text, "gpufleet_node_remediation", host="node01") == {
+        L(command="watch", action="reboot", outcome="stopped"): 1.0
+    }
+    assert series(text, "gpufleet_node_quarantined", host="node01") == {
+        L(command="watch", **{"class": "gpu_lost"}): 1.0
+    }
+
+
 def test_a_plain_watchs_file_is_unchanged_by_a_history_on_its_nodes() -> None:
     plain = Report(command="watch", started="2026-12-06T20:30:00Z", finished="2026-12-06T20:40:00Z")
     plain.hosts["node01"] = HostReport(status="ok", facts={"gpufleet_watch": WATCH})
