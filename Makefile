@@ -31,30 +31,60 @@ demo: setup
 screenshot: demo
 	$(BIN)/python scripts/screenshot.py reports/demo/gate/report.html docs/img/gate-report.png
 
-test: setup lint sanity unit integration conformance
+# lint's checks and sanity share nothing (sanity works on a copy in a temporary directory): they run at
+# once, each one timed and its output printed whole when it ends; then the test suites one after another.
+test: setup
+	@$(TIMED) "lint and sanity" $(MAKE) --no-print-directory --keep-going -j $(TEST_STATIC_JOBS) \
+	  --output-sync=target sanity-timed $(LINT_CHECKS)
+	@$(MAKE) --no-print-directory unit integration conformance
 
 # The role READMEs and the Galaxy README, generated from the argument specs and plugin docs
 # (scripts/make_docs.py); lint fails when a committed page is out of date.
 docs: setup
 	$(BIN)/python scripts/make_docs.py
 
+# lint's checks share nothing: they run at once (LINT_JOBS), each one's output printed whole when it
+# ends, with its time (scripts/timed.sh); every check runs, and lint fails when any of them does.
+# ansible-doc renders every plugin of a type in one process, which exits non-zero naming the first one
+# that does not render.
+LINT_JOBS ?= 4
+TEST_STATIC_JOBS ?= 5
+LINT_CHECKS := lint-ansible-lint lint-ansible-doc lint-mypy lint-docs lint-changelog lint-ruff
+TIMED := bash scripts/timed.sh
+.PHONY: $(LINT_CHECKS) sanity-timed
 lint: setup
-	$(BIN)/ruff check src sim plugins tests bench scripts
-	$(BIN)/ruff format --check src sim plugins tests bench scripts
-	$(BIN)/mypy
-	$(BIN)/ansible-lint --offline --profile production
-	$(BIN)/python scripts/make_docs.py --check
-	$(BIN)/antsibull-changelog lint
-	@for f in plugins/modules/*.py plugins/callback/*.py plugins/filter/*.py; do \
-	  type=$$(basename $$(dirname $$f)); \
-	  $(BIN)/ansible-doc -t $${type%s} gpufleet.node.$$(basename $$f .py) > /dev/null || exit 1; \
-	done; echo "ansible-doc: every module, callback and filter renders"
+	@$(MAKE) --no-print-directory --keep-going -j $(LINT_JOBS) --output-sync=target $(LINT_CHECKS)
+
+lint-ruff: setup
+	@$(TIMED) ruff bash -c '$(BIN)/ruff check src sim plugins tests bench scripts && \
+	  $(BIN)/ruff format --check src sim plugins tests bench scripts'
+
+lint-mypy: setup
+	@$(TIMED) mypy $(BIN)/mypy
+
+lint-ansible-lint: setup
+	@$(TIMED) ansible-lint $(BIN)/ansible-lint --offline --profile production
+
+lint-docs: setup
+	@$(TIMED) make_docs $(BIN)/python scripts/make_docs.py --check
+
+lint-changelog: setup
+	@$(TIMED) antsibull-changelog $(BIN)/antsibull-changelog lint
+
+lint-ansible-doc: setup
+	@$(TIMED) ansible-doc bash -c 'doc() { $(BIN)/ansible-doc -t $$1 \
+	    $$(for f in $$2/*.py; do echo gpufleet.node.$$(basename $$f .py); done) > /dev/null; }; \
+	  doc module plugins/modules && doc callback plugins/callback && doc filter plugins/filter && \
+	  echo "ansible-doc: every module, callback and filter renders"'
 
 # ansible-core's ansible-test sanity on what the collection ships (scripts/sanity.sh says how and why;
 # it passes with no ignore file: keep it so). ~1.5 min; the first run builds its
 # virtual environments from PyPI (~/.ansible/test/venv), a few minutes more.
 sanity: setup
 	PY=$(BIN)/python bash scripts/sanity.sh $(SANITY_ARGS)
+
+sanity-timed: setup
+	@$(TIMED) sanity env PY=$(BIN)/python bash scripts/sanity.sh $(SANITY_ARGS)
 
 unit: setup
 	$(BIN)/pytest -n 2 tests/unit
