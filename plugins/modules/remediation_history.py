@@ -21,7 +21,7 @@ description:
     named at once, before anything is written), gives each its time (now, UTC) where it has none and O(run)
     where it names none, and appends them.
   - A file that cannot be read or is not a history (not JSON, no C(events) list, an event of another
-    shape, a FIFO, a link, larger than 1 MiB) fails the module naming the file and why; nothing is written
+    shape, a FIFO, a link, larger than 8 MiB) fails the module naming the file and why; nothing is written
     over it.
   - A node whose latest V(replace_hardware) event has no later V(cleared) one is marked "replace hardware"
     (C(replace_hardware)); M(gpufleet.node.node_health) and M(gpufleet.node.watch) then fail
@@ -42,7 +42,7 @@ options:
         lowercase letters, digits and C(_), as C(gpu_lost), C(row_remap), C(xid)), C(action) (V(quarantine),
         V(gpu_reset), V(reboot), V(gate_passed), V(gate_failed), V(replace_hardware) or V(cleared)),
         C(outcome) (V(ok) or V(failed)), and optionally C(time) (ISO UTC, C(2026-12-06T20:31:05Z); now when
-        absent), C(checks) (the failed checks' names, at most 50), C(detail) (one line, at most 500
+        absent), C(checks) (the failed checks' names, at most 256), C(detail) (one line, at most 500
         characters) and C(run) (the run's id). Any other key is refused.
     type: list
     elements: dict

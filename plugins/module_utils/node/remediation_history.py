@@ -33,8 +33,9 @@ from ansible_collections.gpufleet.node.plugins.module_utils.core.results import 
 DEFAULT_PATH = "/var/lib/gpufleet/remediation-history.json"
 # The newest events kept: two years of a node remediated weekly, ~60 KB.
 MAX_EVENTS = 200
-# A history of MAX_EVENTS events is ~100 KB at most; a file larger than this is no history.
-MAX_BYTES = 1024 * 1024
+# A history of MAX_EVENTS events is ~100 KB usually, ~2.5 MB if every event named MAX_CHECKS checks; a file
+# larger than this is no history.
+MAX_BYTES = 8 * 1024 * 1024
 ACTIONS = ("quarantine", "gpu_reset", "reboot", "gate_passed", "gate_failed", "replace_hardware", "cleared")
 OUTCOMES = ("ok", "failed")
 KEYS = ("time", "class", "action", "outcome", "checks", "detail", "run")
@@ -42,7 +43,8 @@ KEYS = ("time", "class", "action", "outcome", "checks", "detail", "run")
 _CLASS = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 _TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 MAX_DETAIL = 500
-MAX_CHECKS = 50
+# the failed checks of a quarantine: a 16-GPU node with every GPU failing ten checks names 161
+MAX_CHECKS = 256
 MAX_TEXT = 200
 FILE_MODE = 0o644
 CHECK = "guardian.replace_hardware"
