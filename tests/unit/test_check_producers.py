@@ -68,6 +68,7 @@ PRODUCERS = {
     "gpu_pinning.nvlink_domain_gpus[]": "plugins/module_utils/gpu/gpu_judge.py:pinning_plan",
     "gpu_power.enforced_limit_w[]": "plugins/module_utils/gpu/gpu_judge.py:power_check",
     "gpu_power.persistence_mode[]": "plugins/module_utils/gpu/gpu_judge.py:persistence_check",
+    "guardian.already_out": "plugins/module_utils/node/out_of_service.py:already_out_check",
     "guardian.replace_hardware": "plugins/module_utils/node/remediation_history.py:replace_hardware_check",
     "health.dcgm_diag": "plugins/module_utils/node/node_health.py:diag_checks",
     "health.dcgm_diag[]": "plugins/module_utils/node/node_health.py:_diag_test_check",
