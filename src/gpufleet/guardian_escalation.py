@@ -76,7 +76,7 @@ def _within(event: Mapping[str, Any], now: datetime, window: timedelta) -> bool:
     return moment is None or moment >= now - window
 
 
-def _events(events: Iterable[Any]) -> list[Mapping[str, Any]]:
+def _event_list(events: Iterable[Any]) -> list[Mapping[str, Any]]:
     return [e for e in events if isinstance(e, Mapping)]
 
 
@@ -87,7 +87,7 @@ def remediations_in_window(
     before ``now``, oldest first. Its len() is the count escalation compares."""
     return [
         e
-        for e in _events(events)
+        for e in _event_list(events)
         if e.get("class") == cls and e.get("action") in REMEDIATION_ACTIONS and _within(e, now, window)
     ]
 
@@ -142,7 +142,7 @@ def escalate(
     ``settings.escalate_window_h``."""
     window = timedelta(hours=settings.escalate_window_h)
     hours = f"{settings.escalate_window_h} h"
-    events = _events(events)
+    events = _event_list(events)
     at_once = straight_to_replace(failed_checks)
     if at_once:
         return Escalation(True, at_once)
@@ -178,7 +178,7 @@ def escalate_node(
 ) -> Escalation:
     """:func:`escalate` over a node's unsafe classes (quarantine.unsafe_classes' result, in its order):
     the first that goes to replace hardware, else the first class's answer (no class: no escalation)."""
-    events = _events(events)
+    events = _event_list(events)
     failed = _failed(failed_checks)
     answers = [escalate(events, cls, failed, now, settings) for cls in classes]
     return next((a for a in answers if a.replace), answers[0] if answers else Escalation(False, ""))
@@ -188,7 +188,7 @@ def pending_replace(events: Iterable[Any]) -> Mapping[str, Any] | None:
     """The node's latest ``replace_hardware`` event when no ``cleared`` event follows it (the node stays
     out, never remediated again), else None. By the history's order (oldest first), not its clocks."""
     pending: Mapping[str, Any] | None = None
-    for event in _events(events):
+    for event in _event_list(events):
         if event.get("action") == REPLACE:
             pending = event
         elif event.get("action") == CLEARED:

@@ -163,7 +163,7 @@ def fabric_leaf(
     return found
 
 
-def _out_of_service(
+def _left_alone(
     node: str,
     history: Sequence[Any],
     record: str | None,
@@ -294,7 +294,7 @@ def plan(
         history = _history(histories.get(node))
         classes = quarantine.unsafe_classes(checks)
         mark = next((c for c in checks if c.get("name") == MARK_CHECK and not c.get("ok", True)), None)
-        out = _out_of_service(node, history, drain_records.get(node), drained.get(node), classes, mark)
+        out = _left_alone(node, history, drain_records.get(node), drained.get(node), classes, mark)
         if out is not None:
             decisions[node] = out
             continue
