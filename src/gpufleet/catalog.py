@@ -47,6 +47,9 @@ PLAYBOOKS: dict[str, Playbook] = {
     "release.yml": Playbook("release", holds_as="gpufleet release"),
     "switch_qos.yml": Playbook("switch", runs_on_leaves=True),
     "watch.yml": Playbook("watch", read_only=True),
+    # gpufleet watch --act: the chosen nodes quarantined and remediated, then the gate's verdict recorded
+    "guardian_act.yml": Playbook("watch", holds_as="gpufleet watch --act"),
+    "guardian_record.yml": Playbook("watch", holds_as="gpufleet watch --act"),
 }
 
 
