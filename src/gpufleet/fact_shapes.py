@@ -35,7 +35,8 @@ SHAPES: dict[str, Any] = {
     "gpufleet_gpus": [_GPU],
     "gpufleet_coolant": {"connectors": [_CONNECTOR], "cdus": [{"connectors": [_CONNECTOR]}]},
     "gpufleet_burn_in": {"gpus": [_TRACE], "limits": {}},
-    "gpufleet_watch": {},
+    # prom reads a watch that acts' left-alone node from its remediation history's events
+    "gpufleet_watch": {"history": [{}]},
 }
 
 

@@ -16,7 +16,14 @@ from tests.unit.test_html_report import burn_in, check, coolant
 
 GPU = {"index": 0, "uuid": "GPU-0", "power": {"enforced_limit_w": 1400.0, "requested_limit_w": 1400.0}}
 CDU = {"id": "1", "connectors": [{"key": "CDU1/primary/1", "flow_lpm": 30.0}]}
-WATCH = {"gpus": [{"uuid": "GPU-0", "power_draw_w": 300.0}], "ports": [{"ibdev": "mlx5_0"}]}
+WATCH = {
+    "gpus": [{"uuid": "GPU-0", "power_draw_w": 300.0}],
+    "ports": [{"ibdev": "mlx5_0"}],
+    "history": [
+        {"time": "2026-12-06T20:31:05Z", "class": "xid", "action": "replace_hardware", "outcome": "ok"}
+    ],
+    "drain_record": "gpufleet watch: health.xid[0000:1b:00.0] 79",
+}
 
 
 def facts() -> dict[str, Any]:
