@@ -53,9 +53,9 @@ def now():
 
 def bus_key(bus_id):
     """A PCI bus id compared as nvidia-smi compares it: 4- and 8-digit domains alike, any case."""
-    domain, _, rest = (bus_id or "").strip().lower().partition(":")
+    domain, colon, rest = (bus_id or "").strip().lower().partition(":")
     try:
-        return "%x:%s" % (int(domain, 16), rest)
+        return "%x%s%s" % (int(domain, 16), colon, rest)
     except ValueError:
         return (bus_id or "").strip().lower()
 
