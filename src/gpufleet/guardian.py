@@ -121,6 +121,7 @@ def _record(host: HostReport, decision: guardian_plan.Decision) -> None:
 # The task names of playbooks/guardian_act.yml that begin each step the report times.
 ACT_STEPS = (
     ("quarantine", "Quarantine:"),
+    ("replace_hardware", "Replace hardware:"),
     ("gpu_reset", "GPU reset:"),
     ("reboot", "Reboot:"),
 )
@@ -203,7 +204,9 @@ def guard(options: GuardianOptions, progress: runner.Progress | None = None) -> 
                 _step("quarantine", "would", "--check: nothing was changed")
             )
     elif acting:
-        _act(options, report, planned.decisions, acting, settings, progress)
+        left = _act(options, report, planned.decisions, acting, settings, progress)
+        if left:
+            _uncount(left, moment)
     report.finished = now()
     return report
 
@@ -224,6 +227,16 @@ def act_vars(decision: guardian_plan.Decision) -> dict[str, Any]:
 ALREADY_OUT = "guardian.already_out"
 
 
+def _uncount(nodes: list[str], moment: datetime) -> None:
+    """This run's breaker count of ``nodes`` taken back: the act found them already out of service (a
+    person's drain the watch cannot see) and changed nothing of them."""
+    stamp = guardian_escalation.iso(moment)
+    with guardian_breaker.held():
+        state = guardian_breaker.load()
+        state.events = [e for e in state.events if not (e.get("node") in nodes and e.get("time") == stamp)]
+        guardian_breaker.save(state)
+
+
 def _act(
     options: GuardianOptions,
     report: Report,
@@ -231,8 +244,9 @@ def _act(
     acting: list[str],
     settings: Mapping[str, guardian_settings.GuardianSettings],
     progress: runner.Progress | None,
-) -> None:
-    """guardian_act.yml on the nodes to take out, then the gate on those it remediated."""
+) -> list[str]:
+    """guardian_act.yml on the nodes to take out, then the gate on those it remediated; the nodes it
+    found already out of service (left alone)."""
     if progress:
         progress(f"watch --act: taking out of service {', '.join(acting)}")
     try:
@@ -254,8 +268,8 @@ def _act(
             host.guardian["decision"] = "kept_out"
             host.status = "interrupted"
             host.message = f"watch --act was stopped: {stopped.where_stopped()}; {host.message}"
-        return
-    remediated = []
+        return []
+    remediated, left = [], []
     for name in acting:
         host = report.hosts[name]
         done = result.hosts.get(name) or runner.HostResult(name=name)
@@ -264,6 +278,7 @@ def _act(
         if out is not None:
             host.guardian["decision"] = "left_alone"
             host.guardian["why"] = str(out.get("message", ""))
+            left.append(name)
             host.message = f"left_alone: {out.get('message', '')}"
         elif done.failed or done.unreachable:
             host.guardian["decision"] = "kept_out"
@@ -283,9 +298,10 @@ def _act(
                 )
             )
             report.hosts[name].guardian["decision"] = "kept_out"
-        return
+        return left
     if remediated:
         _gate(options, report, remediated, settings, progress)
+    return left
 
 
 def _gate(

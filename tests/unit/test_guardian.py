@@ -181,6 +181,8 @@ def test_a_node_found_already_out_is_left_alone(
     report = guardian.guard(options(tmp_path, {"node01": {"guardian_remediation": {"xid": "gpu_reset"}}}))
     assert report.hosts["node01"].guardian["decision"] == "left_alone"
     assert fleet.gated == []
+    # counted before the act, taken back once the act found it out: the breaker's place is not used
+    assert json.loads(guardian_breaker.path().read_text())["events"] == []
 
 
 def test_a_signal_during_the_act_starts_no_gate(
