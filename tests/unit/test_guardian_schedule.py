@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import shlex
 
-from gpufleet import guardian_settings
+from gpufleet import cli, guardian_settings
+from gpufleet.commands import registry
 from tests.unit.test_watch_schedule import unit
 
 
@@ -33,3 +34,11 @@ def test_a_run_outlives_a_reboot_at_the_default_timeouts_and_stops_cleanly() -> 
     )
     assert int(service["TimeoutStartSec"]) > reboot
     assert service["KillMode"] == "mixed" and int(service["TimeoutStopSec"]) > 0
+
+
+def test_the_service_runs_a_guardian_the_cli_accepts() -> None:
+    argv = shlex.split(unit("gpufleet-guardian.service")["Service"]["ExecStart"])
+    args = cli._parser().parse_args(argv[1:])
+    assert args.command == "watch" and args.act is True and args.check is False
+    registry.COMMANDS["watch"].validate(args)
+    assert registry.COMMANDS["watch"].reported_as(args) == "watch --act"
