@@ -57,7 +57,7 @@ class ActionModule(ControllerAction):
         return action.run(task_vars=self._vars)
 
     def _failed(self, result, msg, **extra):
-        result.update(failed=True, msg=msg, finished=bmc_reset.now_iso(), **extra)
+        result.update(failed=True, msg=msg, ended=bmc_reset.now_iso(), **extra)
 
     def work(self, args, result):
         result.update(step=bmc_reset.STEP, started=bmc_reset.now_iso(), changed=False, resets=[], requests=0)
@@ -80,7 +80,7 @@ class ActionModule(ControllerAction):
         if self._task.check_mode:
             result.update(
                 changed=True,
-                finished=bmc_reset.now_iso(),
+                ended=bmc_reset.now_iso(),
                 msg=f"would send GracefulRestart through BMC {client.baseuri}, ForceRestart if the node has "
                 f"not gone down {args['graceful_timeout_s']}s later, then wait up to "
                 f"{args['boot_timeout_s']}s for it to answer; nothing sent",
@@ -130,7 +130,7 @@ class ActionModule(ControllerAction):
         )
         result.update(
             up_at=bmc_reset.now_iso(),
-            finished=bmc_reset.now_iso(),
+            ended=bmc_reset.now_iso(),
             msg=f"rebooted through BMC {client.baseuri}: {sent}; the node answered again after "
             f"{up.get('elapsed', '?')}s",
         )

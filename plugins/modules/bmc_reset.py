@@ -152,8 +152,8 @@ started:
   returned: always
   type: str
   sample: "2026-12-06T20:31:05Z"
-finished:
-  description: When it finished (UTC, ISO 8601).
+ended:
+  description: When it ended (UTC, ISO 8601; not C(finished), which Ansible keeps for async results).
   returned: always
   type: str
   sample: "2026-12-06T20:36:41Z"

@@ -21,7 +21,9 @@ description:
     nothing on it.
 options:
   record_path:
-    description: The drain role's record on the node (C(drain_record_path)).
+    description:
+      - The drain role's record on the node (C(drain_record_path)).
+      - Empty - the record is not read (a node that does not answer; its scheduler alone is judged).
     type: path
     default: /var/lib/gpufleet/drained
   scheduler:

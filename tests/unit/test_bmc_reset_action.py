@@ -266,7 +266,7 @@ def test_the_whole_run_reboots_waits_and_masks_the_password(bmc: tuple[dict[str,
     assert [r["reset_type"] for r in result["resets"]] == ["GracefulRestart"]
     assert result["msg"].startswith("rebooted through BMC https://127.0.0.1:")
     assert "GracefulRestart sent " in result["msg"] and result["msg"].endswith("answered again after 2s")
-    assert result["started"] <= result["down_at"] <= result["up_at"] <= result["finished"]
+    assert result["started"] <= result["down_at"] <= result["up_at"] <= result["ended"]
     assert params["password"] not in str(result)
 
 

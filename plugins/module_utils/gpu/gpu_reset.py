@@ -118,7 +118,7 @@ def _in_use(gpus, apps):
 
 
 def _fail(module, msg, result, cmd=None, ran=None):
-    result = dict(result, finished=now())
+    result = dict(result, ended=now())
     if cmd is not None:
         rc, out, err = ran
         result.update(cmd=cmd, rc=rc, stdout=tool_runner.kept(out), stderr=tool_runner.kept(err))
@@ -161,7 +161,7 @@ def run(module):
     if module.check_mode:
         base.update(
             changed=True,
-            finished=now(),
+            ended=now(),
             gpus=[dict(g, reset=False, present=True, message="would be reset") for g in before],
             msg="would turn persistence mode off on %d GPU(s) and reset all %d GPU(s) (nvidia-smi -r); %s"
             % (len(persistent), len(before), AFTERWARDS),
@@ -218,7 +218,7 @@ def run(module):
     if failed:
         _fail(module, "GPU reset incomplete: %s" % "; ".join(failed), base)
     base.update(
-        finished=now(),
+        ended=now(),
         msg="reset all %d GPU(s) (nvidia-smi -r)%s; %s"
         % (
             len(results),

@@ -54,7 +54,7 @@ def test_persistence_off_first_then_every_gpu_reset_and_read_again(node: SimNode
     ] * 8
     assert all(g["persistence_mode"] is False for g in node.state()["gpus"])  # left off
     assert "gpu_power role turns it on again" in result["msg"]
-    assert result["started"] <= result["finished"]
+    assert result["started"] <= result["ended"]
     assert node.state()["gpu_resets"][-1]["reset"] == buses(node)
     assert not node.state()["gpus"][2]["remapped_rows"]["pending"]  # what the reset was for
 
