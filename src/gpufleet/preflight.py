@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, report_files, runner
+from gpufleet import catalog, inventory_cache, report_files, runner
 
 # The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
 NODE_GROUP = "gpu_nodes"
@@ -117,6 +117,20 @@ def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:
         ANSIBLE_INVENTORY_UNPARSED_FAILED="True", ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="True"
     )
     env.pop("ANSIBLE_VAULT_PASSWORD_FILE", None)  # listing needs no secret; decrypting is checked below
+    # a static inventory's listing is kept from the run before while none of its inputs changed
+    inputs = inventory_cache.key(inventory, limit, env)
+    listed = inventory_cache.get(inputs) if inputs is not None else None
+    if listed is None:
+        listed = _list(inventory, limit, env)
+        if inputs is not None and inventory_cache.key(inventory, limit, env) == inputs:
+            inventory_cache.put(inputs, listed)
+    if not hosts(listed):
+        where = f"--limit {limit} matches no host of" if limit else "no host in"
+        raise ConfigError(f"{where} inventory {inventory}")
+    return listed
+
+
+def _list(inventory: Path, limit: str | None, env: dict[str, str]) -> dict[str, Any]:
     argv = ["ansible-inventory", "-i", str(inventory), "--list", *(["--limit", limit] if limit else [])]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
     if done.returncode != 0:
@@ -125,9 +139,6 @@ def read_inventory(inventory: Path, limit: str | None = None) -> dict[str, Any]:
         listed: dict[str, Any] = json.loads(done.stdout)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"inventory {inventory}: ansible-inventory printed no JSON ({exc})") from None
-    if not hosts(listed):
-        where = f"--limit {limit} matches no host of" if limit else "no host in"
-        raise ConfigError(f"{where} inventory {inventory}")
     return listed
 
 
