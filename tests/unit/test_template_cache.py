@@ -10,6 +10,9 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
+
+import yaml
 
 PROBE = textwrap.dedent(
     """
@@ -98,3 +101,26 @@ def test_the_roles_templates_are_compiled_before_the_fork_and_the_worker_compile
     assert len(warmed) > 50
     # rendered in a forked child (ansible's worker): the template the parent compiled is reused
     assert seen["child"] == {"value": "4200", "new": 0}
+
+
+def test_the_collection_s_templates_are_read_once_a_process_and_as_the_pure_python_loader_reads_them(
+    tmp_path: Path,
+) -> None:
+    from ansible_collections.gpufleet.node.plugins.callback import template_cache
+
+    root = template_cache.COLLECTION
+    files = sorted(root.glob("roles/*/defaults/main.yml")) + sorted(root.glob("roles/*/vars/main.yml"))
+    files += sorted(root.glob("playbooks/tasks/*.yml"))
+    expected: list[str] = []
+    for path in files:
+        for text in template_cache.templates_in(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            if text not in expected:
+                expected.append(text)
+    assert list(template_cache.collection_templates(root)) == expected
+    assert len(expected) > 50
+    # a second play's start reads no file again: a collection whose files are gone gives the same list
+    (tmp_path / "roles" / "r" / "vars").mkdir(parents=True)
+    (tmp_path / "roles" / "r" / "vars" / "main.yml").write_text("a: '{{ b }}'\n")
+    assert template_cache.collection_templates(tmp_path) == ("{{ b }}",)
+    (tmp_path / "roles" / "r" / "vars" / "main.yml").unlink()
+    assert template_cache.collection_templates(tmp_path) == ("{{ b }}",)
