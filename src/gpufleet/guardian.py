@@ -144,8 +144,8 @@ def act_steps(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for task in tasks:
         name = str(task.get("task", "")).split(" : ")[-1]
         step = next((s for s, prefix in ACT_STEPS if name.startswith(prefix)), None)
-        if step is None:
-            continue
+        if step is None or task["outcome"] == "skipped":
+            continue  # a step the node did not take (another remediation's tasks skip)
         found = steps.setdefault(
             step,
             {"step": step, "started": report_time(task.get("start", "")), "outcome": "ok", "message": ""},

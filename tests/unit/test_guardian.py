@@ -221,6 +221,7 @@ def test_leaves_are_read_only_when_a_node_failed_on_its_roce_side() -> None:
 def test_act_steps_take_each_steps_first_start_and_last_end_and_its_failure() -> None:
     tasks = [
         task("Quarantine: drain"),
+        task("GPU reset: reset every GPU", "skipped"),
         {
             **task("Reboot: restart through the BMC", "failed"),
             "msg": "the BMC refused",
