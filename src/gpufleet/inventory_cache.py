@@ -9,8 +9,8 @@ under a key of every input that can change it:
   under it) and of its ``group_vars`` and ``host_vars`` trees, and which of those exist;
 - the ansible.cfg the tool runs with (its content), ansible-core (its release file and the
   ansible-inventory that runs), the Python gpufleet runs on;
-- the environment ansible-inventory reads (every ``ANSIBLE_*`` and ``PYTHON*`` variable, PATH, HOME) and
-  the working directory;
+- the environment ansible-inventory reads (every ``ANSIBLE_*`` and ``PYTHON*`` variable but the settings
+  of the ssh and paramiko connections, which it never loads; PATH, HOME) and the working directory;
 - --limit.
 
 A listing that is not certain to follow from those is never kept: an inventory script (an executable
@@ -52,6 +52,9 @@ UNKEYED_ENV = (
     "ANSIBLE_INVENTORY_ENABLED",
 )
 KEYED_ENV = ("PATH", "HOME")
+# The settings of the connection plugins, which ansible-inventory never loads (ansible's ssh ControlPath
+# directory differs from one run to the next where a caller gives each run its own).
+CONNECTION_ENV = ("ANSIBLE_SSH_", "ANSIBLE_PARAMIKO_")
 
 
 def enabled() -> bool:
@@ -131,7 +134,8 @@ def key(inventory: Path, limit: str | None, env: dict[str, str]) -> dict[str, An
             "env": {
                 name: value
                 for name, value in sorted(env.items())
-                if name.startswith(("ANSIBLE_", "PYTHON")) or name in KEYED_ENV
+                if (name.startswith(("ANSIBLE_", "PYTHON")) or name in KEYED_ENV)
+                and not name.startswith(CONNECTION_ENV)
             },
             "cwd": os.getcwd(),
             "limit": limit,

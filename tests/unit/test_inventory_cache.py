@@ -137,6 +137,10 @@ def test_another_limit_environment_config_or_ansible_core_is_listed_again(
     monkeypatch.setenv("ANSIBLE_INVENTORY_IGNORE", "~, .orig")
     preflight.read_inventory(inventory)
     assert lister.calls == 3
+    # a connection's setting is no input of the listing (a run's own ssh ControlPath directory)
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", str(tmp_path / "cp-1"))
+    preflight.read_inventory(inventory)
+    assert lister.calls == 3
     config = tmp_path / "ansible.cfg"
     config.write_text(runner.ANSIBLE_CFG.read_text())
     monkeypatch.setattr(runner, "ANSIBLE_CFG", config)
