@@ -1,7 +1,8 @@
 """playbooks/guardian_act.yml on a simulated node over its real sshd and BMC (issue 39): a GPU that fell off
 the bus (xid-79) quarantined and rebooted through Redfish (GracefulRestart taken), the GPU back and the fault
 gone, the history's quarantine and reboot events; a hung node (node-hung: SSH answers nothing, the BMC's
-graceful reset goes unanswered) rebooted with ForceRestart after the graceful timeout, then quarantined."""
+graceful reset goes unanswered) rebooted with ForceRestart after the graceful timeout, then quarantined; a
+pending row remap cleared by a GPU reset over SSH, and the persistent one pending again after it."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def address(fleet: Fleet) -> str:
     return f"{SUBNET}.2"
 
 
-def act(fleet: Fleet, tmp_path: Path, reason: str, classes: list[str]) -> subprocess.CompletedProcess[str]:
+def act(
+    fleet: Fleet, tmp_path: Path, reason: str, classes: list[str], remediation: str = "reboot"
+) -> subprocess.CompletedProcess[str]:
     extra = tmp_path / "extra.json"
     extra.write_text(
         json.dumps(
@@ -43,7 +46,7 @@ def act(fleet: Fleet, tmp_path: Path, reason: str, classes: list[str]) -> subpro
                         "reason": reason,
                         "classes": classes,
                         "checks": ["health.gpu_count"],
-                        "remediation": "reboot",
+                        "remediation": remediation,
                         "replace_hardware": False,
                     }
                 },
@@ -102,3 +105,26 @@ def test_a_hung_node_is_forced_after_the_graceful_timeout_then_quarantined(
     quarantine, reboot = history(fleet)[-2:]
     assert quarantine["action"] == "quarantine" and reboot["action"] == "reboot"
     assert "GracefulRestart sent " in reboot["detail"] and ", then ForceRestart sent " in reboot["detail"]
+
+
+def pending(fleet: Fleet) -> list[bool]:
+    return [bool(g["remapped_rows"]["pending"]) for g in state.present_gpus(state.load(node_dir(fleet)))]
+
+
+def test_a_gpu_reset_clears_a_pending_remap_and_not_the_persistent_one(fleet: Fleet, tmp_path: Path) -> None:
+    for fault, after in (("row-remap-pending", False), ("row-remap-pending-persistent", True)):
+        assert faults.inject(node_dir(fleet), fault)
+        assert pending(fleet)[2] is True
+        done = act(
+            fleet,
+            tmp_path,
+            "gpufleet watch: health.row_remap_pending[GPU-2] true",
+            ["row_remap"],
+            "gpu_reset",
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert pending(fleet)[2] is after, fault
+        quarantine, reset = history(fleet)[-2:]
+        assert (quarantine["action"], reset["action"], reset["outcome"]) == ("quarantine", "gpu_reset", "ok")
+        assert reset["detail"].startswith("reset all 8 GPU(s) (nvidia-smi -r)")
+        faults.clear(node_dir(fleet), fault)
