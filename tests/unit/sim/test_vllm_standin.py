@@ -237,17 +237,26 @@ def test_requests_past_max_num_seqs_wait(node_dir: Path) -> None:
         assert (seen["vllm:num_requests_running"], seen["vllm:num_requests_waiting"]) == (1, 1)
 
 
-def test_throttled_gpus_serve_slower(node_dir: Path) -> None:
+def test_throttled_gpus_serve_slower(node_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request takes what the engine sleeps for its prefill and decode: counted from its sleeps (which
+    still happen), as a busy machine's wall clock stretches either request by more than the sleeps."""
+    slept: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(vllm_engine.time, "sleep", sleep)
     engine = vllm_engine.Engine(node_dir, config(), uuids(node_dir, 0))
-    started = time.monotonic()
     engine.complete(["x"], 20)
-    healthy = time.monotonic() - started
+    healthy = sum(slept)
     with state.locked(node_dir) as current:
         for gpu in current["gpus"]:
             gpu["thermal"]["die_c"] = 88.0  # past slowdown: HW halves clocks
-    started = time.monotonic()
+    slept.clear()
     engine.complete(["x"], 20)
-    assert time.monotonic() - started > 1.8 * healthy
+    assert healthy > 0 and sum(slept) > 1.8 * healthy
 
 
 # -- the command ------------------------------------------------------------------------------
