@@ -67,10 +67,11 @@ METHODS = (
     "gpufleet drift",
     "drift without fabric",
     "gpufleet watch",
+    "gpufleet watch --act",
     "naive playbook",
     "clush probe",
 )
-SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "watch", "naive", "clush"), METHODS, strict=True))
+SHORT_NAMES = dict(zip(("ping", "drift", "nofabric", "watch", "act", "naive", "clush"), METHODS, strict=True))
 # --baseline DIR: that checkout's drift, timed beside this one's at every size
 BASELINE = "baseline drift"
 # Above this many nodes only ping and drift are timed (see the docstring).
@@ -234,12 +235,35 @@ def watch(ctx: Context, control_dir: Path) -> None:
     _expect("gpufleet watch", ctx, found, {"pfc": "fabric.host_pfc[", "power": "gpu_power.enforced_limit_w["})
 
 
+def watch_act(ctx: Context, control_dir: Path) -> None:
+    """`gpufleet watch --act` (issue 39) on the same fleet with nothing to act on: a power cap and a host
+    without PFC make no node unsafe to serve, so it is the watch plus the guardian's settings, plan and
+    breaker; it must find what the watch finds and take no node out (issue 39: at most 1.1 x the watch)."""
+    report_dir = ctx.work / "watch-act-report"
+    shutil.rmtree(report_dir, ignore_errors=True)
+    proc = _gpufleet(ctx, control_dir, "watch", report_dir, "--act")
+    if proc.returncode != 1 or not (report_dir / "report.json").exists():
+        tail = proc.stdout[-600:] + proc.stderr[-600:]
+        raise BenchError(f"gpufleet watch --act: rc {proc.returncode} (1 expected): {tail}")
+    hosts = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["hosts"]
+    acted = sorted(name for name, host in hosts.items() if host.get("guardian"))
+    if acted:
+        raise BenchError(f"gpufleet watch --act: acted on {', '.join(acted)} with nothing unsafe")
+    found = {
+        name: " ".join(c["name"] for c in host.get("checks") or [] if not c["ok"])
+        for name, host in hosts.items()
+    }
+    marks = {"pfc": "fabric.host_pfc[", "power": "gpu_power.enforced_limit_w["}
+    _expect("gpufleet watch --act", ctx, found, marks)
+
+
 def _gpufleet(
-    ctx: Context, control_dir: Path, command: str, report_dir: Path
+    ctx: Context, control_dir: Path, command: str, report_dir: Path, *extra: str
 ) -> subprocess.CompletedProcess[str]:
     argv = [
         str(BIN / "gpufleet"),
         command,
+        *extra,
         "--inventory",
         str(ctx.inventory),
         "--report-dir",
@@ -351,7 +375,7 @@ def _expect(method: str, ctx: Context, found: dict[str, str], marks: dict[str, s
 
 
 RUNNERS: dict[str, Callable[[Context, Path], None]] = dict(
-    zip(METHODS, (ping, drift, drift_without_fabric, watch, naive, clush), strict=True)
+    zip(METHODS, (ping, drift, drift_without_fabric, watch, watch_act, naive, clush), strict=True)
 )
 
 
@@ -428,7 +452,7 @@ def bench_size(
     fleet.up(FleetConfig(nodes=nodes, subnet=subnet), timeout=120.0)
     try:
         ctx = Context(fleet, nodes, work)
-        if "gpufleet watch" in methods:
+        if "gpufleet watch" in methods or "gpufleet watch --act" in methods:
             print(f"   the gate starts the instances of {nodes} nodes ...", flush=True)
             serve(ctx)
         for name, fault in FAULTS.items():
@@ -518,6 +542,12 @@ def table(results: dict[int, dict[str, list[Sample]]]) -> str:
             parts.append(
                 f"watch / drift = {w.wall_s / d.wall_s:.2f} wall, "
                 f"{w.controller_cpu_s / d.controller_cpu_s:.2f} controller CPU (target <= 1.3)"
+            )
+        if "gpufleet watch --act" in med and "gpufleet watch" in med:
+            acting, plain = med["gpufleet watch --act"], med["gpufleet watch"]
+            parts.append(
+                f"watch --act / watch = {acting.controller_cpu_s / plain.controller_cpu_s:.2f} "
+                "controller CPU (nothing to act on; target <= 1.1)"
             )
         if "clush probe" in med:
             parts.append(f"drift / clush = {d.wall_s / med['clush probe'].wall_s:.2f}")

@@ -50,8 +50,9 @@ def test_methods_keep_ping_and_drift_and_refuse_unknown_names() -> None:
     assert run.chosen_methods("drift,ping") == ("ansible -m ping", "gpufleet drift")
     assert run.chosen_methods("nofabric") == ("ansible -m ping", "gpufleet drift", "drift without fabric")
     assert run.chosen_methods("watch") == ("ansible -m ping", "gpufleet drift", "gpufleet watch")
+    assert run.chosen_methods("act,watch")[-2:] == ("gpufleet watch", "gpufleet watch --act")
     with pytest.raises(
-        ValueError, match="--methods: pdsh is not one of ping, drift, nofabric, watch, naive, clush"
+        ValueError, match="--methods: pdsh is not one of ping, drift, nofabric, watch, act, naive, clush"
     ):
         run.chosen_methods("ping,pdsh")
 
