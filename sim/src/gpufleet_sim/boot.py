@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from gpufleet_sim import faults, gpu_reset, kernel_log, sysfs_rdma, thermal
+from gpufleet_sim import faults, gpu_reset, kernel_log, node_power, sysfs_rdma, thermal
 from gpufleet_sim.state import State
 
 # What the driver and kernel come up with, before any boot unit runs.
@@ -62,6 +62,6 @@ def power_cycle(state: State, sys_root: Path) -> None:
 
 
 # Faults a reboot ends: the GPU that fell off the bus is found again when the node comes up (a GPU
-# missing for good is gpu-missing, which stays).
-CLEARED_BY_REBOOT = ("xid-79",)
+# missing for good is gpu-missing, which stays), and a shutdown stuck on its driver is over.
+CLEARED_BY_REBOOT = ("xid-79", node_power.GRACEFUL_IGNORED)
 PERSISTENT_FAULTS = ("power-capped", "link-down", "gpu-missing", "hot-gpu", "low-coolant-flow")

@@ -33,6 +33,9 @@ REBOOT_ANSWER = "reboot.done"
 # What `gpufleet-sim reboot` asks: a forced restart (it always brings the node back).
 SIM_REBOOT = "reboot"
 HUNG = "node-hung"
+# The node runs and answers SSH, but its OS never acts on the BMC's graceful request (a shutdown stuck
+# on a driver that will not unload, ACPI events masked): only a forced reset brings it down.
+GRACEFUL_IGNORED = "graceful-ignored"
 
 ON, OFF, POWERING_ON, POWERING_OFF = "On", "Off", "PoweringOn", "PoweringOff"
 # The ResetType values the BMC accepts, in the order bmcweb's ResetActionInfo lists them, but Nmi (no
@@ -56,8 +59,10 @@ def power_state(state: State) -> str:
 
 
 def answers(state: State) -> bool:
-    """The node's OS can act on a graceful request: not hung (its running sshd is the Fleet's to say)."""
-    return HUNG not in state.get("faults", [])
+    """The node's OS can act on a graceful request: not hung, not ignoring it (its running sshd is the
+    Fleet's to say)."""
+    found = state.get("faults", [])
+    return HUNG not in found and GRACEFUL_IGNORED not in found
 
 
 def plan(reset_type: str, power: str, os_answers: bool) -> tuple[str, str]:
@@ -128,4 +133,8 @@ def unhang(state: State, sys_root: Path) -> None:
     _signal_node(sys_root.parent, signal.SIGCONT)
 
 
-FAULTS = {HUNG: (hang, unhang)}
+def _nothing(state: State, sys_root: Path) -> None:
+    """Nothing to set: the fault's name in ``state["faults"]`` is the condition (answers)."""
+
+
+FAULTS = {HUNG: (hang, unhang), GRACEFUL_IGNORED: (_nothing, _nothing)}

@@ -103,6 +103,17 @@ def test_a_hung_node_does_not_answer_and_a_power_cycle_ends_the_hang(node_dir: P
     assert node_power.answers(current) and current["power_state"] == "PoweringOn"
 
 
+def test_a_node_that_ignores_graceful_requests_is_brought_down_only_by_a_forced_reset(node_dir: Path) -> None:
+    """graceful-ignored: a shutdown stuck on its driver. The OS does not act on GracefulRestart while the
+    node otherwise runs (its sshd answers); a forced reset works (test_fake_health_tools: the reboot
+    ends the fault)."""
+    assert faults.inject(node_dir, node_power.GRACEFUL_IGNORED)
+    current = state.load(node_dir)
+    assert not node_power.answers(current)
+    assert node_power.plan("GracefulRestart", "On", node_power.answers(current))[0] == node_power.IGNORE
+    assert node_power.plan("ForceRestart", "On", node_power.answers(current))[0] == node_power.REBOOT
+
+
 class Running:
     """A node process that runs (Popen's poll)."""
 

@@ -197,6 +197,13 @@ def test_a_reboot_starts_a_new_log_and_finds_the_gpu_that_fell_off_the_bus(h100:
     assert "xid-79" not in state.load(h100)["faults"]
 
 
+def test_a_reboot_ends_a_shutdown_stuck_on_its_driver(h100: Path) -> None:
+    inject(h100, "graceful-ignored")
+    assert "graceful-ignored" in state.load(h100)["faults"]
+    reboot(h100)
+    assert "graceful-ignored" not in state.load(h100)["faults"]
+
+
 def test_xid_94_logs_a_contained_error_and_the_gpu_keeps_serving(b300: Path) -> None:
     gpu4 = state.present_gpus(state.load(b300))[4]
     inject(b300, "xid-94")
