@@ -151,6 +151,9 @@ def act_steps(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
             {"step": step, "started": report_time(task.get("start", "")), "outcome": "ok", "message": ""},
         )
         found["finished"] = report_time(task.get("end", ""))
+        if str(task.get("action", "")).startswith("gpufleet.node.") and task.get("msg"):
+            # what the step's own module said (the resets sent and when, each GPU's reset)
+            found["message"] = str(task["msg"])
         if task["outcome"] in ("failed", "unreachable") and not task.get("ignored"):
             found["outcome"] = "failed"
             found["message"] = f"{name}: {task.get('msg') or task['outcome']}"
