@@ -6,7 +6,8 @@ issue 40). For the same inputs its listing is the same, so it is kept in gpuflee
 under a key of every input that can change it:
 
 - the content (SHA-256), size and path of every file of the inventory (a directory inventory: every file
-  under it) and of its ``group_vars`` and ``host_vars`` trees, and which of those exist;
+  under it) and of its ``group_vars`` and ``host_vars`` trees (beside the path as given and beside the
+  file a link names), and which of those exist;
 - the ansible.cfg the tool runs with (its content), ansible-core (its release file and the
   ansible-inventory that runs), the Python gpufleet runs on;
 - the environment ansible-inventory reads (every ``ANSIBLE_*`` and ``PYTHON*`` variable but the settings
@@ -117,7 +118,10 @@ def key(inventory: Path, limit: str | None, env: dict[str, str]) -> dict[str, An
             if not _static(path, data):
                 return None
             inputs.append({"path": str(path), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
-        basedir = source if source.is_dir() else source.parent
+        # ansible reads group_vars and host_vars beside the path as given (a link's own directory, not its
+        # target's): both are keyed
+        given = Path(os.path.abspath(inventory))
+        basedirs = sorted({str(p if p.is_dir() else p.parent) for p in (given, source)})
         tool = shutil.which("ansible-inventory", path=env.get("PATH"))
         release = ansible_release()
         if tool is None or release is None:
@@ -126,8 +130,10 @@ def key(inventory: Path, limit: str | None, env: dict[str, str]) -> dict[str, An
             "version": VERSION,
             "inventory": str(source),
             "sources": inputs,
-            "group_vars": _tree(basedir / "group_vars"),
-            "host_vars": _tree(basedir / "host_vars"),
+            "vars": {
+                base: {tree: _tree(Path(base) / tree) for tree in ("group_vars", "host_vars")}
+                for base in basedirs
+            },
             "config": {"path": env["ANSIBLE_CONFIG"], "sha256": hashlib.sha256(config).hexdigest()},
             "ansible": [_digest(release), _digest(Path(tool).resolve()), str(Path(tool).resolve())],
             "python": sys.version,

@@ -251,3 +251,23 @@ def test_an_unwritable_state_dir_only_lists_every_time(
     inventory = _inventory(tmp_path)
     assert preflight.read_inventory(inventory) == preflight.read_inventory(inventory)
     assert lister.calls == 2
+
+
+def test_the_vars_beside_a_linked_inventory_and_beside_its_target_are_both_inputs(
+    tmp_path: Path, lister: Lister
+) -> None:
+    target = _inventory(tmp_path)
+    (tmp_path / "site").mkdir()
+    link = tmp_path / "site" / "inventory.yml"
+    link.symlink_to(target)
+    preflight.read_inventory(link)
+    (tmp_path / "site" / "group_vars").mkdir()  # ansible reads this one: beside the link
+    (tmp_path / "site" / "group_vars" / "all.yml").write_text("a: 1\n")
+    preflight.read_inventory(link)
+    assert lister.calls == 2
+    (target.parent / "group_vars").mkdir()
+    (target.parent / "group_vars" / "all.yml").write_text("a: 1\n")
+    preflight.read_inventory(link)
+    assert lister.calls == 3
+    preflight.read_inventory(link)
+    assert lister.calls == 3
