@@ -27,7 +27,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from gpufleet import drift, guardian_breaker, guardian_escalation, guardian_plan, guardian_settings, runner
+from gpufleet import (
+    drift,
+    guardian_breaker,
+    guardian_escalation,
+    guardian_plan,
+    guardian_settings,
+    preflight,
+    runner,
+)
 from gpufleet import watch as watch_mod
 from gpufleet.commands import gate as gate_cmd
 from gpufleet.commands.base import CommonOptions
@@ -65,7 +73,12 @@ class GuardianOptions(watch_mod.WatchOptions):
 
 
 def _hostvars(options: GuardianOptions) -> dict[str, dict[str, Any]]:
-    return dict((options.listing.get("_meta") or {}).get("hostvars") or {})
+    """The GPU nodes' variables (the listing has the leaf switches too: the guardian's settings are the
+    nodes', and the breaker's must agree across them alone)."""
+    listing = dict(options.listing)
+    leaves = preflight.group_members(listing, runner.SWITCH_GROUP)
+    found = (listing.get("_meta") or {}).get("hostvars") or {}
+    return {name: dict(found[name]) for name in found if name not in leaves}
 
 
 def _reading(host: HostReport) -> dict[str, Any]:

@@ -27,8 +27,11 @@ COST = {
     "test_gpu_roles.py": 145,
     "test_rdma_roles.py": 110,
     "test_interrupt_fleet.py": 107,
-    # measured alone under flock, 2026-12-06 (1 h100-8 node, two reboots through the BMC)
-    "test_guardian_act.py": 110,
+    # estimated from its tests' runs under flock, 2026-12-06 (4 Slurm nodes; five watch --act runs that
+    # act, three gates after a remediation)
+    "test_guardian.py": 360,
+    # 1 h100-8 node, one forced reboot through the BMC
+    "test_guardian_act.py": 45,
     "test_check_command.py": 95,
     "test_sim_vllm.py": 57,
     "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 53,

@@ -231,3 +231,19 @@ def test_act_steps_take_each_steps_first_start_and_last_end_and_its_failure() ->
     found = guardian.act_steps(tasks)
     assert [(s["step"], s["outcome"]) for s in found] == [("quarantine", "ok"), ("reboot", "failed")]
     assert found[1]["finished"] == "2026-12-06T20:40:00Z" and "the BMC refused" in found[1]["message"]
+
+
+def test_the_leaves_settings_are_not_the_nodes(
+    tmp_path: Path, state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listing holds the leaf switches too: their defaults must not disagree with the nodes' breaker."""
+    fleet = Fleet(watched({"node01": []}), {})
+    install(monkeypatch, fleet)
+    listing = {
+        "_meta": {"hostvars": {"node01": {"guardian_breaker_max_nodes": 9}, "leaf01": {}}},
+        "leaf_switches": {"hosts": ["leaf01"]},
+    }
+    given = guardian.GuardianOptions(tmp_path / "inv.yml", None, tmp_path / "report", listing=listing)
+    report = guardian.guard(given)
+    assert report.guardian["breaker"]["limit"] == 1  # 10 % of one node, at least one
+    assert "leaf01" not in report.hosts
