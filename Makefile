@@ -93,8 +93,9 @@ unit: setup
 	$(BIN)/pytest -n $(UNIT_WORKERS) tests/unit
 
 # Workers share the tests file by file, molecule's scenarios one by one, the heaviest first
-# (tests/integration/scheduling.py). Most of a test's time is spent waiting for its fleet (burn-ins,
-# windows, ssh): two workers kept 1.1 of 2 cores busy on average, so a third one runs beside them.
+# (tests/integration/scheduling.py). Much of a test's time is spent waiting for its fleet (burn-ins,
+# windows, ssh): 2 workers kept 1.1 of 2 cores busy over node_health, sim_vllm, link_flap_settle and 3
+# molecule scenarios, so a third runs beside them (the 3 heaviest files at once: 1.83 cores, 2026-12-06).
 INTEGRATION_WORKERS ?= 3
 integration: setup
 	$(BIN)/pytest -n $(INTEGRATION_WORKERS) --dist loadfile --durations=25 tests/integration
