@@ -20,6 +20,10 @@ import pytest
 from gpufleet_sim import build, faults, state
 from gpufleet_sim.tools import vllm_engine
 
+# The files that run a gpufleet playbook on this machine (test_release_command, test_guardian_act_playbook)
+# hold its real /run/gpufleet/run-lock.json: one xdist worker runs them both (make unit: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("controller_run_lock")
+
 REPO = Path(__file__).resolve().parents[2]
 REASON = "gpufleet watch: health.row_remap_pending[GPU-x] true"
 LOCK = Path("/run/gpufleet/run-lock.json")

@@ -17,6 +17,10 @@ import pytest
 from gpufleet import cli, events, preflight
 from gpufleet.commands import registry, release
 
+# The files that run a gpufleet playbook on this machine (test_release_command, test_guardian_act_playbook)
+# hold its real /run/gpufleet/run-lock.json: one xdist worker runs them both (make unit: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("controller_run_lock")
+
 REPO = Path(__file__).resolve().parents[2]
 MARK = {
     "time": "2026-12-06T20:31:05Z",
