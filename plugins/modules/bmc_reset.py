@@ -34,63 +34,6 @@ description:
     C(thermal_gate)'s C(thermal_gate_bmc_*) from C(gpufleet_bmc_*)). The password and the session token never
     appear in the result.
 options:
-  baseuri:
-    description:
-      - The BMC, as C(host), C(host:port) or C(https://host[:port]). Without a scheme C(https) is used.
-      - An C(http://) address is refused unless O(insecure_http_reason) is given.
-    type: str
-    required: true
-    aliases: [address]
-  insecure_http_reason:
-    description:
-      - Why this BMC may be read over plain C(http://) (a ticket, the BMC firmware that cannot do TLS, the
-        isolated network). The password then crosses the network in clear text; the reason is reported as
-        a warning and in C(hints). Blank or unset refuses C(http://). Ignored for C(https).
-    type: str
-  username:
-    description: BMC account; read-only rights are enough.
-    type: str
-    required: true
-  auth:
-    description:
-      - V(session) logs in with a Redfish session (POST to the session collection, C(X-Auth-Token)) and
-        deletes the session when done; V(basic) sends HTTP basic auth with every request.
-    type: str
-    choices: [session, basic]
-    default: session
-  validate_certs:
-    description:
-      - Verify the BMC's TLS certificate. Turn off only in a lab; point O(ca_path) at the BMCs' CA instead.
-    type: bool
-    default: true
-  ca_path:
-    description:
-      - PEM file of the CA that signed the BMC certificates, used in addition to the system's.
-      - It must exist on the controller, be readable and hold at least one PEM certificate; otherwise the
-        module fails at once naming the file (no request is made).
-    type: path
-  timeout:
-    description: Seconds to wait for each HTTP request, 1 to 600.
-    type: int
-    default: 10
-  retries:
-    description:
-      - How often to retry a request that failed to connect, timed out, or got HTTP 502/503/504, 0 to 10.
-        HTTP 401 and 404 and local configuration errors are never retried.
-    type: int
-    default: 3
-  retry_delay:
-    description:
-      - Seconds before the first retry, 0 to 60; each further retry waits twice as long. A C(Retry-After)
-        header from the BMC (up to 30 s) takes precedence.
-    type: float
-    default: 1.0
-  use_proxy:
-    description:
-      - Use the controller's C(https_proxy)/C(http_proxy) to reach the BMC.
-      - Off by default, as management networks are rarely behind a proxy.
-    type: bool
-    default: false
   graceful_timeout_s:
     description:
       - Seconds to wait for the node to go down after C(GracefulRestart) before sending C(ForceRestart),
@@ -113,7 +56,7 @@ options:
   ssh_port:
     description: The port of the node's SSH; by default its connection's (C(ansible_port), else 22).
     type: int
-extends_documentation_fragment: [gpufleet.node.attributes, gpufleet.node.account]
+extends_documentation_fragment: [gpufleet.node.attributes, gpufleet.node.bmc, gpufleet.node.account]
 attributes:
   check_mode:
     details: Says what it would send; sends nothing, not even a read.
@@ -142,20 +85,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.guardian_step]
 step:
-  description: The guardian's step this result is, for the report.
-  returned: always
-  type: str
   sample: reboot
-started:
-  description: When the action started (UTC, ISO 8601).
-  returned: always
-  type: str
-  sample: "2026-12-06T20:31:05Z"
 ended:
-  description: When it ended (UTC, ISO 8601; not C(finished), which Ansible keeps for async results).
-  returned: always
-  type: str
   sample: "2026-12-06T20:36:41Z"
 resets:
   description:

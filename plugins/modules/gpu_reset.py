@@ -28,18 +28,12 @@ description:
     (a reboot may).
   - Fails when a tool refuses (a non-zero exit), its message naming each GPU the tool named and the tool's
     words; when nothing was reset the result says so.
-options:
-  nvidia_smi_path:
-    description:
-      - Path to the C(nvidia-smi) binary.
-      - When not set, C(nvidia-smi) is looked up on E(PATH) and the module fails if it is not found.
-    type: path
 notes:
-  - C(nvidia-smi) runs with C(LC_ALL=C), whose messages and number formats are stable.
   - Sources of the rules - nvidia-smi(1), C(-r, --gpu-reset); NVIDIA/NVSentinel issue 1690 and pull request
     1692 (persistence mode refuses a reset; turning it off is enough).
 extends_documentation_fragment:
   - gpufleet.node.attributes
+  - gpufleet.node.nvidia_smi
 attributes:
   check_mode:
     details: Reads the GPUs and their processes and says what it would do; turns nothing off, resets nothing.
@@ -59,20 +53,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+extends_documentation_fragment: [gpufleet.node.guardian_step]
 step:
-  description: The guardian's step this result is, for the report.
-  returned: always
-  type: str
   sample: gpu_reset
-started:
-  description: When the module started (UTC, ISO 8601).
-  returned: always
-  type: str
-  sample: "2026-12-06T20:31:05Z"
 ended:
-  description: When it ended (UTC, ISO 8601; not C(finished), which Ansible keeps for async results).
-  returned: always
-  type: str
   sample: "2026-12-06T20:31:09Z"
 nvidia_smi:
   description: The nvidia-smi that ran.

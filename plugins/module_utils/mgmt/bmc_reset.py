@@ -19,17 +19,16 @@ from __future__ import annotations
 import socket
 import time
 
-from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.coolant_read import ARGUMENT_SPEC as _BMC
+from ansible_collections.gpufleet.node.plugins.module_utils.mgmt import coolant_read
 from ansible_collections.gpufleet.node.plugins.module_utils.mgmt.redfish_client import (
     SERVICE_ROOT,
-    RedfishClient,
     RedfishError,
     normalize_baseuri,
 )
 
 # The BMC's options as coolant_facts has them (one definition), the reboot's own after them.
 ARGUMENT_SPEC = dict(
-    {k: v for k, v in _BMC.items() if k not in ("chassis", "cdus")},
+    {k: v for k, v in coolant_read.ARGUMENT_SPEC.items() if k not in ("chassis", "cdus")},
     graceful_timeout_s=dict(type="int", default=300),
     boot_timeout_s=dict(type="int", default=900),
     poll_interval_s=dict(type="float", default=2.0),
@@ -85,19 +84,7 @@ def bad_settings(params):
 
 def client_for(params):
     """The RedfishClient of the node's BMC (RedfishError for a local configuration error, nothing sent)."""
-    return RedfishClient(
-        normalize_baseuri(params["baseuri"]),
-        params["username"],
-        params["password"],
-        auth=params["auth"],
-        validate_certs=params["validate_certs"],
-        ca_path=params["ca_path"],
-        timeout=params["timeout"],
-        retries=params["retries"],
-        retry_delay=params["retry_delay"],
-        use_proxy=params["use_proxy"],
-        insecure_http_reason=params["insecure_http_reason"],
-    )
+    return coolant_read.client_for(normalize_baseuri(params["baseuri"]), params)
 
 
 class Failed(Exception):

@@ -34,6 +34,24 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def client_for(baseuri, params):
+    """The RedfishClient of the BMC at ``baseuri`` (normalized) with the BMC options of ARGUMENT_SPEC
+    (RedfishError for a local configuration error, nothing sent)."""
+    return RedfishClient(
+        baseuri,
+        params["username"],
+        params["password"],
+        auth=params["auth"],
+        validate_certs=params["validate_certs"],
+        ca_path=params["ca_path"],
+        timeout=params["timeout"],
+        retries=params["retries"],
+        retry_delay=params["retry_delay"],
+        use_proxy=params["use_proxy"],
+        insecure_http_reason=params["insecure_http_reason"],
+    )
+
+
 def bmc_check(baseuri, exc):
     return check("coolant.bmc[%s]" % baseuri, False, exc.kind, "readings", "", str(exc))
 
@@ -58,19 +76,7 @@ def read(params, warn):
     except RedfishError as exc:
         return dict(failed=True, msg=str(exc), checks=[], hints=[], requests=0), []
     try:
-        client = RedfishClient(
-            baseuri,
-            params["username"],
-            params["password"],
-            auth=params["auth"],
-            validate_certs=params["validate_certs"],
-            ca_path=params["ca_path"],
-            timeout=params["timeout"],
-            retries=params["retries"],
-            retry_delay=params["retry_delay"],
-            use_proxy=params["use_proxy"],
-            insecure_http_reason=params["insecure_http_reason"],
-        )
+        client = client_for(baseuri, params)
     except RedfishError as exc:
         # A local configuration error (plain HTTP without a reason, the CA file): nothing was sent, and
         # gpufleet refuses the node for its inputs (exit 2).
