@@ -90,7 +90,7 @@ sanity-timed: setup
 # cores, 2 workers kept ~1.3 cores busy (~300 CPU-s in ~225 s); a third fills the waits.
 UNIT_WORKERS ?= 3
 unit: setup
-	$(BIN)/pytest -n $(UNIT_WORKERS) --dist loadgroup tests/unit
+	$(BIN)/pytest -n $(UNIT_WORKERS) tests/unit
 
 # Workers share the tests file by file, molecule's scenarios one by one, the heaviest first
 # (tests/integration/scheduling.py). Much of a test's time is spent waiting for its fleet (burn-ins,

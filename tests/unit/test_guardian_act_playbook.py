@@ -20,9 +20,7 @@ import pytest
 from gpufleet_sim import build, faults, state
 from gpufleet_sim.tools import vllm_engine
 
-# The files that run a gpufleet playbook on this machine (test_release_command, test_guardian_act_playbook)
-# hold its real /run/gpufleet/run-lock.json: one xdist worker runs them both (make unit: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("controller_run_lock")
+from tests.unit.machine_run_lock import machine_run_lock  # noqa: F401  (autouse: one test at a time)
 
 REPO = Path(__file__).resolve().parents[2]
 REASON = "gpufleet watch: health.row_remap_pending[GPU-x] true"

@@ -16,10 +16,7 @@ import pytest
 
 from gpufleet import cli, events, preflight
 from gpufleet.commands import registry, release
-
-# The files that run a gpufleet playbook on this machine (test_release_command, test_guardian_act_playbook)
-# hold its real /run/gpufleet/run-lock.json: one xdist worker runs them both (make unit: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("controller_run_lock")
+from tests.unit.machine_run_lock import machine_run_lock  # noqa: F401  (autouse: one test at a time)
 
 REPO = Path(__file__).resolve().parents[2]
 MARK = {
