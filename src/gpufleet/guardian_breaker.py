@@ -28,13 +28,8 @@ fleet): :class:`BreakerError` names it and what to do. Writes replace the file w
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import math
-import os
-import stat
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -154,34 +149,13 @@ def save(state: BreakerState, where: Path | None = None) -> None:
         ) from None
 
 
-@contextlib.contextmanager
-def held(where: Path | None = None) -> Iterator[None]:
+def held(where: Path | None = None) -> contextlib.AbstractContextManager[None]:
     """An flock beside the state file (``breaker.json.lock``) while a process reads, changes and saves
     it: two guardians (the timer's and a person's) cannot both count the same last free place."""
     where = where or path()
     where.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     guard = where.with_name(where.name + ".lock")
-    try:
-        handle = os.open(guard, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    except OSError as exc:
-        raise BreakerError(f"cannot open {guard}: {exc.strerror} (remove it if it is a link)") from None
-    try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise BreakerError(f"{guard} is not a regular file: remove it")
-        deadline = time.monotonic() + HELD_WAIT_S
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BreakerError(
-                        f"another gpufleet has held {guard} for over {HELD_WAIT_S:g} s: try again"
-                    ) from None
-                time.sleep(0.05)
-        yield
-    finally:
-        os.close(handle)
+    return runlock.flock_guard(guard, HELD_WAIT_S, BreakerError, str(guard), ": try again")
 
 
 def limit(settings: BreakerSettings, serving_nodes: int) -> int:

@@ -109,33 +109,46 @@ def _records(runs: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 @contextlib.contextmanager
-def _guard(runs: Path) -> Iterator[None]:
-    """The flock every run takes to read and write the records, waited for GUARD_WAIT_S at most."""
-    path = runs / ".lock"
+def flock_guard(
+    path: Path, wait_s: float, error: type[Exception], what: str, after_wait: str
+) -> Iterator[None]:
+    """An exclusive flock on the regular file ``path`` (created 0600, never through a link), waited for
+    ``wait_s`` at most; ``error`` names what went wrong: ``what`` is how the file is called in it, and
+    ``after_wait`` ends the message when the wait ran out. The run records' guard and the guardian's
+    breaker state are held with it."""
     try:
         handle = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o600)
     except OSError as exc:
-        raise Busy(
-            f"cannot open the run lock's guard {path}: {exc.strerror} (remove it if it is a link)"
-        ) from None
+        raise error(f"cannot open {what}: {exc.strerror} (remove it if it is a link)") from None
     try:
         if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise Busy(f"the run lock's guard {path} is not a regular file: remove it")
-        deadline = time.monotonic() + GUARD_WAIT_S
+            raise error(f"{what} is not a regular file: remove it")
+        deadline = time.monotonic() + wait_s
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise Busy(
-                        f"another gpufleet has held {path} for over {GUARD_WAIT_S:g} s (a run stopped "
-                        "while it read the run records?): try again, or find that process"
+                    raise error(
+                        f"another gpufleet has held {path} for over {wait_s:g} s{after_wait}"
                     ) from None
                 time.sleep(0.05)
         yield
     finally:
         os.close(handle)
+
+
+def _guard(runs: Path) -> contextlib.AbstractContextManager[None]:
+    """The flock every run takes to read and write the records, waited for GUARD_WAIT_S at most."""
+    path = runs / ".lock"
+    return flock_guard(
+        path,
+        GUARD_WAIT_S,
+        Busy,
+        f"the run lock's guard {path}",
+        " (a run stopped while it read the run records?): try again, or find that process",
+    )
 
 
 def _write_record(path: Path, record: dict[str, Any]) -> None:
