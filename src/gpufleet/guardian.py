@@ -6,7 +6,7 @@ One straight line, each step only when the one before asks for it:
    record (the watch module's reading);
 2. the leaves, read only when a node failed on its RoCE side (a leaf down or without PFC/ECN explains
    those failures: the leaf is named, no node behind it is taken out);
-3. the decisions (guardian_plan.decide): the settings from the inventory (guardian_settings, checked
+3. the decisions (guardian_plan.plan): the settings from the inventory (guardian_settings, checked
    before anything changes), the node's history (guardian_escalation), the circuit breaker
    (guardian_breaker: a quarantine is counted before the node is touched, so a killed run still counts it);
 4. with --check, the report of what it would do, and nothing else;

@@ -350,31 +350,3 @@ def plan(
         for leaf, nodes in sorted(explained.items())
     }
     return Plan(dict(sorted(decisions.items())), after, limit, serving, breaker.window_min, named)
-
-
-def decide(
-    hosts: Mapping[str, Sequence[Mapping[str, Any]]],
-    histories: Mapping[str, Sequence[Any]],
-    drain_records: Mapping[str, str | None],
-    settings: Mapping[str, GuardianSettings],
-    breaker_state: BreakerState,
-    leaf_verdicts: Mapping[str, str],
-    cabling: Mapping[str, Mapping[str, Any]],
-    now: datetime,
-    *,
-    scheduler_drained: Mapping[str, str | None] | None = None,
-    serving_nodes: int | None = None,
-) -> dict[str, Decision]:
-    """:func:`plan`'s decisions alone (node -> Decision, by name)."""
-    return plan(
-        hosts,
-        histories,
-        drain_records,
-        settings,
-        breaker_state,
-        leaf_verdicts,
-        cabling,
-        now,
-        scheduler_drained=scheduler_drained,
-        serving_nodes=serving_nodes,
-    ).decisions

@@ -1,7 +1,7 @@
-"""guardian_plan.decide: nodes already out of service (a person's drain, gpufleet's record, replace hardware
-pending) are left alone; a RoCE port down behind a bad leaf names the leaf and quarantines nothing; the
-rest are quarantined with their drain reason and remediation or replace_hardware, within the breaker,
-the most certain loss first; the rest would_quarantine."""
+"""guardian_plan.plan's decisions: nodes already out of service (a person's drain, gpufleet's record,
+replace hardware pending) are left alone; a RoCE port down behind a bad leaf names the leaf and
+quarantines nothing; the rest are quarantined with their drain reason and remediation or replace_hardware,
+within the breaker, the most certain loss first; the rest would_quarantine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from gpufleet.guardian_breaker import BreakerState, record
 from gpufleet.guardian_escalation import iso
 from gpufleet.guardian_plan import (
     Decision,
-    decide,
     fabric_leaf,
     loss_order,
     plan,
@@ -52,7 +51,7 @@ def _decide(
     drained: dict[str, str | None] | None = None,
 ) -> dict[str, Decision]:
     settings = settings_for({n: (hostvars or {}).get(n, {}) for n in hosts})
-    return decide(
+    return plan(
         hosts,
         histories or {},
         drain_records or {},
@@ -62,7 +61,7 @@ def _decide(
         cabling or {},
         NOW,
         scheduler_drained=drained,
-    )
+    ).decisions
 
 
 def test_nothing_unsafe_is_none() -> None:
@@ -260,7 +259,7 @@ def test_loss_order() -> None:
 
 
 def test_missing_settings_are_the_defaults() -> None:
-    found = decide({"gpu-01": XID_79}, {}, {}, {}, BreakerState(), {}, {}, NOW)
+    found = plan({"gpu-01": XID_79}, {}, {}, {}, BreakerState(), {}, {}, NOW).decisions
     assert found["gpu-01"].decision == "quarantine" and found["gpu-01"].remediation == ""
     assert GuardianSettings().breaker.max_nodes == 2
 
