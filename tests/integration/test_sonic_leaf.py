@@ -1,4 +1,5 @@
-"""A SONiC leaf beside a Cumulus one (subnet 127.0.41): one simulated node, its first half of RoCE
+"""A SONiC leaf beside a Cumulus one (subnet 127.0.48: molecule's inference_service has 127.0.41 and may run
+at once): one simulated node, its first half of RoCE
 ports on leaf01 (NVUE over HTTPS), its second half on leaf02 (SONiC: gpufleet_switch_os sonic, read
 with sonic-cfggen -d --print-data over real SSH). PFC off on both leaves is named by drift and check
 with the same check, value and limit on both leaves' links; each leaf's drift names its own settings;
@@ -25,7 +26,7 @@ SONIC_LINK = "node01:mlx5_4 -> leaf02:swp1"
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     root = tmp_path_factory.mktemp("sim")
     started = Fleet(root)
-    started.up(FleetConfig(nodes=1, subnet="127.0.41", sonic_leaves=("leaf02",)))
+    started.up(FleetConfig(nodes=1, subnet="127.0.48", sonic_leaves=("leaf02",)))
     try:
         yield started
     finally:
