@@ -31,26 +31,12 @@ demo: setup
 screenshot: demo
 	$(BIN)/python scripts/screenshot.py reports/demo/gate/report.html docs/img/gate-report.png
 
-# Two lanes at once, each stage timed and its output printed whole when it ends: the integration tests
-# (the longest stage, ~17 min, much of it waiting on its fleets' burn-ins, windows and ssh), and beside
-# them the rest one after another: lint's checks and sanity (which share nothing: sanity works on a copy
-# in a temporary directory) at once, then the unit and the conformance tests. One after another the
-# stages took 21 min 14 s of a fresh clone's `make test` (2 cores, c27a1c6); the second lane fills the
-# integration tests' waits. --keep-going: every stage runs, and `make test` fails when any of them does.
-.PHONY: test-integration test-beside-integration
+# lint's checks and sanity share nothing (sanity works on a copy in a temporary directory): they run at
+# once, each one timed and its output printed whole when it ends; then the test suites one after another.
 test: setup
-	@$(MAKE) --no-print-directory --keep-going -j 2 --output-sync=target \
-	  test-integration test-beside-integration
-
-test-integration: setup
-	@$(TIMED) integration $(MAKE) --no-print-directory integration
-
-test-beside-integration: setup
 	@$(TIMED) "lint and sanity" $(MAKE) --no-print-directory --keep-going -j $(TEST_STATIC_JOBS) \
-	  --output-sync=target sanity-timed $(LINT_CHECKS); static=$$?; \
-	  $(TIMED) unit $(MAKE) --no-print-directory unit; unit=$$?; \
-	  $(TIMED) conformance $(MAKE) --no-print-directory conformance; conformance=$$?; \
-	  exit $$((static || unit || conformance))
+	  --output-sync=target sanity-timed $(LINT_CHECKS)
+	@$(MAKE) --no-print-directory unit integration conformance
 
 # The role READMEs and the Galaxy README, generated from the argument specs and plugin docs
 # (scripts/make_docs.py); lint fails when a committed page is out of date.
