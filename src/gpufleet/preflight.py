@@ -9,7 +9,9 @@ read it. A vaulted value in ansible-core's AES256 format (1.1) is tried as ansib
 before decrypting: the key derived from the secret and the value's salt (PBKDF2-SHA256) must give
 the value's HMAC. That needs hashlib and hmac only; importing ansible-core's vault library (and with
 it Ansible's configuration and templating) cost every run ~0.3 CPU-s (bench/README.md, issue 40),
-so it is imported only for a value in another format (a labelled 1.2 one), which it decides.
+so it is imported only for a value in another format (a labelled 1.2 one), which it decides. A value
+that opened with the same secret in an earlier run is not tried again (vault_checked: one key derivation
+per run instead of one per value).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpufleet import catalog, inventory_cache, report_files, runner
+from gpufleet import catalog, inventory_cache, report_files, runner, vault_checked
 
 # The group of the GPU nodes every playbook runs on (the leaf switches are runner.SWITCH_GROUP).
 NODE_GROUP = "gpu_nodes"
@@ -315,12 +317,18 @@ def vault_secrets(listed: dict[str, Any], secret_file: Path | None) -> None:
             "pass --vault-password-file FILE (or set ANSIBLE_VAULT_PASSWORD_FILE)"
         )
     secret = _secret(secret_file)
+    # the values that opened with this secret in an earlier run are not tried again (vault_checked)
+    opened = vault_checked.Opened(secret)
     for value in found:
+        if vault_checked.digest(value.ciphertext) in opened.known:
+            continue
         if not _opens(secret, value.ciphertext):
             raise ConfigError(
                 f"{value.host}: {value.variable} does not decrypt with --vault-password-file {secret_file}: "
                 "is it the vault password of this inventory?"
             )
+        opened.add(value.ciphertext)
+    opened.save()
 
 
 # ansible-core's vault format 1.1 (ansible/parsing/vault: VaultAES256): the header, then the hex of
