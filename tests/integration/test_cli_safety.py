@@ -121,6 +121,12 @@ def _provision(
     return done.returncode, report, done.stdout + done.stderr + files, took
 
 
+# What was planted at the lock, as it was left: its entry (and a directory's entries), without a
+# directory's ".." (/run/gpufleet itself, whose time moves with any run's files beside the lock: the minute
+# ls shows then changed between the two listings now and then).
+PLANTED = f"ls -la {LOCK} {LEGACY} 2>/dev/null | grep -v ' \\.\\.$'; true"
+
+
 def _on_node(fleet: Fleet, command: str) -> str:
     return node_ssh(fleet, "127.0.71.2", command).stdout
 
@@ -131,7 +137,7 @@ def test_what_is_left_at_the_node_lock_is_refused_at_once_and_cleared_by_break_l
 ) -> None:
     command, named = PLANTS[plant]
     _on_node(fleet, f"rm -rf {LOCK} {LOCK}.* {LEGACY} {LEGACY}.* && mkdir -p /run/gpufleet && {command}")
-    before = _on_node(fleet, f"ls -la {LOCK} {LEGACY} 2>/dev/null; true")
+    before = _on_node(fleet, PLANTED)
 
     code, report, seen, took = _provision(fleet, tmp_path, "refused")
     host = report["hosts"]["node01"]
@@ -140,7 +146,7 @@ def test_what_is_left_at_the_node_lock_is_refused_at_once_and_cleared_by_break_l
     assert host["status"] == "failed" and host["configuration_error"] is True, host
     assert named in host["message"] and "--break-lock" in host["message"], host["message"]
     assert SECRET not in seen and "\x1b" not in seen
-    assert _on_node(fleet, f"ls -la {LOCK} {LEGACY} 2>/dev/null; true") == before  # left as it was
+    assert _on_node(fleet, PLANTED) == before  # left as it was
 
     code, report, seen, took = _provision(fleet, tmp_path, "broken", "--break-lock")
     assert code == 0, seen[-3000:]
