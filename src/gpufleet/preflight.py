@@ -318,9 +318,9 @@ def vault_secrets(listed: dict[str, Any], secret_file: Path | None) -> None:
         )
     secret = _secret(secret_file)
     # the values that opened with this secret in an earlier run are not tried again (vault_checked)
-    opened = vault_checked.Opened(secret)
+    opened = vault_checked.Opened(secret, VAULT_ROUNDS)
     for value in found:
-        if vault_checked.digest(value.ciphertext) in opened.known:
+        if value.ciphertext in opened:
             continue
         if not _opens(secret, value.ciphertext):
             raise ConfigError(

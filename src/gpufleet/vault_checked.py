@@ -29,8 +29,6 @@ from typing import Any
 from gpufleet import atomic_file, inventory_cache, runlock
 
 VERSION = 1
-# ansible-core's vault format 1.1: the rounds of its key derivation (preflight uses the same).
-ROUNDS = 10000
 SALT_BYTES = 16
 # The secrets kept (the newest first), and the digests kept per secret (a fleet's values, several times).
 MAX_SECRETS = 4
@@ -45,8 +43,8 @@ def digest(vaulttext: str) -> str:
     return hashlib.sha256(vaulttext.encode("utf-8")).hexdigest()
 
 
-def _fingerprint(secret: bytes, salt: bytes) -> str:
-    return hashlib.pbkdf2_hmac("sha256", secret, salt, ROUNDS).hex()
+def _fingerprint(secret: bytes, salt: bytes, rounds: int) -> str:
+    return hashlib.pbkdf2_hmac("sha256", secret, salt, rounds).hex()
 
 
 def _entries() -> list[dict[str, Any]]:
@@ -69,22 +67,27 @@ def _entries() -> list[dict[str, Any]]:
 
 
 class Opened:
-    """The digests of the values known to open with one secret, read once per run (``known``), and
-    those this run found to open (``add``), kept by ``save``."""
+    """The values known to open with one secret (``text in opened``), read once per run, and those this
+    run found to open (``add``), kept by ``save``. ``rounds``: the vault format's own key derivation
+    rounds (preflight.VAULT_ROUNDS), so that the fingerprint is no weaker than a vaulted value."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, rounds: int) -> None:
         self.enabled = inventory_cache.enabled() and bool(secret)
         self._secret = secret
+        self._rounds = rounds
         self._entries = _entries() if self.enabled else []
         self._mine: dict[str, Any] | None = None
         for entry in self._entries:
             with contextlib.suppress(ValueError):
                 salt = bytes.fromhex(entry["salt"])
-                if hmac.compare_digest(_fingerprint(secret, salt), entry["fingerprint"]):
+                if hmac.compare_digest(_fingerprint(secret, salt, rounds), entry["fingerprint"]):
                     self._mine = entry
                     break
         self.known = {d for d in (self._mine or {}).get("opened", []) if isinstance(d, str)}
         self._added: set[str] = set()
+
+    def __contains__(self, vaulttext: str) -> bool:
+        return digest(vaulttext) in self.known
 
     def add(self, vaulttext: str) -> None:
         self._added.add(digest(vaulttext))
@@ -95,7 +98,11 @@ class Opened:
         mine = self._mine
         if mine is None:
             salt = os.urandom(SALT_BYTES)
-            mine = {"salt": salt.hex(), "fingerprint": _fingerprint(self._secret, salt), "opened": []}
+            mine = {
+                "salt": salt.hex(),
+                "fingerprint": _fingerprint(self._secret, salt, self._rounds),
+                "opened": [],
+            }
         opened = sorted(self.known | self._added)[-MAX_DIGESTS:]
         others = [e for e in self._entries if e is not self._mine]
         secrets = [{**mine, "opened": opened}, *others][:MAX_SECRETS]

@@ -122,9 +122,9 @@ def test_only_the_role_completes_of_the_roles_without_tasks_are_taken_out(tmp_pa
     assert before.count("meta:role_complete") == 3, before
     assert after.count("meta:role_complete") == 1, after
     assert [t for t in before if t != "meta:role_complete"] == [t for t in after if t != "meta:role_complete"]
-    assert "ansible.builtin.debug:The real role's task" in after or any("real" in t for t in after), after
+    real = next(i for i, t in enumerate(after) if t.endswith("The real role's task"))
     # real's own end is the one kept: after its task
-    assert after.index("meta:role_complete") > next(i for i, t in enumerate(after) if "real" in t)
+    assert after.index("meta:role_complete") > real, after
 
 
 def test_a_playbook_run_with_it_still_gets_the_imported_variables(tmp_path: Path) -> None:
