@@ -15,6 +15,7 @@ SRC_DIR = Path(__file__).resolve().parents[1]
 # The fake tools run on the node's own interpreter, as a real node's would.
 NODE_PYTHON = "/usr/bin/python3"
 SSHD = "/usr/sbin/sshd"
+NODE_PYTHON_DIR = Path(__file__).resolve().parent / "node_python"
 
 
 # The driver's unit as NVIDIA ships it, with the simulated daemon's path.
@@ -64,7 +65,9 @@ def _sshd_config(spec: NodeSpec) -> str:
         "MaxSessions 64",
         "MaxStartups 200:30:400",
         "Subsystem sftp internal-sftp",
-        "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        # PYTHONPATH: the node's Python keeps the bytecode of Ansible's zipped modules (node_python/).
+        "SetEnv PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+        f" PYTHONPATH={NODE_PYTHON_DIR}",
     ]
     return sshd_config.render(spec.address, spec.port, spec.host_key, own)
 

@@ -306,6 +306,42 @@ def test_samples_too_far_apart_fail_closed_naming_the_slow_reads() -> None:
     assert gap(checks)["ok"] is True
 
 
+class SlowInstance:
+    """A vLLM instance whose first scrape takes ``open_s`` of the node's clock (a loaded host)."""
+
+    def __init__(self, node: FakeNode, open_s: float) -> None:
+        self.node, self.open_s = node, open_s
+
+    def start(self) -> None:
+        self.node.now += self.open_s
+
+    def stop(self, seconds: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        return [], {"name": "slow", "seconds": seconds}
+
+
+def test_slow_ports_or_instances_opening_do_not_widen_the_gpu_samples_gap() -> None:
+    """Opening the ports and instances took 4.5 s (two /metrics scrapes on a starved host): the GPU
+    samples begin once they are open, so the samples stay ~1 s apart (before: the first sample was
+    taken, then the 4.5 s opening, then the second: a 5.6 s gap failed a healthy node), the GPUs are
+    still watched for the whole 5 s window, and what the instances served is counted over the span
+    they were open."""
+    node = FakeNode(lambda t: False)
+    w = watch.Watch(
+        node.run_command,
+        "nvidia-smi",
+        5.0,
+        LOAD_LIMITS,
+        [],
+        [SlowInstance(node, 4.5)],
+        clock=node.clock,
+        sleep=node.sleep,
+    )
+    checks, fact = w.run()
+    assert gap(checks)["ok"] is True and fact["sample_gap_s"] == 1.05, fact["sample_gap_s"]
+    assert node.reads[0] >= 4.5 and node.reads[-1] - node.reads[0] == 5.0 and fact["gpu_samples"] == 6
+    assert fact["instances"] == [{"name": "slow", "seconds": 9.6}] and fact["window_s"] == 9.6
+
+
 def test_the_window_fails_closed_on_a_tool_error_and_stops_reading() -> None:
     node = FakeNode(lambda t: False, fail_at=2)
     checks, fact = node.watch()
