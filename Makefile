@@ -6,6 +6,10 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_ROLES_PATH := $(abspath roles)
 export ANSIBLE_COLLECTIONS_PATH := $(abspath .gpufleet/collections)
+# Python keeps the bytecode it compiles, as it does by default: with PYTHONDONTWRITEBYTECODE set (some
+# shells and CI images set it) every ansible-playbook and every forked worker compiles the collection's
+# plugins again, and every simulated BMC, leaf and tool the test fleets start compiles the simulator.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo screenshot docs test lint sanity unit integration conformance molecule bench clean sim-down
 

@@ -13,40 +13,43 @@ from collections import OrderedDict
 from xdist.scheduler import LoadScopeScheduling
 
 # Worker-seconds of each unit in a full run on a 2-core machine (`--durations=0`, setup, calls and
-# teardown together; 2026-12-05), rounded: only their order matters. A file not listed counts as DEFAULT_COST.
-# The molecule scenarios measured again without their first destroy (2026-12-06): thermal_gate alone at load
-# 2-3 (`molecule test`, 53 s); the others in one run of test_molecule.py (-n 2, load 3-9), scaled by 53/64,
-# thermal_gate's own ratio between the two.
+# teardown together, 3 workers; 2026-12-07, 1,072 s), rounded: only their order matters. A unit not
+# listed counts as DEFAULT_COST.
 COST = {
-    "test_drift.py": 370,
-    "test_gate_faults.py": 340,
-    "test_fail_closed.py": 280,
-    "test_watch.py": 250,
-    "test_node_health.py": 170,
-    "test_fabric.py": 150,
-    "test_gpu_roles.py": 145,
-    "test_rdma_roles.py": 110,
-    "test_interrupt_fleet.py": 107,
-    # estimated from its tests' runs under flock, 2026-12-06 (4 Slurm nodes; five watch --act runs that
-    # act, three gates after a remediation)
-    "test_guardian.py": 360,
-    # 1 h100-8 node, one forced reboot through the BMC
-    "test_guardian_act.py": 45,
-    "test_check_command.py": 95,
-    "test_sim_vllm.py": 57,
-    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 53,
-    "test_sigterm_gate.py": 41,
-    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 41,
-    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_qos]": 33,
-    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_link]": 32,
-    "test_molecule.py::test_scenario_passes_with_idempotence[switch_qos]": 30,
-    "test_molecule.py::test_scenario_passes_with_idempotence[drain]": 30,
-    "test_molecule.py::test_scenario_passes_with_idempotence[nccl_topology]": 27,
-    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_pinning]": 25,
-    "test_molecule.py::test_scenario_passes_with_idempotence[watch]": 25,
-    "test_molecule.py::test_scenario_passes_with_idempotence[default]": 25,
-    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_power]": 24,
-    "test_molecule.py::test_scenario_passes_with_idempotence[fabric]": 24,
+    "test_guardian.py": 485,
+    "test_fail_closed.py": 334,
+    "test_gate_faults.py": 307,
+    "test_drift.py": 298,
+    "test_watch.py": 290,
+    "test_node_health.py": 283,
+    "test_fabric.py": 112,
+    "test_gpu_roles.py": 93,
+    "test_cli_safety.py": 88,
+    "test_interrupt_fleet.py": 68,
+    "test_sim_vllm.py": 59,
+    "test_rdma_roles.py": 59,
+    "test_link_flap_settle.py": 51,
+    "test_molecule.py::test_scenario_passes_with_idempotence[thermal_gate]": 51,
+    "test_fleet_versions_known.py": 51,
+    "test_check_command.py": 45,
+    "test_molecule.py::test_scenario_passes_with_idempotence[inference_service]": 43,
+    "test_guardian_act.py": 42,
+    "test_gate_preflight.py": 33,
+    "test_molecule.py::test_scenario_passes_with_idempotence[watch]": 31,
+    "test_sigterm_gate.py": 29,
+    "test_switch_interrupt.py": 29,
+    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_qos]": 25,
+    "test_molecule.py::test_scenario_passes_with_idempotence[switch_qos]": 25,
+    "test_molecule.py::test_scenario_passes_with_idempotence[fabric]": 23,
+    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_power]": 23,
+    "test_molecule.py::test_scenario_passes_with_idempotence[nccl_topology]": 22,
+    "test_molecule.py::test_scenario_passes_with_idempotence[rdma_link]": 21,
+    "test_molecule.py::test_scenario_passes_with_idempotence[default]": 21,
+    "test_molecule.py::test_scenario_passes_with_idempotence[drain]": 21,
+    "test_molecule.py::test_scenario_passes_with_idempotence[gpu_pinning]": 21,
+    "test_facts_command.py": 20,
+    "test_sonic_leaf.py": 19,
+    "test_sim_bmc.py": 18,
 }
 DEFAULT_COST = 15
 MOLECULE = "test_molecule.py"
