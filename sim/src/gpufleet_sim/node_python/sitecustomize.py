@@ -54,8 +54,9 @@ def _compiled(source: bytes, filename: str) -> types.CodeType:
 
 
 class _KeptZipImporter(zipimport.zipimporter):
-    def _source_file(self, fullname: str) -> str | None:
-        """The module's source file in the archive, or None where it has only bytecode or is absent."""
+    def _source(self, fullname: str) -> tuple[str, bytes] | None:
+        """The module's source file in the archive and its bytes, or None where it has only bytecode or
+        is absent."""
         name = fullname.rpartition(".")[2]
         try:
             relative = self.prefix + name + ("/__init__.py" if self.is_package(fullname) else ".py")
@@ -63,21 +64,22 @@ class _KeptZipImporter(zipimport.zipimporter):
             return None
         filename = self.archive + os.sep + relative
         try:
-            self.get_data(filename)
+            return filename, self.get_data(filename)
         except OSError:
             return None
-        return filename
 
     def get_filename(self, fullname: str) -> str:
         # zipimport's own compiles the module to learn its name (find_spec asks for it): twice per import
         # without this.
-        return self._source_file(fullname) or super().get_filename(fullname)
+        found = self._source(fullname)
+        return found[0] if found else super().get_filename(fullname)
 
     def get_code(self, fullname: str) -> types.CodeType:
-        filename = self._source_file(fullname)
-        if filename is None:
+        found = self._source(fullname)
+        if found is None:
             return super().get_code(fullname)
-        return _compiled(self.get_data(filename), filename)
+        filename, source = found
+        return _compiled(source, filename)
 
 
 def _install() -> None:
