@@ -20,6 +20,8 @@ from gpufleet_sim.tools import nvidia_smi, vllm_engine, vllm_http
 
 from tests.unit.sim.test_vllm_standin import config
 
+# This module's windows are fractions of a second: its loads send short requests (the default is 64 tokens).
+SHORT = 16
 QUERY = "uuid,enforced.power.limit,clocks_event_reasons.active,clocks_event_reasons_counters.sw_power_cap"
 # test_vllm_standin's engine with a short context and a smaller batch
 CONFIG = config(
@@ -82,7 +84,7 @@ def load_threads() -> list[threading.Thread]:
 def test_serving_load_keeps_its_requests_in_flight_and_leaves_no_thread(
     node_dir: Path, instances: list[str]
 ) -> None:
-    with serving.ServingLoad(instances[:1], concurrency=4) as load:
+    with serving.ServingLoad(instances[:1], concurrency=4, max_tokens=SHORT) as load:
         assert len(load_threads()) == 4
         samples = []
         for _ in range(20):
@@ -138,7 +140,7 @@ def smi_rows(node_dir: Path) -> dict[str, dict[str, Any]]:
 
 def test_the_pdu_cap_shows_as_sw_power_cap_on_the_serving_gpus(node_dir: Path, instances: list[str]) -> None:
     serving_gpus, idle_gpus = domain(node_dir, 0), domain(node_dir, 1)
-    with serving.ServingLoad(instances[:1]) as load:
+    with serving.ServingLoad(instances[:1], max_tokens=SHORT) as load:
         time.sleep(0.3)
         faults.inject(node_dir, "pdu-cap-in-service")
         since = state.load(node_dir)["pdu_cap"]["since"]
@@ -198,7 +200,7 @@ def test_the_prefix_cache_cliff_hits_the_traffic_served_after_it(
     node_dir: Path, instances: list[str]
 ) -> None:
     url = instances[0]
-    with serving.ServingLoad([url]) as load:
+    with serving.ServingLoad([url], max_tokens=SHORT) as load:
         time.sleep(0.3)
         before = hit_rate_over(url, 1.0)
         faults.inject(node_dir, "prefix-cache-cliff")
@@ -246,7 +248,7 @@ def test_serving_moves_the_roce_counters_and_a_leaf_without_pfc_retransmits(
     nics = [nic_on(node_dir, "leaf01"), nic_on(node_dir, "leaf02")]
     idle = grown(node_dir, nics, 0.5)
     assert [d["rx_bytes_phy"] for d in idle] == [0, 0]
-    with serving.ServingLoad(instances) as load:
+    with serving.ServingLoad(instances, max_tokens=SHORT) as load:
         time.sleep(0.3)
         healthy = grown(node_dir, nics, 1.0)
         faults_switch.inject_leaf(roce_traffic.leaf_file(node_dir, "leaf01"), "switch-pfc-off")

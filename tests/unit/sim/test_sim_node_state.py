@@ -113,3 +113,22 @@ def test_gpu_missing_leaves_the_bus_and_comes_back(node_dir: Path) -> None:
 def test_unknown_fault_names_the_choices(node_dir: Path) -> None:
     with pytest.raises(faults.FaultError, match=r"unknown fault .melted.; choose one of: .*power-capped"):
         faults.inject(node_dir, "melted")
+
+
+def test_a_locked_change_is_written_and_an_unchanged_state_is_left_as_it_was(node_dir: Path) -> None:
+    path = node_dir / state.STATE_FILE
+    with state.locked(node_dir) as node:
+        node["gpus"][3]["enforced_limit_w"] = 1100
+    assert state.load(node_dir)["gpus"][3]["enforced_limit_w"] == 1100
+    written = path.stat().st_mtime_ns
+    os.utime(path, ns=(written - 10**9, written - 10**9))  # a second older: a write would move it
+    with state.locked(node_dir) as node:
+        assert node["gpus"][3]["enforced_limit_w"] == 1100
+    assert path.stat().st_mtime_ns == written - 10**9
+    assert not path.with_name(path.name + ".tmp").exists()
+    with state.locked(node_dir) as node:
+        node["gpus"][3]["enforced_limit_w"] = 1400
+    assert (
+        path.stat().st_mtime_ns > written - 10**9
+        and state.load(node_dir)["gpus"][3]["enforced_limit_w"] == 1400
+    )
