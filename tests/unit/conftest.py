@@ -1,7 +1,6 @@
-"""Shared unit-test fixtures: where the real tool captures live; the controller state of this session."""
+"""Shared unit-test fixtures: where the real tool captures live."""
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,13 +28,3 @@ def read_fixture(fixtures_dir):
             return handle.read()
 
     return read
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _own_state_directory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """What the tests' runs keep as controller state (run locks, kept inventory listings and vault checks,
-    the guardian's breaker) goes to a directory of this session's worker, never the user's
-    ~/.local/state/gpufleet; a test that sets GPUFLEET_STATE_DIR itself still does."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("GPUFLEET_STATE_DIR", str(tmp_path_factory.mktemp("state")))
-        yield
