@@ -252,11 +252,12 @@ def test_throttled_gpus_serve_slower(node_dir: Path, monkeypatch: pytest.MonkeyP
     engine.complete(["x"], 20)
     healthy = sum(slept)
     with state.locked(node_dir) as current:
+        # the model moved to now before the dies change (thermal.advance, as before any input changes):
+        # on a busy machine the time since the first request's end would otherwise cool them first
+        thermal.advance(current, time.time())
         for gpu in current["gpus"]:
             # past slowdown, latched: HW halves clocks until the die is 1.5 K below it
             gpu["thermal"].update(die_c=88.0, hw_slowdown=True)
-        # from now: on a busy machine the time since the first request's end would cool the die first
-        current["thermal_t"] = time.time()
     slept.clear()
     engine.complete(["x"], 20)
     assert healthy > 0 and sum(slept) > 1.8 * healthy
