@@ -25,11 +25,12 @@ from gpufleet_sim.tools import systemd_units
 from gpufleet_sim.tools.vllm import WILDCARDS
 
 REQUEST_TIMEOUT_S = 30.0
-# Tokens per completion: the load on the GPUs is the number of requests in flight, whatever their length,
-# and each request costs the stand-in two writes of the node's state (load on, load off): 64 tokens
-# (~0.66 s on healthy GPUs, as the gate's burn-in asks) keeps `concurrency` in flight with a quarter of
-# the requests that 16 took.
-DEFAULT_MAX_TOKENS = 64
+# Tokens per completion the load asks for (not the server's default for a request that names none,
+# vllm_openai.DEFAULT_MAX_TOKENS). The load on the GPUs is the number of requests in flight, whatever
+# their length, and each request costs the stand-in two writes of the node's state (load on, load off):
+# 64 tokens (~0.66 s on healthy GPUs, as the gate's burn-in asks) keep `concurrency` in flight with a
+# quarter of the requests that 16 took.
+LOAD_MAX_TOKENS = 64
 # After a failure a client waits this long before its next try (an instance still loading).
 RETRY_S = 0.2
 DEFAULT_PORT = 8000
@@ -38,7 +39,7 @@ DEFAULT_PORT = 8000
 class ServingLoad:
     """Keeps `concurrency` completions in flight against each base URL (``http://host:port``)."""
 
-    def __init__(self, urls: list[str], concurrency: int = 4, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+    def __init__(self, urls: list[str], concurrency: int = 4, max_tokens: int = LOAD_MAX_TOKENS) -> None:
         if concurrency < 1 or max_tokens < 1:
             raise ValueError("concurrency and max_tokens must be at least 1")
         self.urls = [url.rstrip("/") for url in urls]

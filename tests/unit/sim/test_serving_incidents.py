@@ -20,7 +20,8 @@ from gpufleet_sim.tools import nvidia_smi, vllm_engine, vllm_http
 
 from tests.unit.sim.test_vllm_standin import config
 
-# This module's windows are fractions of a second: its loads send short requests (the default is 64 tokens).
+# This module's windows are fractions of a second: its loads send short requests, not
+# serving.LOAD_MAX_TOKENS.
 SHORT = 16
 QUERY = "uuid,enforced.power.limit,clocks_event_reasons.active,clocks_event_reasons_counters.sw_power_cap"
 # test_vllm_standin's engine with a short context and a smaller batch
